@@ -1,0 +1,146 @@
+#pragma once
+/// \file
+/// Interpreter and Transformer (torch.fx `Interpreter`, `Transformer`).
+///
+/// The Interpreter runs a GraphModule node by node through one virtual
+/// method per opcode, so a subclass can change how any kind of node runs
+/// (profiling, partial evaluation, injecting values). Values live in an Env
+/// indexed by Node::id() and are freed after their last use.
+///
+/// Unlike torch.fx, passing more arguments than the graph has placeholders
+/// is an error (torch.fx silently ignores them, which hides bugs); set
+/// allow_extra_args(true) to get torch.fx's behaviour.
+
+#include <fx/graph_module.h>
+#include <fx/target.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fx {
+
+/// The values of nodes during interpretation (torch.fx Interpreter.env):
+/// a dense table indexed by Node::id().
+class Env {
+ public:
+  /// Whether `n` has a value.
+  bool contains(const Node* n) const { return n->id() < set_.size() && set_[n->id()]; }
+  /// The value of `n`; throws fx::Error naming the node if it has none.
+  const c10::IValue& at(const Node* n) const;
+  /// Sets the value of `n`.
+  void set(const Node* n, c10::IValue v);
+  /// Drops the value of `n` (no-op if none).
+  void erase(const Node* n);
+  /// How many nodes have values.
+  size_t size() const { return count_; }
+  void clear();
+
+ private:
+  std::vector<c10::IValue> values_;
+  std::vector<bool> set_;
+  size_t count_ = 0;
+};
+
+/// Runs a GraphModule's graph node by node.
+class Interpreter {
+ public:
+  /// Interprets `module`'s graph. With garbage_collect_values, every value is
+  /// dropped right after its last use.
+  explicit Interpreter(std::shared_ptr<GraphModule> module, bool garbage_collect_values = true);
+  virtual ~Interpreter();
+
+  /// Binds `args` to the placeholders in order, then runs every node; values
+  /// in `initial_env` are used instead of running their nodes.
+  c10::IValue run(std::vector<c10::IValue> args, const Env* initial_env = nullptr);
+  /// The boxed calling convention: binds the placeholders from `args`, clears
+  /// the caller's vector (so inputs can be freed as soon as they are dead),
+  /// then runs.
+  c10::IValue boxed_run(std::vector<c10::IValue>& args);
+
+  /// Runs one node: fetches its argument values and calls the opcode method.
+  virtual c10::IValue run_node(Node* n);
+  /// Returns the next input (or the default value); throws torch.fx's
+  /// "Expected positional argument for parameter y, but one was not passed in!".
+  virtual c10::IValue placeholder(const std::string& target, std::vector<c10::IValue>& args, ValueKwargs& kwargs);
+  /// Fetches the attribute at `target` from the module.
+  virtual c10::IValue get_attr(const std::string& target, std::vector<c10::IValue>& args, ValueKwargs& kwargs);
+  /// Calls the function `target`.
+  virtual c10::IValue call_function(const std::string& target, std::vector<c10::IValue>& args, ValueKwargs& kwargs);
+  /// Calls the submodule `target`.
+  virtual c10::IValue call_module(const std::string& target, std::vector<c10::IValue>& args, ValueKwargs& kwargs);
+  /// Calls method `target` on args[0].
+  virtual c10::IValue call_method(const std::string& target, std::vector<c10::IValue>& args, ValueKwargs& kwargs);
+  /// Returns args[0].
+  virtual c10::IValue output(const std::string& target, std::vector<c10::IValue>& args, ValueKwargs& kwargs);
+
+  /// The values of n's args and kwargs, looked up in the env.
+  std::pair<std::vector<c10::IValue>, ValueKwargs> fetch_args_kwargs_from_env(Node* n);
+  /// `arg` with every node replaced by its value; `n` is the node being run
+  /// (named in errors).
+  c10::IValue map_nodes_to_values(const Argument& arg, Node* n);
+  /// The tensor or module attribute at `target` of the module.
+  c10::IValue fetch_attr(const std::string& target);
+
+  /// The module being interpreted.
+  GraphModule& module() const { return *module_; }
+  /// The values computed so far.
+  Env& env() { return env_; }
+  /// The node being run (nullptr outside run()).
+  Node* current_node() const { return current_; }
+  /// Accept (and ignore) more arguments than placeholders, as torch.fx does.
+  void allow_extra_args(bool allow) { allow_extra_args_ = allow; }
+
+ protected:
+  std::shared_ptr<GraphModule> module_;
+  Env env_;
+  bool garbage_collect_values_;
+
+ private:
+  struct Cache;
+  Cache& cache();
+  std::unique_ptr<Cache> cache_;
+  std::vector<c10::IValue> args_iter_;
+  size_t next_arg_ = 0;
+  Node* current_ = nullptr;
+  bool allow_extra_args_ = false;
+};
+
+/// Builds a new GraphModule by interpreting a module's graph symbolically:
+/// every opcode method returns the Argument (usually a new Node) that stands
+/// for the value in the new graph. Override a method to rewrite those nodes.
+class Transformer {
+ public:
+  explicit Transformer(std::shared_ptr<GraphModule> module);
+  virtual ~Transformer();
+
+  /// Runs the transformation and returns the new module (same root attributes).
+  std::shared_ptr<GraphModule> transform();
+
+  /// Maps one node of the old graph into the new one.
+  virtual Argument run_node(Node* n);
+  virtual Argument placeholder(const std::string& target, const ArgList& args, const Kwargs& kwargs);
+  virtual Argument get_attr(const std::string& target, const ArgList& args, const Kwargs& kwargs);
+  virtual Argument call_function(const std::string& target, const ArgList& args, const Kwargs& kwargs);
+  virtual Argument call_module(const std::string& target, const ArgList& args, const Kwargs& kwargs);
+  virtual Argument call_method(const std::string& target, const ArgList& args, const Kwargs& kwargs);
+  virtual Argument output(const std::string& target, const ArgList& args, const Kwargs& kwargs);
+
+  /// The graph being built.
+  Graph& new_graph() { return *new_graph_; }
+  /// The module being transformed.
+  GraphModule& module() const { return *module_; }
+  /// The old node being mapped.
+  Node* current_node() const { return current_; }
+
+ protected:
+  std::shared_ptr<GraphModule> module_;
+  std::shared_ptr<Graph> new_graph_;
+
+ private:
+  std::unordered_map<const Node*, Argument> env_;
+  Node* current_ = nullptr;
+};
+
+}  // namespace fx

@@ -1,0 +1,94 @@
+#pragma once
+/// \file
+/// Targets: what call_function and call_method nodes call.
+///
+/// A call_function target is one of
+///  - an ATen (or any dispatcher) operator by name: "aten::add", or with an
+///    explicit overload "aten::add.Tensor". Without an overload, the overload
+///    is chosen from the argument types on the first call and cached;
+///  - a builtin that torch.fx graphs need: "operator.getitem", Python
+///    arithmetic and comparisons ("operator.add", "operator.lt" ...);
+///  - a C++ function registered with register_function("mylib::scale", fn),
+///    the counterpart of a custom op or torch.fx's wrap().
+/// A call_method target names a Tensor method: "view" calls aten::view with
+/// args[0] as self.
+
+#include <fx/argument.h>
+#include <fx/error.h>
+
+#include <ATen/core/ivalue.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace fx {
+
+/// Keyword arguments as run-time values, in call order.
+using ValueKwargs = std::vector<std::pair<std::string, c10::IValue>>;
+
+/// A C++ function callable from a call_function node.
+using Function = std::function<c10::IValue(std::vector<c10::IValue>& args, ValueKwargs& kwargs)>;
+
+/// Registers `fn` as call_function target `name` (e.g. "mylib::scale").
+/// Impure functions are kept by eliminate_dead_code even without users.
+/// Registering a name twice replaces the function.
+void register_function(const std::string& name, Function fn, bool impure = false);
+
+/// Throws fx::TargetError unless `target` names a known call_function target;
+/// the message names the target and the closest known names.
+void check_function_target(const std::string& target);
+
+/// Whether a call_function of `target` has side effects: a registered impure
+/// function, or an operator whose schema writes to an input (aten::add_,
+/// aten::copy_; the out= overloads do not count).
+bool is_impure_function(const std::string& target);
+
+/// Up to `n` known call_function target names closest to `target`.
+std::vector<std::string> closest_target_names(const std::string& target, size_t n = 3);
+
+/// A call_function target resolved for repeated calls. The overload is chosen
+/// from the argument types on the first call and cached; calls may come from
+/// several threads at once.
+class FunctionCall {
+ public:
+  /// Resolves `target` (throws fx::TargetError if unknown). `kwarg_names` are
+  /// the keyword names every call passes, in order.
+  FunctionCall(const std::string& target, std::vector<std::string> kwarg_names);
+  ~FunctionCall();
+  FunctionCall(FunctionCall&&) noexcept;
+  FunctionCall& operator=(FunctionCall&&) noexcept;
+
+  /// Calls the target. `args` and `kwarg_values` are consumed (moved from).
+  c10::IValue call(std::vector<c10::IValue>& args, std::vector<c10::IValue>& kwarg_values) const;
+  /// The target name.
+  const std::string& target() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// A call_method target resolved for repeated calls ("view" → aten::view).
+class MethodCall {
+ public:
+  MethodCall(const std::string& method, std::vector<std::string> kwarg_names);
+  ~MethodCall();
+  MethodCall(MethodCall&&) noexcept;
+  MethodCall& operator=(MethodCall&&) noexcept;
+  /// Calls method on args[0] with the rest as arguments.
+  c10::IValue call(std::vector<c10::IValue>& args, std::vector<c10::IValue>& kwarg_values) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// One-shot call of a call_function target (resolves every time).
+c10::IValue call_function(const std::string& target, std::vector<c10::IValue> args, ValueKwargs kwargs = {});
+/// One-shot call of a Tensor method on args[0].
+c10::IValue call_method(const std::string& method, std::vector<c10::IValue> args, ValueKwargs kwargs = {});
+
+}  // namespace fx

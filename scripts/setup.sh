@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs every Debian package fxcpp needs to build, test and benchmark.
+# Idempotent: installs only what is missing, runs apt-get update at most once.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libtorch-dev            # libtorch 1.13 (find_package(Torch))
+  libgtest-dev libgmock-dev googletest
+  libbenchmark-dev
+  python3-torch python3-torchvision python3-tabulate   # Python torch.fx: reference files and the baseline
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

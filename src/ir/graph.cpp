@@ -1,0 +1,261 @@
+// Graph: node creation, insertion points, erasure, copying, DCE and lint.
+#include <fx/error.h>
+#include <fx/graph.h>
+#include <fx/target.h>
+
+#include "ir/names.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+namespace fx {
+
+// ---- InsertPoint -----------------------------------------------------------
+
+InsertPoint::InsertPoint(Graph* graph, Where where) : graph_(graph), previous_(graph->insert_) {
+  graph->insert_ = where;
+}
+
+InsertPoint::InsertPoint(InsertPoint&& other) noexcept : graph_(other.graph_), previous_(other.previous_) {
+  other.graph_ = nullptr;
+}
+
+InsertPoint::~InsertPoint() {
+  if (graph_) graph_->insert_ = previous_;
+}
+
+// ---- iteration -------------------------------------------------------------
+
+Graph::iterator::iterator(Node* cur, const Node* root, bool reverse)
+    : cur_(cur), following_(nullptr), root_(root), reverse_(reverse) {
+  if (cur_ == root_) cur_ = nullptr;
+  if (cur_) following_ = reverse_ ? cur_->prev_ : cur_->next_;
+}
+
+Graph::iterator& Graph::iterator::operator++() {
+  // The successor was read before the caller could erase the current node.
+  cur_ = following_ == root_ ? nullptr : following_;
+  following_ = cur_ ? (reverse_ ? cur_->prev_ : cur_->next_) : nullptr;
+  return *this;
+}
+
+Graph::iterator Graph::NodeList::begin() const {
+  return iterator(reverse_ ? graph_->root_->prev_ : graph_->root_->next_, graph_->root_, reverse_);
+}
+
+Graph::iterator Graph::NodeList::end() const { return iterator(nullptr, graph_->root_, reverse_); }
+
+size_t Graph::NodeList::size() const { return graph_->size_; }
+
+std::vector<Node*> Graph::NodeList::to_vector() const {
+  std::vector<Node*> out;
+  out.reserve(size());
+  for (Node* n : *this) out.push_back(n);
+  return out;
+}
+
+// ---- construction ----------------------------------------------------------
+
+Graph::Graph() : root_(new Node(this, SIZE_MAX, Opcode::Placeholder, "", "")) {
+  root_->prev_ = root_->next_ = root_;
+  insert_ = {root_, false};
+}
+
+Graph::~Graph() {
+  // Inputs may die before their users: drop the use lists without relinking.
+  std::vector<Node*> all = nodes().to_vector();
+  all.insert(all.end(), erased_.begin(), erased_.end());
+  for (Node* n : all) n->inputs_.clear();
+  for (Node* n : all) delete n;
+  delete root_;
+}
+
+void Graph::link_before(Node* n, Node* before) {
+  Node* p = before->prev_;
+  p->next_ = n;
+  n->prev_ = p;
+  n->next_ = before;
+  before->prev_ = n;
+}
+
+void Graph::unlink(Node* n) {
+  n->prev_->next_ = n->next_;
+  n->next_->prev_ = n->prev_;
+}
+
+void Graph::insert(Node* n) {
+  Node* anchor = insert_.anchor;
+  link_before(n, insert_.after ? anchor->next_ : anchor);
+}
+
+void Graph::check_alive(const Node* n) const {
+  if (n->erased_) throw Error("Node " + n->name_ + " was erased from the graph and cannot be used");
+}
+
+InsertPoint Graph::inserting_before(Node* n) {
+  if (n == nullptr) return InsertPoint(this, {root_, true});
+  if (&n->graph() != this) throw Error("Node to insert before is not in graph.");
+  check_alive(n);
+  return InsertPoint(this, {n, false});
+}
+
+InsertPoint Graph::inserting_after(Node* n) {
+  if (n == nullptr) return InsertPoint(this, {root_, false});
+  if (&n->graph() != this) throw Error("Node to insert after is not in graph.");
+  check_alive(n);
+  return InsertPoint(this, {n, true});
+}
+
+Node* Graph::create_node(Opcode op, const std::string& target, ArgList args, Kwargs kwargs,
+                         std::optional<std::string> name) {
+  if (op == Opcode::CallFunction && target != last_checked_target_) {
+    check_function_target(target);
+    last_checked_target_ = target;
+  }
+  if (target.empty() && op != Opcode::Output)
+    throw Error(std::string("create_node: a ") + to_string(op) + " node needs a target");
+  Node* n = new Node(this, next_id_, op, std::string(), target);
+  try {
+    n->set_args_kwargs(std::move(args), std::move(kwargs));  // validates the inputs
+  } catch (...) {
+    delete n;  // not linked anywhere yet: the graph is unchanged
+    throw;
+  }
+  ++next_id_;
+  n->name_ = unique_name(name ? *name : detail::name_from_target(op, target));
+  insert(n);
+  ++size_;
+  return n;
+}
+
+Node* Graph::placeholder(const std::string& name, std::optional<Argument> default_value) {
+  ArgList args;
+  if (default_value) args.push_back(std::move(*default_value));
+  return create_node(Opcode::Placeholder, name, std::move(args));
+}
+
+Node* Graph::get_attr(const std::string& qualified_name) { return create_node(Opcode::GetAttr, qualified_name); }
+
+Node* Graph::call_function(const std::string& target, ArgList args, Kwargs kwargs) {
+  return create_node(Opcode::CallFunction, target, std::move(args), std::move(kwargs));
+}
+
+Node* Graph::call_module(const std::string& module_name, ArgList args, Kwargs kwargs) {
+  return create_node(Opcode::CallModule, module_name, std::move(args), std::move(kwargs));
+}
+
+Node* Graph::call_method(const std::string& method_name, ArgList args, Kwargs kwargs) {
+  return create_node(Opcode::CallMethod, method_name, std::move(args), std::move(kwargs));
+}
+
+Node* Graph::output(Argument result) { return create_node(Opcode::Output, "output", {std::move(result)}); }
+
+std::string Graph::unique_name(const std::string& candidate) {
+  return detail::create_unique_name(candidate, used_names_, base_count_);
+}
+
+void Graph::erase_node(Node* n) {
+  if (n == nullptr) throw Error("erase_node: null Node*");
+  if (&n->graph() != this) throw Error("erase_node: Node " + n->name() + " does not belong to this graph");
+  check_alive(n);
+  if (!n->users().empty()) {
+    std::string users;
+    for (Node* u : n->users()) users += (users.empty() ? "" : ", ") + u->name() + ": None";
+    throw Error("Tried to erase Node " + n->name() + " but it still had " + std::to_string(n->users().size()) +
+                " users in the graph: {" + users + "}!");
+  }
+  unlink(n);
+  // Drop the inputs so the nodes it read lose it as a user.
+  auto none = [](Node*) { return Argument(); };
+  n->set_args_kwargs(map_arg(n->args_, none), map_arg(n->kwargs_, none));
+  n->erased_ = true;
+  erased_.push_back(n);
+  --size_;
+  ++version_;
+}
+
+Node* Graph::node_copy(const Node* node, const std::function<Argument(Node*)>& arg_transform) {
+  Node* copy = create_node(node->op(), node->target(), map_arg(node->args(), arg_transform),
+                           map_arg(node->kwargs(), arg_transform), node->name());
+  copy->meta_ = node->meta_;
+  return copy;
+}
+
+std::optional<Argument> Graph::graph_copy(const Graph& g, std::unordered_map<const Node*, Node*>& val_map) {
+  auto lookup = [&](Node* n) -> Argument {
+    auto it = val_map.find(n);
+    if (it == val_map.end())
+      throw Error("graph_copy: Node " + n->name() + " is used before it is copied (the source graph is not in "
+                  "topological order)");
+    return it->second;
+  };
+  for (Node* n : g.nodes()) {
+    if (val_map.count(n)) continue;
+    if (n->op() == Opcode::Output) return map_arg(n->args().empty() ? Argument() : n->args()[0], lookup);
+    val_map[n] = node_copy(n, lookup);
+  }
+  return std::nullopt;
+}
+
+bool Graph::eliminate_dead_code() {
+  lint();
+  bool changed = false;
+  for (Node* n : nodes().reversed()) {
+    if (n->users().empty() && !n->is_impure()) {
+      erase_node(n);
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+void Graph::lint() const {
+  std::vector<bool> seen(next_id_, false);
+  std::unordered_set<std::string_view> names;
+  size_t outputs = 0;
+  for (Node* n : nodes()) {
+    if (&n->graph() != this) throw LintError("Node '" + n->name() + "' does not belong to this Graph!");
+    if (n->erased_) throw LintError("Node '" + n->name() + "' was erased but is still in the graph");
+    for_each_node(n->args(), n->kwargs(), [&](Node* arg) {
+      if (&arg->graph() != this)
+        throw LintError("Argument '" + arg->name() + "' of Node '" + n->name() +
+                        "' does not belong to this Graph, but was used as an argument! If you are copying nodes "
+                        "from another graph, make sure to use ``arg_transform`` on node_copy() to remap values\n" +
+                        str());
+      if (arg->erased_ || !seen[arg->id()])
+        throw LintError("Argument '" + arg->name() + "' of Node '" + n->name() +
+                        "' was used before it has been defined! Please check that Nodes in the graph are "
+                        "topologically ordered\n" +
+                        str());
+    });
+    for (const Use& u : n->inputs_) {
+      if (!u.input->users().contains(n))
+        throw LintError("Node '" + n->name() + "' uses '" + u.input->name() + "' but is not among its users");
+    }
+    for (Node* user : n->users()) {
+      bool uses = false;
+      for (const Use& u : user->inputs_) uses = uses || u.input == n;
+      if (!uses) throw LintError("Node '" + user->name() + "' is a user of '" + n->name() + "' but does not use it");
+    }
+    seen[n->id()] = true;
+    if (!names.insert(n->name()).second) throw LintError("Node redefined name " + n->name() + "!");
+    if (n->op() == Opcode::Output) ++outputs;
+  }
+  if (outputs == 0) throw LintError("Graph has no output node; add one with graph.output(value)\n" + str());
+  if (outputs > 1) throw LintError("Graph has " + std::to_string(outputs) + " output nodes; it must have one\n" + str());
+}
+
+std::vector<Node*> Graph::find_nodes(Opcode op, const std::optional<std::string>& target) const {
+  std::vector<Node*> out;
+  for (Node* n : nodes())
+    if (n->op() == op && (!target || n->target() == *target)) out.push_back(n);
+  return out;
+}
+
+Node* Graph::output_node() const {
+  for (Node* n : nodes().reversed())
+    if (n->op() == Opcode::Output) return n;
+  return nullptr;
+}
+
+}  // namespace fx

@@ -1,0 +1,236 @@
+// Node: arguments, use lists, list position and printing of one operation.
+#include <fx/error.h>
+#include <fx/graph.h>
+#include <fx/node.h>
+#include <fx/target.h>
+
+#include <algorithm>
+#include <ostream>
+#include <unordered_set>
+
+namespace fx {
+
+const char* to_string(Opcode op) {
+  switch (op) {
+    case Opcode::Placeholder: return "placeholder";
+    case Opcode::GetAttr: return "get_attr";
+    case Opcode::CallFunction: return "call_function";
+    case Opcode::CallModule: return "call_module";
+    case Opcode::CallMethod: return "call_method";
+    case Opcode::Output: return "output";
+  }
+  return "?";
+}
+
+Opcode opcode_from_string(const std::string& op) {
+  for (Opcode o : {Opcode::Placeholder, Opcode::GetAttr, Opcode::CallFunction, Opcode::CallModule,
+                   Opcode::CallMethod, Opcode::Output}) {
+    if (op == to_string(o)) return o;
+  }
+  throw Error("unknown opcode '" + op +
+              "' (expected placeholder, get_attr, call_function, call_module, call_method or output)");
+}
+
+bool Users::contains(const Node* n) const {
+  for (const Use* u = head_; u; u = u->next)
+    if (u->user == n) return true;
+  return false;
+}
+
+std::vector<Node*> Users::to_vector() const {
+  std::vector<Node*> out;
+  out.reserve(size_);
+  for (Node* u : *this) out.push_back(u);
+  return out;
+}
+
+Node::Node(Graph* graph, size_t id, Opcode op, std::string name, std::string target)
+    : graph_(graph), id_(id), op_(op), name_(std::move(name)), target_(std::move(target)) {}
+
+Node::~Node() { unlink_uses(); }
+
+std::vector<Node*> Node::all_input_nodes() const {
+  std::vector<Node*> out;
+  out.reserve(inputs_.size());
+  for (const Use& u : inputs_) out.push_back(u.input);
+  return out;
+}
+
+Node* Node::prev() const { return prev_ == graph_->root_ ? nullptr : prev_; }
+Node* Node::next() const { return next_ == graph_->root_ ? nullptr : next_; }
+
+void Node::touch() { ++graph_->version_; }
+
+void Node::unlink_uses() {
+  for (Use& u : inputs_) {
+    Users& list = u.input->users_;
+    (u.prev ? u.prev->next : list.head_) = u.next;
+    (u.next ? u.next->prev : list.tail_) = u.prev;
+    --list.size_;
+  }
+  inputs_.clear();
+}
+
+void Node::link_uses() {
+  // Distinct inputs in order of first appearance; a set only for wide nodes.
+  std::vector<Node*> distinct;
+  std::unordered_set<Node*> seen;
+  auto add = [&](Node* n) {
+    if (distinct.size() < 16) {
+      if (std::find(distinct.begin(), distinct.end(), n) != distinct.end()) return;
+      distinct.push_back(n);
+      if (distinct.size() == 16) seen.insert(distinct.begin(), distinct.end());
+    } else if (seen.insert(n).second) {
+      distinct.push_back(n);
+    }
+  };
+  for_each_node(args_, kwargs_, add);
+  inputs_.resize(distinct.size());  // sized once: the Use addresses stay put until the next relink
+  for (size_t i = 0; i < distinct.size(); ++i) {
+    Use& u = inputs_[i];
+    u.input = distinct[i];
+    u.user = this;
+    Users& list = u.input->users_;
+    u.prev = list.tail_;
+    u.next = nullptr;
+    (list.tail_ ? list.tail_->next : list.head_) = &u;
+    list.tail_ = &u;
+    ++list.size_;
+  }
+}
+
+void Node::set_args_kwargs(ArgList args, Kwargs kwargs) {
+  graph_->check_alive(this);
+  // Validate before touching anything: a failed edit leaves the node as it was.
+  for_each_node(args, kwargs, [&](Node* n) {
+    if (n == nullptr) throw Error("Node " + name_ + ": an argument is a null Node*");
+    if (&n->graph() != graph_)
+      throw Error("Argument " + n->name() + " of Node " + name_ +
+                  " does not belong to this Graph, but was used as an argument! If you are copying nodes "
+                  "from another graph, make sure to use arg_transform on node_copy() to remap values");
+    graph_->check_alive(n);
+  });
+  unlink_uses();
+  args_ = std::move(args);
+  kwargs_ = std::move(kwargs);
+  link_uses();
+  touch();
+}
+
+void Node::set_args(ArgList args) { set_args_kwargs(std::move(args), kwargs_); }
+
+void Node::set_kwargs(Kwargs kwargs) { set_args_kwargs(args_, std::move(kwargs)); }
+
+void Node::update_arg(size_t idx, Argument arg) {
+  if (idx >= args_.size())
+    throw Error("update_arg: index " + std::to_string(idx) + " is out of range for Node " + name_ + " with " +
+                std::to_string(args_.size()) + " args");
+  ArgList args = args_;
+  args[idx] = std::move(arg);
+  set_args(std::move(args));
+}
+
+void Node::update_kwarg(const std::string& key, Argument arg) {
+  Kwargs kwargs = kwargs_;
+  auto it = std::find_if(kwargs.begin(), kwargs.end(), [&](const auto& kv) { return kv.first == key; });
+  if (it == kwargs.end()) {
+    kwargs.emplace_back(key, std::move(arg));
+  } else {
+    it->second = std::move(arg);
+  }
+  set_kwargs(std::move(kwargs));
+}
+
+void Node::insert_arg(size_t idx, Argument arg) {
+  if (idx > args_.size())
+    throw Error("insert_arg: index " + std::to_string(idx) + " is out of range for Node " + name_ + " with " +
+                std::to_string(args_.size()) + " args");
+  ArgList args = args_;
+  args.insert(args.begin() + static_cast<std::ptrdiff_t>(idx), std::move(arg));
+  set_args(std::move(args));
+}
+
+void Node::replace_input_with(Node* old_input, Node* new_input) {
+  auto swap = [&](Node* n) -> Argument { return n == old_input ? new_input : n; };
+  set_args_kwargs(map_arg(args_, swap), map_arg(kwargs_, swap));
+}
+
+std::vector<Node*> Node::replace_all_uses_with(Node* replace_with, const std::function<bool(Node*)>& delete_user_cb,
+                                               bool propagate_meta) {
+  graph_->check_alive(this);
+  if (replace_with == nullptr) throw Error("replace_all_uses_with: Node " + name_ + " cannot be replaced by null");
+  if (replace_with == this) throw Error("replace_all_uses_with: Node " + name_ + " cannot replace itself");
+  if (&replace_with->graph() != graph_)
+    throw Error("replace_all_uses_with: Node " + replace_with->name() + " does not belong to the graph of Node " +
+                name_);
+  graph_->check_alive(replace_with);
+  if (propagate_meta && !replace_with->meta_.empty())
+    throw Error("Called node.replace_all_uses_with(replace_with, propagate_meta=True), but replace_with " +
+                replace_with->name() + " already has .meta keys");
+  std::vector<Node*> changed;
+  for (Node* user : users_.to_vector()) {
+    // Rewriting replace_with to read itself would make a cycle: never wanted.
+    if (user == replace_with) continue;
+    if (delete_user_cb && !delete_user_cb(user)) continue;
+    user->replace_input_with(this, replace_with);
+    changed.push_back(user);
+  }
+  if (propagate_meta) replace_with->meta_ = meta_;
+  return changed;
+}
+
+void Node::append(Node* x) {
+  graph_->check_alive(this);
+  graph_->check_alive(x);
+  if (&x->graph() != graph_) throw Error("Attempting to move a Node into a different Graph");
+  if (x == this) return;
+  next_->prepend(x);
+}
+
+void Node::prepend(Node* x) {
+  graph_->check_alive(x);
+  if (&x->graph() != graph_) throw Error("Attempting to move a Node into a different Graph");
+  if (x == this) return;
+  Graph::unlink(x);
+  Graph::link_before(x, this);
+  touch();
+}
+
+std::string Node::format_node() const {
+  const std::string users = "[#users=" + std::to_string(users_.size()) + "]";
+  switch (op_) {
+    case Opcode::Placeholder: {
+      std::string s = "%" + name_ + " : " + users + " = placeholder[target=" + target_ + "]";
+      if (!args_.empty()) s += "(default=" + args_[0].str() + ")";
+      return s;
+    }
+    case Opcode::GetAttr: return "%" + name_ + " : " + users + " = get_attr[target=" + target_ + "]";
+    case Opcode::Output: return "return " + (args_.empty() ? std::string("None") : args_[0].str());
+    default:
+      return "%" + name_ + " : " + users + " = " + to_string(op_) + "[target=" + target_ + "](args = " +
+             format_args(args_) + ", kwargs = " + format_kwargs(kwargs_) + ")";
+  }
+}
+
+std::string Node::stack_trace() const {
+  auto it = meta_.find("stack_trace");
+  if (it == meta_.end()) return "";
+  if (const auto* s = std::any_cast<std::string>(&it->second)) return *s;
+  return "";
+}
+
+void Node::set_stack_trace(std::string trace) { meta_["stack_trace"] = std::move(trace); }
+
+bool Node::is_impure() const {
+  switch (op_) {
+    case Opcode::Placeholder:
+    case Opcode::Output:
+    case Opcode::CallModule: return true;
+    case Opcode::CallFunction: return is_impure_function(target_);
+    default: return false;
+  }
+}
+
+std::ostream& operator<<(std::ostream& os, const Node& node) { return os << node.name(); }
+
+}  // namespace fx

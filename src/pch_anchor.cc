@@ -1,0 +1,1 @@
+// Anchor so the shared precompiled headers have a target to live in.
