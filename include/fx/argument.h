@@ -149,10 +149,27 @@ class Argument {
   std::shared_ptr<const Payload> payload_;  // String, Constant, List, Tuple, Dict
 };
 
-/// Calls fn on every Node* inside arg, depth first, left to right.
-void for_each_node(const Argument& arg, const std::function<void(Node*)>& fn);
-/// Calls fn on every Node* inside every argument and keyword value.
-void for_each_node(const ArgList& args, const Kwargs& kwargs, const std::function<void(Node*)>& fn);
+/// Calls fn(Node*) on every Node* inside arg, depth first, left to right.
+template <class F>
+void for_each_node(const Argument& arg, F&& fn) {
+  switch (arg.kind()) {
+    case Argument::Kind::Node: fn(arg.to_node()); return;
+    case Argument::Kind::List:
+    case Argument::Kind::Tuple:
+      for (const auto& a : arg.items()) for_each_node(a, fn);
+      return;
+    case Argument::Kind::Dict:
+      for (const auto& kv : arg.dict_items()) for_each_node(kv.second, fn);
+      return;
+    default: return;
+  }
+}
+/// Calls fn(Node*) on every Node* inside every argument and keyword value.
+template <class F>
+void for_each_node(const ArgList& args, const Kwargs& kwargs, F&& fn) {
+  for (const auto& a : args) for_each_node(a, fn);
+  for (const auto& kv : kwargs) for_each_node(kv.second, fn);
+}
 
 /// torch.fx map_aggregate: rebuilds arg with fn applied to every leaf
 /// (everything that is not a list, tuple or dict).

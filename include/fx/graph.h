@@ -21,6 +21,9 @@
 namespace fx {
 
 class Graph;
+namespace detail {
+class NameTable;
+}
 
 /// RAII insertion point: while alive, new nodes of the graph are inserted
 /// where it says; its destructor restores the previous point (nestable).
@@ -173,15 +176,24 @@ class Graph {
   static void link_before(Node* n, Node* before);
   static void unlink(Node* n);
 
+  /// Memory for one more node: nodes live in chunks owned by the graph (they
+  /// are only freed with it, erased ones included), so creating one is a bump.
+  void* allocate_node();
+  void destroy_node(Node* n);
+
   Node* root_;  // sentinel of the circular node list
+  std::vector<std::unique_ptr<unsigned char[]>> chunks_;
+  size_t chunk_used_ = 0;   // nodes handed out from chunks_.back()
+  void* spare_ = nullptr;   // a slot given back by a failed create_node
   size_t size_ = 0;
   size_t next_id_ = 0;
   uint64_t version_ = 0;
   InsertPoint::Where insert_{nullptr, false};
   std::vector<Node*> erased_;  // owned; kept so that stale Node* never dangle
-  std::unordered_set<std::string> used_names_;
-  std::unordered_map<std::string, int64_t> base_count_;
+  std::unique_ptr<detail::NameTable> names_;
   std::string last_checked_target_;  // call_function target validated last (chains repeat targets)
+  std::string last_name_target_;     // the target whose name candidate was derived last ...
+  std::string last_name_candidate_;  // ... and that candidate
 };
 
 /// Prints graph.str().

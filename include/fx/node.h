@@ -18,6 +18,8 @@
 
 #include <fx/argument.h>
 
+#include <c10/util/SmallVector.h>
+
 #include <any>
 #include <functional>
 #include <map>
@@ -91,6 +93,7 @@ class Users {
 
  private:
   friend class Node;
+  friend class Graph;
   Use* head_ = nullptr;
   Use* tail_ = nullptr;
   size_t size_ = 0;
@@ -191,7 +194,7 @@ class Node {
   std::string target_;
   ArgList args_;
   Kwargs kwargs_;
-  std::vector<Use> inputs_;  // one per distinct input node; linked into input->users_
+  c10::SmallVector<Use, 2> inputs_;  // one per distinct input node; linked into input->users_
   Users users_;
   Meta meta_;
   Node* prev_ = nullptr;  // the graph's sentinel at the ends

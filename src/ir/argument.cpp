@@ -347,25 +347,6 @@ bool Argument::operator==(const Argument& o) const {
 std::string Argument::repr() const { return to_python(*this, false); }
 std::string Argument::str() const { return to_python(*this, true); }
 
-void for_each_node(const Argument& arg, const std::function<void(Node*)>& fn) {
-  switch (arg.kind()) {
-    case Argument::Kind::Node: fn(arg.to_node()); return;
-    case Argument::Kind::List:
-    case Argument::Kind::Tuple:
-      for (const auto& a : arg.items()) for_each_node(a, fn);
-      return;
-    case Argument::Kind::Dict:
-      for (const auto& kv : arg.dict_items()) for_each_node(kv.second, fn);
-      return;
-    default: return;
-  }
-}
-
-void for_each_node(const ArgList& args, const Kwargs& kwargs, const std::function<void(Node*)>& fn) {
-  for (const auto& a : args) for_each_node(a, fn);
-  for (const auto& kv : kwargs) for_each_node(kv.second, fn);
-}
-
 Argument map_aggregate(const Argument& arg, const std::function<Argument(const Argument&)>& fn) {
   switch (arg.kind()) {
     case Argument::Kind::List:

@@ -6,6 +6,8 @@
 #include "ir/names.h"
 
 #include <algorithm>
+#include <new>
+#include <utility>
 #include <unordered_set>
 
 namespace fx {
@@ -56,7 +58,8 @@ std::vector<Node*> Graph::NodeList::to_vector() const {
 
 // ---- construction ----------------------------------------------------------
 
-Graph::Graph() : root_(new Node(this, SIZE_MAX, Opcode::Placeholder, "", "")) {
+Graph::Graph()
+    : root_(new Node(this, SIZE_MAX, Opcode::Placeholder, "", "")), names_(std::make_unique<detail::NameTable>()) {
   root_->prev_ = root_->next_ = root_;
   insert_ = {root_, false};
 }
@@ -66,9 +69,24 @@ Graph::~Graph() {
   std::vector<Node*> all = nodes().to_vector();
   all.insert(all.end(), erased_.begin(), erased_.end());
   for (Node* n : all) n->inputs_.clear();
-  for (Node* n : all) delete n;
+  for (Node* n : all) destroy_node(n);
   delete root_;
 }
+
+namespace {
+constexpr size_t kNodesPerChunk = 256;
+}
+
+void* Graph::allocate_node() {
+  if (spare_) return std::exchange(spare_, nullptr);
+  if (chunks_.empty() || chunk_used_ == kNodesPerChunk) {
+    chunks_.emplace_back(new unsigned char[kNodesPerChunk * sizeof(Node)]);
+    chunk_used_ = 0;
+  }
+  return chunks_.back().get() + sizeof(Node) * chunk_used_++;
+}
+
+void Graph::destroy_node(Node* n) { n->~Node(); }
 
 void Graph::link_before(Node* n, Node* before) {
   Node* p = before->prev_;
@@ -114,15 +132,25 @@ Node* Graph::create_node(Opcode op, const std::string& target, ArgList args, Kwa
   }
   if (target.empty() && op != Opcode::Output)
     throw Error(std::string("create_node: a ") + to_string(op) + " node needs a target");
-  Node* n = new Node(this, next_id_, op, std::string(), target);
+  void* slot = allocate_node();
+  Node* n = new (slot) Node(this, next_id_, op, std::string(), target);
   try {
     n->set_args_kwargs(std::move(args), std::move(kwargs));  // validates the inputs
   } catch (...) {
-    delete n;  // not linked anywhere yet: the graph is unchanged
+    destroy_node(n);  // not linked anywhere yet: the graph is unchanged
+    spare_ = slot;
     throw;
   }
   ++next_id_;
-  n->name_ = unique_name(name ? *name : detail::name_from_target(op, target));
+  if (name) {
+    n->name_ = unique_name(*name);
+  } else {
+    if (target != last_name_target_ || last_name_target_.empty()) {
+      last_name_candidate_ = detail::name_from_target(op, target);
+      last_name_target_ = op == Opcode::CallFunction ? target : std::string();  // other opcodes: no cache
+    }
+    n->name_ = unique_name(last_name_candidate_);
+  }
   insert(n);
   ++size_;
   return n;
@@ -151,7 +179,7 @@ Node* Graph::call_method(const std::string& method_name, ArgList args, Kwargs kw
 Node* Graph::output(Argument result) { return create_node(Opcode::Output, "output", {std::move(result)}); }
 
 std::string Graph::unique_name(const std::string& candidate) {
-  return detail::create_unique_name(candidate, used_names_, base_count_);
+  return names_->create(candidate);
 }
 
 void Graph::erase_node(Node* n) {
@@ -227,15 +255,23 @@ void Graph::lint() const {
                         "' was used before it has been defined! Please check that Nodes in the graph are "
                         "topologically ordered\n" +
                         str());
+      bool recorded = false;
+      for (const Use& u : n->inputs_) recorded = recorded || u.input == arg;
+      if (!recorded)
+        throw LintError("Node '" + n->name() + "' uses '" + arg->name() + "' but is not among its users");
     });
+    // Use lists: every Use of n is linked into its input's user list, and
+    // every user listed is linked back through a Use naming n.
     for (const Use& u : n->inputs_) {
-      if (!u.input->users().contains(n))
+      const Users& list = u.input->users_;
+      const bool linked = u.user == n && (u.prev ? u.prev->next : list.head_) == &u &&
+                          (u.next ? u.next->prev : list.tail_) == &u;
+      if (!linked)
         throw LintError("Node '" + n->name() + "' uses '" + u.input->name() + "' but is not among its users");
     }
-    for (Node* user : n->users()) {
-      bool uses = false;
-      for (const Use& u : user->inputs_) uses = uses || u.input == n;
-      if (!uses) throw LintError("Node '" + user->name() + "' is a user of '" + n->name() + "' but does not use it");
+    for (const Use* u = n->users_.head_; u; u = u->next) {
+      if (u->input != n || u->user->erased_ || &u->user->graph() != this)
+        throw LintError("Node '" + u->user->name() + "' is a user of '" + n->name() + "' but does not use it");
     }
     seen[n->id()] = true;
     if (!names.insert(n->name()).second) throw LintError("Node redefined name " + n->name() + "!");

@@ -72,15 +72,26 @@ std::string name_from_target(Opcode op, const std::string& target) {
   return snake_case(s);
 }
 
-std::string create_unique_name(const std::string& in, std::unordered_set<std::string>& used,
-                               std::unordered_map<std::string, int64_t>& base_count) {
+void NameTable::Base::take(int64_t n) {
+  if (n == 0) {
+    plain_used = true;
+  } else if (n == dense_hi + 1) {
+    ++dense_hi;
+    while (!sparse.empty() && sparse.erase(dense_hi + 1)) ++dense_hi;
+  } else if (n > dense_hi) {
+    sparse.insert(n);
+  }
+}
+
+std::string NameTable::create(const std::string& in) {
+  if (last_base_ && in == last_in_) return take_from(*last_base_, last_base_name_, last_num_);
   std::string candidate = in;
   for (char& c : candidate)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
   if (candidate.empty()) candidate = "_unnamed";
   if (std::isdigit(static_cast<unsigned char>(candidate[0]))) candidate = "_" + candidate;
 
-  // Split a numeric suffix: "add_3" → base "add", num 3.
+  // Split a numeric suffix: "add_3" → base "add", num 3 (torch.fx's (.*)_(\d+)$).
   std::string base = candidate;
   int64_t num = 0;
   size_t us = candidate.rfind('_');
@@ -93,14 +104,22 @@ std::string create_unique_name(const std::string& in, std::unordered_set<std::st
       num = std::stoll(candidate.substr(us + 1));
     }
   }
-  if (num == 0) num = base_count[base];
-  while (used.count(candidate) || is_illegal_name(candidate)) {
-    ++num;
-    candidate = base + "_" + std::to_string(num);
-  }
-  used.insert(candidate);
-  base_count[base] = num;
-  return candidate;
+  Base& b = bases_[base];
+  last_in_ = in;
+  last_base_ = &b;  // map nodes never move
+  last_base_name_ = base;
+  last_num_ = num;
+  return take_from(b, base, num);
+}
+
+std::string NameTable::take_from(Base& b, const std::string& base, int64_t num) {
+  // Only plain names can be keywords or builtins: none of those ends in _<digits>.
+  auto taken = [&](int64_t n) { return b.taken(n) || (n == 0 && is_illegal_name(base)); };
+  int64_t counter = num != 0 ? num : b.count;
+  while (taken(num)) num = ++counter;
+  b.take(num);
+  b.count = counter;
+  return num == 0 ? base : base + "_" + std::to_string(num);
 }
 
 }  // namespace fx::detail

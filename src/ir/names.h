@@ -18,10 +18,36 @@ std::string name_from_target(Opcode op, const std::string& target);
 /// torch.fx _snake_case: "pascalCase" → "pascal_case".
 std::string snake_case(const std::string& s);
 
-/// Makes `candidate` a valid, unused Python identifier (illegal characters
-/// become '_', a leading digit gets a '_', keywords and builtins get a
-/// suffix) and unique with the suffixes _1, _2 ...; records it as used.
-std::string create_unique_name(const std::string& candidate, std::unordered_set<std::string>& used,
-                               std::unordered_map<std::string, int64_t>& base_count);
+/// The names taken in one graph, by base: "add", "add_1", "add_7" are the
+/// base "add" with numbers 0, 1, 7. Numbers handed out in sequence extend a
+/// dense range, so checking a fresh name costs one lookup of a short, hot
+/// base string however large the graph grows (a set of every name would
+/// miss the cache on each check).
+class NameTable {
+ public:
+  /// torch.fx _Namespace.create_name: makes `candidate` a valid, unused
+  /// Python identifier (illegal characters become '_', a leading digit gets
+  /// a '_', keywords and builtins get a suffix), unique with the suffixes
+  /// _1, _2 ... (continuing from the last number given to its base), and
+  /// records it as taken.
+  std::string create(const std::string& candidate);
+
+ private:
+  struct Base {
+    bool plain_used = false;     // the base itself, without a number
+    int64_t count = 0;           // torch.fx _base_count: where numbering resumes
+    int64_t dense_hi = 0;        // numbers 1..dense_hi are all taken
+    std::unordered_set<int64_t> sparse;  // taken numbers above dense_hi
+    bool taken(int64_t n) const { return n == 0 ? plain_used : (n <= dense_hi || sparse.count(n) != 0); }
+    void take(int64_t n);
+  };
+  std::string take_from(Base& b, const std::string& base, int64_t num);
+  std::unordered_map<std::string, Base> bases_;
+  // The last candidate seen, already cleaned and split: chains repeat it.
+  std::string last_in_;
+  Base* last_base_ = nullptr;
+  std::string last_base_name_;
+  int64_t last_num_ = 0;
+};
 
 }  // namespace fx::detail

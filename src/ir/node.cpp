@@ -4,6 +4,8 @@
 #include <fx/node.h>
 #include <fx/target.h>
 
+#include <c10/util/SmallVector.h>
+
 #include <algorithm>
 #include <ostream>
 #include <unordered_set>
@@ -72,10 +74,10 @@ void Node::unlink_uses() {
 }
 
 void Node::link_uses() {
-  // Distinct inputs in order of first appearance; a set only for wide nodes.
-  std::vector<Node*> distinct;
+  // Distinct inputs in order of first appearance; a hash set only for wide nodes.
+  c10::SmallVector<Node*, 8> distinct;
   std::unordered_set<Node*> seen;
-  auto add = [&](Node* n) {
+  for_each_node(args_, kwargs_, [&](Node* n) {
     if (distinct.size() < 16) {
       if (std::find(distinct.begin(), distinct.end(), n) != distinct.end()) return;
       distinct.push_back(n);
@@ -83,8 +85,7 @@ void Node::link_uses() {
     } else if (seen.insert(n).second) {
       distinct.push_back(n);
     }
-  };
-  for_each_node(args_, kwargs_, add);
+  });
   inputs_.resize(distinct.size());  // sized once: the Use addresses stay put until the next relink
   for (size_t i = 0; i < distinct.size(); ++i) {
     Use& u = inputs_[i];
