@@ -23,6 +23,7 @@
 #include <any>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -161,8 +162,8 @@ class Node {
   std::string format_node() const;
 
   /// Free-form metadata ("tensor_meta", "stack_trace", "val" ...).
-  Meta& meta() { return meta_; }
-  const Meta& meta() const { return meta_; }
+  Meta& meta();
+  const Meta& meta() const;
   /// meta["stack_trace"] as a string ("" when unset).
   std::string stack_trace() const;
   /// Sets meta["stack_trace"].
@@ -196,7 +197,7 @@ class Node {
   Kwargs kwargs_;
   c10::SmallVector<Use, 2> inputs_;  // one per distinct input node; linked into input->users_
   Users users_;
-  Meta meta_;
+  std::unique_ptr<Meta> meta_;  // made on first use: most nodes of large graphs have none
   Node* prev_ = nullptr;  // the graph's sentinel at the ends
   Node* next_ = nullptr;
   bool erased_ = false;   // erased nodes stay allocated until the graph dies

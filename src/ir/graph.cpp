@@ -205,7 +205,7 @@ void Graph::erase_node(Node* n) {
 Node* Graph::node_copy(const Node* node, const std::function<Argument(Node*)>& arg_transform) {
   Node* copy = create_node(node->op(), node->target(), map_arg(node->args(), arg_transform),
                            map_arg(node->kwargs(), arg_transform), node->name());
-  copy->meta_ = node->meta_;
+  if (node->meta_) copy->meta_ = std::make_unique<Meta>(*node->meta_);
   return copy;
 }
 

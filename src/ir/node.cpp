@@ -165,7 +165,7 @@ std::vector<Node*> Node::replace_all_uses_with(Node* replace_with, const std::fu
     throw Error("replace_all_uses_with: Node " + replace_with->name() + " does not belong to the graph of Node " +
                 name_);
   graph_->check_alive(replace_with);
-  if (propagate_meta && !replace_with->meta_.empty())
+  if (propagate_meta && !replace_with->meta().empty())
     throw Error("Called node.replace_all_uses_with(replace_with, propagate_meta=True), but replace_with " +
                 replace_with->name() + " already has .meta keys");
   std::vector<Node*> changed;
@@ -176,7 +176,7 @@ std::vector<Node*> Node::replace_all_uses_with(Node* replace_with, const std::fu
     user->replace_input_with(this, replace_with);
     changed.push_back(user);
   }
-  if (propagate_meta) replace_with->meta_ = meta_;
+  if (propagate_meta) replace_with->meta() = meta();
   return changed;
 }
 
@@ -214,13 +214,24 @@ std::string Node::format_node() const {
 }
 
 std::string Node::stack_trace() const {
-  auto it = meta_.find("stack_trace");
-  if (it == meta_.end()) return "";
+  if (!meta_) return "";
+  auto it = meta_->find("stack_trace");
+  if (it == meta_->end()) return "";
   if (const auto* s = std::any_cast<std::string>(&it->second)) return *s;
   return "";
 }
 
-void Node::set_stack_trace(std::string trace) { meta_["stack_trace"] = std::move(trace); }
+void Node::set_stack_trace(std::string trace) { meta()["stack_trace"] = std::move(trace); }
+
+Meta& Node::meta() {
+  if (!meta_) meta_ = std::make_unique<Meta>();
+  return *meta_;
+}
+
+const Meta& Node::meta() const {
+  static const Meta empty;
+  return meta_ ? *meta_ : empty;
+}
 
 bool Node::is_impure() const {
   switch (op_) {

@@ -1,0 +1,88 @@
+// Per-op execution cost on a 2,000-op chain of 1-element adds, single thread:
+// eager C++ (an at::add loop), TorchScript (the chain pyfx_baseline.py
+// exports, FX_CHAIN_PT), GraphModule::forward and Interpreter::run.
+// pyfx_baseline.py measures the same chain in Python (chain_us_per_op).
+#include <fx/graph_module.h>
+#include <fx/interpreter.h>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <benchmark/benchmark.h>
+#include <torch/csrc/jit/serialization/import.h>
+
+#include <cstdlib>
+#include <memory>
+
+namespace {
+
+constexpr int kChainOps = 2000;  // pyfx_baseline.py CHAIN_OPS
+
+/// v = a; v = add(v, a) kChainOps times: pyfx_baseline's add_chain_graph.
+std::shared_ptr<fx::GraphModule> chain_module() {
+  auto g = std::make_shared<fx::Graph>();
+  fx::Node* a = g->placeholder("a");
+  fx::Node* v = a;
+  for (int i = 0; i < kChainOps; ++i) v = g->call_function("aten::add", {v, a});
+  g->output(v);
+  return std::make_shared<fx::GraphModule>(std::make_shared<torch::nn::Module>(), g);
+}
+
+void set_per_op(benchmark::State& state) {
+  state.counters["us_per_op"] = benchmark::Counter(kChainOps * 1e-6, benchmark::Counter::kIsIterationInvariantRate |
+                                                                          benchmark::Counter::kInvert);
+}
+
+void BM_Chain_Eager(benchmark::State& state) {
+  at::set_num_threads(1);
+  at::NoGradGuard no_grad;
+  at::Tensor a = at::ones({1});
+  for (auto _ : state) {
+    at::Tensor v = a;
+    for (int i = 0; i < kChainOps; ++i) v = at::add(v, a);
+    benchmark::DoNotOptimize(v);
+  }
+  set_per_op(state);
+}
+BENCHMARK(BM_Chain_Eager)->Unit(benchmark::kMicrosecond);
+
+void BM_Chain_TorchScript(benchmark::State& state) {
+  const char* path = std::getenv("FX_CHAIN_PT");
+  if (!path) {
+    state.SkipWithError("FX_CHAIN_PT not set (run pyfx_baseline.py --export-chain)");
+    return;
+  }
+  at::set_num_threads(1);
+  at::NoGradGuard no_grad;
+  torch::jit::Module m = torch::jit::load(path);
+  m.eval();
+  std::vector<c10::IValue> in{at::ones({1})};
+  for (int i = 0; i < 3; ++i) m.forward(in);  // let the profiling executor settle
+  for (auto _ : state) benchmark::DoNotOptimize(m.forward(in));
+  set_per_op(state);
+}
+BENCHMARK(BM_Chain_TorchScript)->Unit(benchmark::kMicrosecond);
+
+void BM_Chain_GraphModule(benchmark::State& state) {
+  at::set_num_threads(1);
+  at::NoGradGuard no_grad;
+  auto gm = chain_module();
+  at::Tensor a = at::ones({1});
+  gm->forward({a});  // compile and resolve overloads outside the loop
+  for (auto _ : state) benchmark::DoNotOptimize(gm->forward({a}));
+  set_per_op(state);
+}
+BENCHMARK(BM_Chain_GraphModule)->Unit(benchmark::kMicrosecond);
+
+void BM_Chain_Interpreter(benchmark::State& state) {
+  at::set_num_threads(1);
+  at::NoGradGuard no_grad;
+  auto gm = chain_module();
+  at::Tensor a = at::ones({1});
+  fx::Interpreter interp(gm);
+  interp.run({a});
+  for (auto _ : state) benchmark::DoNotOptimize(interp.run({a}));
+  set_per_op(state);
+}
+BENCHMARK(BM_Chain_Interpreter)->Unit(benchmark::kMicrosecond);
+
+}  // namespace

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""`make bench`: fxcpp's Google Benchmark programs beside Python torch.fx.
+
+Runs ../shared/bench/pyfx_baseline.py with Debian's system python3 (the one
+python3-torch installs into) and build/fx_bench in one go, then prints one
+markdown table with both numbers and their ratio (Python / fxcpp: above 1
+means fxcpp is faster). The table is also written to BUILD/bench.md.
+
+    python3 scripts/bench_table.py [--build build] [--quick]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BASELINE = os.path.join(ROOT, "..", "shared", "bench", "pyfx_baseline.py")
+SYSTEM_PYTHON = "/usr/bin/python3"  # python3-torch lives here, not in pyenv's python3
+
+# (row label, fx_bench benchmark name, fx counter or "time", python key path, unit)
+# python key path: keys into pyfx_baseline's JSON; None when Python has no such figure.
+ROWS = [
+    ("build add chain, 1k nodes", "BM_BuildAddChain/1000", "ns_per_node", ["build_ns_per_node", "1000"], "ns/node"),
+    ("build add chain, 16k nodes", "BM_BuildAddChain/16000", "ns_per_node", ["build_ns_per_node", "16000"], "ns/node"),
+    ("build add chain, 1M nodes", "BM_BuildAddChain/1000000", "ns_per_node", None, "ns/node"),
+    ("lint, 16k nodes", "BM_Lint", "time", ["lint_ms"], "ms"),
+    ("python_code, 16k nodes", "BM_PythonCode", "time", ["codegen_ms"], "ms"),
+    ("graph_copy, 16k nodes", "BM_GraphCopy", "time", ["graph_copy_ms"], "ms"),
+    ("eliminate_dead_code, 16k nodes", "BM_EliminateDeadCode", "time", ["dce_ms"], "ms"),
+    ("2k-add chain: eager C++ / Python eager", "BM_Chain_Eager", "us_per_op", ["chain_us_per_op", "eager"], "us/op"),
+    ("2k-add chain: TorchScript (C++)", "BM_Chain_TorchScript", "us_per_op", None, "us/op"),
+    ("2k-add chain: GraphModule forward", "BM_Chain_GraphModule", "us_per_op", ["chain_us_per_op", "graph_module"], "us/op"),
+    ("2k-add chain: Interpreter run", "BM_Chain_Interpreter", "us_per_op", ["chain_us_per_op", "interpreter"], "us/op"),
+    ("symbolic_trace resnet50", "BM_Trace_ResNet50", "time", ["trace_ms", "resnet50"], "ms"),
+    ("import resnet50 (.pt)", "BM_Import_resnet50", "time", ["trace_ms", "resnet50"], "ms"),
+    ("import mobilenet_v2 (.pt)", "BM_Import_mobilenet_v2", "time", ["trace_ms", "mobilenet_v2"], "ms"),
+]
+
+
+def run_python(build, quick):
+    out = os.path.join(build, "pyfx_baseline.json")
+    chain = os.path.join(build, "chain.pt")
+    cmd = [SYSTEM_PYTHON, BASELINE, "--json", out, "--export-chain", chain]
+    if quick:
+        cmd.append("--quick")
+    print("+", " ".join(cmd), file=sys.stderr)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    with open(out) as f:
+        return json.load(f), chain
+
+
+def run_fx(build, chain):
+    out = os.path.join(build, "fx_bench.json")
+    env = dict(os.environ, FX_CHAIN_PT=chain, OMP_NUM_THREADS="1")
+    cmd = [os.path.join(build, "fx_bench"), "--benchmark_format=json", "--benchmark_out=" + out,
+           "--benchmark_out_format=json"]
+    print("+", " ".join(cmd), file=sys.stderr)
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+    with open(out) as f:
+        data = json.load(f)
+    scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+    results = {}
+    for b in data["benchmarks"]:
+        if b.get("run_type") == "aggregate":
+            continue
+        r = dict(b)
+        r["time"] = b["real_time"] * scale[b["time_unit"]]  # ms
+        results[b["name"]] = r
+    return results
+
+
+def lookup(d, path):
+    for k in path:
+        if not isinstance(d, dict) or k not in d:
+            return None
+        d = d[k]
+    return d
+
+
+def fmt(v):
+    if v is None:
+        return "—"
+    return f"{v:.3g}" if v < 1000 else f"{v:,.0f}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--quick", action="store_true", help="pyfx_baseline --quick")
+    args = ap.parse_args()
+    py, chain = run_python(args.build, args.quick)
+    fx = run_fx(args.build, chain)
+    lines = [
+        f"Python torch.fx {py.get('torch')} (Python {py.get('python')}) vs fxcpp, one run, single thread.",
+        "",
+        "| workload | unit | Python torch.fx | fxcpp | Python / fxcpp |",
+        "|---|---|---|---|---|",
+    ]
+    for label, name, counter, path, unit in ROWS:
+        r = fx.get(name)
+        fv = None if r is None else r.get(counter)
+        pv = lookup(py, path) if path else None
+        ratio = f"{pv / fv:.1f}×" if pv and fv else "—"
+        lines.append(f"| {label} | {unit} | {fmt(pv)} | {fmt(fv)} | {ratio} |")
+    if "BM_Chain_Eager" in fx:
+        eager = fx["BM_Chain_Eager"]["us_per_op"]
+        lines.append("")
+        lines.append("fxcpp per-op cost relative to the eager C++ at::add loop: " + ", ".join(
+            f"{n[len('BM_Chain_'):]} {fx[n]['us_per_op'] / eager:.2f}×" for n in
+            ["BM_Chain_TorchScript", "BM_Chain_GraphModule", "BM_Chain_Interpreter"] if n in fx))
+    table = "\n".join(lines)
+    print(table)
+    with open(os.path.join(args.build, "bench.md"), "w") as f:
+        f.write(table + "\n")
+
+
+if __name__ == "__main__":
+    main()
