@@ -8,8 +8,14 @@
 /// indexed by Node::id() and are freed after their last use.
 ///
 /// Unlike torch.fx, passing more arguments than the graph has placeholders
-/// is an error (torch.fx silently ignores them, which hides bugs); set
+/// is an error (torch.fx silently ignores them, which hides bugs: a caller
+/// passing (x, y, z) to forward(x, y) never learns that z was dropped); set
 /// allow_extra_args(true) to get torch.fx's behaviour.
+///
+/// Any exception inside a node is rethrown as fx::Error (the same fx::Error
+/// subclass if it was one) with torch.fx's message:
+/// "<original message>\n\nWhile executing <format_node>" and, when the node
+/// has a stack trace, "\nOriginal traceback:\n<stack trace>".
 
 #include <fx/graph_module.h>
 #include <fx/target.h>
@@ -17,6 +23,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace fx {
@@ -28,18 +36,25 @@ class Env {
   /// Whether `n` has a value.
   bool contains(const Node* n) const { return n->id() < set_.size() && set_[n->id()]; }
   /// The value of `n`; throws fx::Error naming the node if it has none.
-  const c10::IValue& at(const Node* n) const;
+  const c10::IValue& at(const Node* n) const {
+    if (!contains(n)) missing(n);
+    return values_[n->id()];
+  }
   /// Sets the value of `n`.
   void set(const Node* n, c10::IValue v);
   /// Drops the value of `n` (no-op if none).
   void erase(const Node* n);
   /// How many nodes have values.
   size_t size() const { return count_; }
+  /// Drops every value.
   void clear();
+  /// Makes room for nodes with ids below `num_nodes` (Graph::max_node_id()).
+  void reserve(size_t num_nodes);
 
  private:
+  [[noreturn]] static void missing(const Node* n);
   std::vector<c10::IValue> values_;
-  std::vector<bool> set_;
+  std::vector<uint8_t> set_;
   size_t count_ = 0;
 };
 
@@ -52,8 +67,13 @@ class Interpreter {
   virtual ~Interpreter();
 
   /// Binds `args` to the placeholders in order, then runs every node; values
-  /// in `initial_env` are used instead of running their nodes.
+  /// in `initial_env` are used instead of running their nodes (partial
+  /// evaluation: a placeholder given there consumes no argument). Throws
+  /// fx::Error if there are more arguments than placeholders to bind them to,
+  /// unless allow_extra_args(true).
   c10::IValue run(std::vector<c10::IValue> args, const Env* initial_env = nullptr);
+  /// As run(), taking over `initial_env` (no copy of its values is kept).
+  c10::IValue run(std::vector<c10::IValue> args, Env&& initial_env);
   /// The boxed calling convention: binds the placeholders from `args`, clears
   /// the caller's vector (so inputs can be freed as soon as they are dead),
   /// then runs.
@@ -100,8 +120,10 @@ class Interpreter {
  private:
   struct Cache;
   Cache& cache();
+  c10::IValue run_impl(std::vector<c10::IValue> args, Env env);
   std::unique_ptr<Cache> cache_;
   std::vector<c10::IValue> args_iter_;
+  std::vector<c10::IValue> spare_args_;  // run_node's argument vector, reused
   size_t next_arg_ = 0;
   Node* current_ = nullptr;
   bool allow_extra_args_ = false;
@@ -120,11 +142,17 @@ class Transformer {
 
   /// Maps one node of the old graph into the new one.
   virtual Argument run_node(Node* n);
+  /// A new placeholder (default value: args[0], if any).
   virtual Argument placeholder(const std::string& target, const ArgList& args, const Kwargs& kwargs);
+  /// A new get_attr node with the same target.
   virtual Argument get_attr(const std::string& target, const ArgList& args, const Kwargs& kwargs);
+  /// A new call_function node.
   virtual Argument call_function(const std::string& target, const ArgList& args, const Kwargs& kwargs);
+  /// A new call_module node with the same target.
   virtual Argument call_module(const std::string& target, const ArgList& args, const Kwargs& kwargs);
+  /// A new call_method node.
   virtual Argument call_method(const std::string& target, const ArgList& args, const Kwargs& kwargs);
+  /// The value the new graph returns: args[0].
   virtual Argument output(const std::string& target, const ArgList& args, const Kwargs& kwargs);
 
   /// The graph being built.

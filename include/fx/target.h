@@ -17,6 +17,7 @@
 #include <fx/error.h>
 
 #include <ATen/core/ivalue.h>
+#include <c10/util/ArrayRef.h>
 
 #include <functional>
 #include <memory>
@@ -25,6 +26,10 @@
 #include <vector>
 
 namespace fx {
+
+namespace detail {
+class OperatorCall;
+}
 
 /// Keyword arguments as run-time values, in call order.
 using ValueKwargs = std::vector<std::pair<std::string, c10::IValue>>;
@@ -49,9 +54,15 @@ bool is_impure_function(const std::string& target);
 /// Up to `n` known call_function target names closest to `target`.
 std::vector<std::string> closest_target_names(const std::string& target, size_t n = 3);
 
+/// Argument values of one call, read in place (borrowed, not consumed).
+using ValueRefs = c10::ArrayRef<const c10::IValue*>;
+
 /// A call_function target resolved for repeated calls. The overload is chosen
-/// from the argument types on the first call and cached; calls may come from
-/// several threads at once.
+/// from the argument kinds on the first call and cached per kind signature
+/// (a later call with different kinds resolves again); calls may come from
+/// several threads at once. Operators whose schema is a common Tensor/Scalar
+/// signature (add, mul, relu ...) are called through a typed handle, as
+/// at::add is; the rest through the boxed dispatcher with schema defaults.
 class FunctionCall {
  public:
   /// Resolves `target` (throws fx::TargetError if unknown). `kwarg_names` are
@@ -63,8 +74,16 @@ class FunctionCall {
 
   /// Calls the target. `args` and `kwarg_values` are consumed (moved from).
   c10::IValue call(std::vector<c10::IValue>& args, std::vector<c10::IValue>& kwarg_values) const;
+  /// Calls the target with values read in place: the compiled plan's path,
+  /// which boxes nothing on the typed signatures.
+  c10::IValue call_refs(ValueRefs args, ValueRefs kwarg_values) const;
   /// The target name.
   const std::string& target() const;
+  /// The keyword names every call passes.
+  const std::vector<std::string>& kwarg_names() const;
+  /// Internal (for the compiled plan): the dispatcher operator behind this
+  /// call, or nullptr for builtins and registered functions.
+  const detail::OperatorCall* operator_call() const;
 
  private:
   struct Impl;
@@ -72,14 +91,26 @@ class FunctionCall {
 };
 
 /// A call_method target resolved for repeated calls ("view" → aten::view).
+/// A few methods that are not operators are built in: size, dim, numel,
+/// item, to, float/double/half/int/long/bool ..., cpu, is_contiguous, stride.
 class MethodCall {
  public:
+  /// Resolves `method` (throws fx::TargetError if there is no such method).
   MethodCall(const std::string& method, std::vector<std::string> kwarg_names);
   ~MethodCall();
   MethodCall(MethodCall&&) noexcept;
   MethodCall& operator=(MethodCall&&) noexcept;
-  /// Calls method on args[0] with the rest as arguments.
+  /// Calls method on args[0] with the rest as arguments (consumed).
   c10::IValue call(std::vector<c10::IValue>& args, std::vector<c10::IValue>& kwarg_values) const;
+  /// As call(), with values read in place.
+  c10::IValue call_refs(ValueRefs args, ValueRefs kwarg_values) const;
+  /// The method name.
+  const std::string& method() const;
+  /// The keyword names every call passes.
+  const std::vector<std::string>& kwarg_names() const;
+  /// Internal (for the compiled plan): the operator aten::<method> behind
+  /// this call, or nullptr for the built-in methods (size, to ...).
+  const detail::OperatorCall* operator_call() const;
 
  private:
   struct Impl;

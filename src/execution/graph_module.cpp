@@ -1,0 +1,338 @@
+// GraphModule: a module holding a graph, run through a compiled plan.
+#include <fx/graph_module.h>
+
+#include "execution/compiled_plan.h"
+
+#include <fx/error.h>
+
+#include <unordered_set>
+
+namespace fx {
+
+namespace {
+
+std::vector<std::string> split_name(const std::string& target) {
+  std::vector<std::string> atoms;
+  size_t start = 0;
+  while (true) {
+    size_t dot = target.find('.', start);
+    atoms.push_back(target.substr(start, dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return atoms;
+}
+
+std::string join_prefix(const std::vector<std::string>& atoms, size_t n) {
+  std::string out;
+  for (size_t i = 0; i < n; ++i) out += (i ? "." : "") + atoms[i];
+  return out;
+}
+
+std::shared_ptr<torch::nn::Module> child_of(const torch::nn::Module& m, const std::string& name) {
+  auto children = m.named_children();
+  auto* c = children.find(name);
+  return c ? *c : nullptr;
+}
+
+const at::Tensor* find_tensor(const torch::nn::Module& m, const std::string& name, at::Tensor& holder,
+                              bool* is_parameter = nullptr) {
+  auto params = m.named_parameters(/*recurse=*/false);
+  if (auto* p = params.find(name)) {
+    holder = *p;
+    if (is_parameter) *is_parameter = true;
+    return &holder;
+  }
+  auto buffers = m.named_buffers(/*recurse=*/false);
+  if (auto* b = buffers.find(name)) {
+    holder = *b;
+    if (is_parameter) *is_parameter = false;
+    return &holder;
+  }
+  return nullptr;
+}
+
+bool has_tensor(const torch::nn::Module& m, const std::string& name) {
+  at::Tensor holder;
+  return find_tensor(m, name, holder) != nullptr;
+}
+
+std::shared_ptr<torch::nn::Module> new_empty_module() { return std::make_shared<torch::nn::Module>("Module"); }
+
+/// torch.fx _copy_attr: installs root's object at `node`'s target in `to`,
+/// sharing it, with empty modules for missing parents.
+void copy_attr(torch::nn::Module& root, torch::nn::Module& self, const Node& node) {
+  const std::string& target = node.target();
+  auto missing = [&](const std::string& what) {
+    throw Error("Node " + node.format_node() + " referenced target " + target +
+                " but that target was not found in root (" + root.name() + " has no " + what + ")");
+  };
+  auto atoms = split_name(target);
+  torch::nn::Module* from = &root;
+  torch::nn::Module* to = &self;
+  for (size_t i = 0; i + 1 < atoms.size(); ++i) {
+    auto f = child_of(*from, atoms[i]);
+    if (!f) missing("submodule '" + join_prefix(atoms, i + 1) + "'");
+    auto t = child_of(*to, atoms[i]);
+    if (t && t.get() == f.get()) return;  // a parent is installed already: it brings this one
+    if (!t) {
+      t = new_empty_module();
+      to->register_module(atoms[i], t);
+    }
+    from = f.get();
+    to = t.get();
+  }
+  const std::string& field = atoms.back();
+  if (auto f = child_of(*from, field)) {
+    auto t = child_of(*to, field);
+    if (t.get() == f.get()) return;
+    if (t) {
+      to->replace_module(field, f);
+    } else {
+      to->register_module(field, f);
+    }
+    return;
+  }
+  at::Tensor holder;
+  bool is_parameter = false;
+  if (const at::Tensor* value = find_tensor(*from, field, holder, &is_parameter)) {
+    if (has_tensor(*to, field)) return;
+    if (is_parameter) {
+      to->register_parameter(field, *value, value->requires_grad());
+    } else {
+      to->register_buffer(field, *value);
+    }
+    return;
+  }
+  missing("submodule, parameter or buffer '" + target + "'");
+}
+
+/// torch.fx's nn.Module._addindent: indents every line but the first.
+std::string add_indent(const std::string& s, size_t spaces) {
+  if (s.find('\n') == std::string::npos) return s;
+  const std::string pad(spaces, ' ');
+  std::string out;
+  size_t start = 0;
+  bool first = true;
+  while (true) {
+    size_t nl = s.find('\n', start);
+    std::string line = s.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+    out += first ? line : pad + line;
+    first = false;
+    if (nl == std::string::npos) break;
+    out += '\n';
+    start = nl + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+GraphModule::GraphModule(const std::shared_ptr<torch::nn::Module>& root, std::shared_ptr<Graph> graph,
+                         std::string class_name)
+    : torch::nn::Module(class_name), graph_(std::move(graph)), class_name_(std::move(class_name)) {
+  if (!graph_) throw Error("GraphModule: graph is null");
+  if (root) torch::nn::Module::train(root->is_training());  // this module only, as torch.fx does
+  for (Node* n : graph_->nodes()) {
+    if (n->op() != Opcode::GetAttr && n->op() != Opcode::CallModule) continue;
+    if (!root)
+      throw Error("Node " + n->format_node() + " referenced target " + n->target() +
+                  " but that target was not found in root (root is null)");
+    copy_attr(*root, *this, *n);
+  }
+}
+
+GraphModule::~GraphModule() = default;
+
+void GraphModule::set_graph(std::shared_ptr<Graph> graph) {
+  if (!graph) throw Error("GraphModule::set_graph: graph is null");
+  std::lock_guard<std::mutex> lock(compile_mutex_);
+  graph_ = std::move(graph);
+  touch();
+}
+
+std::shared_ptr<const detail::CompiledPlan> GraphModule::plan() {
+  auto current = [&](const std::shared_ptr<const detail::CompiledPlan>& p) {
+    return p && p->graph == graph_.get() && p->graph_version == graph_->version() &&
+           p->module_version == module_version_.load(std::memory_order_acquire);
+  };
+  auto p = std::atomic_load(&plan_);
+  if (current(p)) return p;
+  std::lock_guard<std::mutex> lock(compile_mutex_);
+  p = std::atomic_load(&plan_);
+  if (current(p)) return p;
+  const uint64_t version = module_version_.load(std::memory_order_acquire);
+  auto fresh = std::make_shared<detail::CompiledPlan>(*this);
+  fresh->module_version = version;
+  std::shared_ptr<const detail::CompiledPlan> result = std::move(fresh);
+  std::atomic_store(&plan_, result);
+  return result;
+}
+
+c10::IValue GraphModule::forward(std::vector<c10::IValue> inputs) {
+  auto p = plan();
+  return p->run(inputs);
+}
+
+at::Tensor GraphModule::forward_tensor(const at::Tensor& x) {
+  std::vector<c10::IValue> inputs;
+  inputs.emplace_back(x);
+  return forward(std::move(inputs)).toTensor();
+}
+
+void GraphModule::recompile() {
+  {
+    std::lock_guard<std::mutex> lock(compile_mutex_);
+    const uint64_t version = module_version_.load(std::memory_order_acquire);
+    auto fresh = std::make_shared<detail::CompiledPlan>(*this);
+    fresh->module_version = version;
+    std::shared_ptr<const detail::CompiledPlan> result = std::move(fresh);
+    std::atomic_store(&plan_, result);
+    code_graph_ = nullptr;
+  }
+  code();
+}
+
+std::string GraphModule::code() {
+  std::lock_guard<std::mutex> lock(compile_mutex_);
+  if (code_graph_ != graph_.get() || code_version_ != graph_->version()) {
+    code_ = graph_->python_code("self").src;
+    code_graph_ = graph_.get();
+    code_version_ = graph_->version();
+  }
+  return code_;
+}
+
+std::string GraphModule::print_readable() {
+  std::string src = code();
+  size_t start = src.find_first_not_of('\n');
+  src = start == std::string::npos ? std::string() : src.substr(start);
+  std::string module_code = add_indent("class " + class_name_ + "(torch.nn.Module):\n" + src, 4);
+  std::string submodule_code;
+  for (const auto& child : children()) {
+    if (auto gm = std::dynamic_pointer_cast<GraphModule>(child)) submodule_code += "\n" + gm->print_readable();
+  }
+  return module_code + add_indent(submodule_code, 4);
+}
+
+at::Tensor GraphModule::fetch_attr(const std::string& qualified_name) const {
+  auto atoms = split_name(qualified_name);
+  const torch::nn::Module* mod = this;
+  std::shared_ptr<torch::nn::Module> keep;
+  for (size_t i = 0; i + 1 < atoms.size(); ++i) {
+    keep = child_of(*mod, atoms[i]);
+    if (!keep) throw Error("Node referenced nonexistent target " + join_prefix(atoms, i + 1));
+    mod = keep.get();
+  }
+  at::Tensor holder;
+  if (const at::Tensor* t = find_tensor(*mod, atoms.back(), holder)) return *t;
+  if (child_of(*mod, atoms.back()))
+    throw Error("fetch_attr: target " + qualified_name + " is a module, not a parameter or buffer");
+  throw Error("Node referenced nonexistent target " + qualified_name);
+}
+
+std::shared_ptr<torch::nn::Module> GraphModule::get_submodule(const std::string& target) const {
+  if (target.empty()) return std::const_pointer_cast<torch::nn::Module>(shared_from_this());
+  auto atoms = split_name(target);
+  std::shared_ptr<torch::nn::Module> mod;
+  const torch::nn::Module* cur = this;
+  for (const auto& item : atoms) {
+    mod = child_of(*cur, item);
+    if (!mod) throw Error(cur->name() + " has no attribute `" + item + "`");
+    cur = mod.get();
+  }
+  return mod;
+}
+
+bool GraphModule::add_submodule(const std::string& target, std::shared_ptr<torch::nn::Module> module) {
+  if (!module || target.empty()) return false;
+  auto atoms = split_name(target);
+  torch::nn::Module* mod = this;
+  std::shared_ptr<torch::nn::Module> keep;
+  for (size_t i = 0; i + 1 < atoms.size(); ++i) {
+    keep = child_of(*mod, atoms[i]);
+    if (!keep) {
+      if (has_tensor(*mod, atoms[i])) return false;  // a non-module attribute is in the way
+      keep = new_empty_module();
+      mod->register_module(atoms[i], keep);
+    }
+    mod = keep.get();
+  }
+  const std::string& field = atoms.back();
+  if (has_tensor(*mod, field)) return false;
+  if (child_of(*mod, field)) {
+    mod->replace_module(field, std::move(module));
+  } else {
+    mod->register_module(field, std::move(module));
+  }
+  touch();
+  return true;
+}
+
+bool GraphModule::delete_submodule(const std::string& target) {
+  if (target.empty()) return false;
+  auto atoms = split_name(target);
+  torch::nn::Module* mod = this;
+  std::shared_ptr<torch::nn::Module> keep;
+  for (size_t i = 0; i + 1 < atoms.size(); ++i) {
+    keep = child_of(*mod, atoms[i]);
+    if (!keep) return false;
+    mod = keep.get();
+  }
+  if (!child_of(*mod, atoms.back())) return false;
+  mod->unregister_module(atoms.back());
+  touch();
+  return true;
+}
+
+void GraphModule::delete_all_unused_submodules() {
+  std::unordered_set<std::string> used;
+  for (Node* n : graph_->nodes()) {
+    if (n->op() != Opcode::CallModule && n->op() != Opcode::GetAttr) continue;
+    auto atoms = split_name(n->target());
+    for (size_t i = 1; i <= atoms.size(); ++i) used.insert(join_prefix(atoms, i));
+    if (n->op() == Opcode::CallModule) {
+      std::shared_ptr<torch::nn::Module> sub;
+      try {
+        sub = get_submodule(n->target());
+      } catch (const Error&) {
+        continue;  // a node naming a missing module keeps nothing alive
+      }
+      for (const auto& kv : sub->named_modules("", /*include_self=*/false)) used.insert(n->target() + "." + kv.key());
+    }
+  }
+  std::vector<std::string> to_delete;
+  for (const auto& kv : named_modules("", /*include_self=*/false))
+    if (!used.count(kv.key())) to_delete.push_back(kv.key());
+  for (const auto& name : to_delete) delete_submodule(name);
+}
+
+void GraphModule::register_attr(const std::string& qualified_name, const at::Tensor& value) {
+  auto atoms = split_name(qualified_name);
+  torch::nn::Module* mod = this;
+  std::shared_ptr<torch::nn::Module> keep;
+  for (size_t i = 0; i + 1 < atoms.size(); ++i) {
+    keep = child_of(*mod, atoms[i]);
+    if (!keep) {
+      if (has_tensor(*mod, atoms[i]))
+        throw Error("register_attr: " + join_prefix(atoms, i + 1) + " is a tensor, not a module");
+      keep = new_empty_module();
+      mod->register_module(atoms[i], keep);
+    }
+    mod = keep.get();
+  }
+  const std::string& field = atoms.back();
+  if (child_of(*mod, field)) throw Error("register_attr: " + qualified_name + " is a module, not a tensor");
+  at::Tensor holder;
+  if (const at::Tensor* existing = find_tensor(*mod, field, holder)) {
+    at::Tensor t = *existing;
+    t.set_data(value);
+  } else if (value.requires_grad()) {
+    mod->register_parameter(field, value, true);
+  } else {
+    mod->register_buffer(field, value);
+  }
+  touch();
+}
+
+}  // namespace fx
