@@ -1,0 +1,110 @@
+#pragma once
+/// \file
+/// TraceSession: the OpHandler that turns the operator calls of one trace
+/// into nodes of an fx::Graph.
+///
+/// For every call it decides: record it (a proxy or a parameter is involved),
+/// run it on buffer copies (only buffers are involved), or just run it (only
+/// ordinary tensors). A recorded call becomes a call_function node whose
+/// target is the exact overload; the operator then runs on the example values
+/// under InferenceMode and its tensor results come back as new proxies.
+
+#include "trace/dispatch_hook.h"
+#include "trace/proxy_tensor.h"
+
+#include <fx/argument.h>
+#include <fx/graph.h>
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/nn/module.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace fx::trace_impl {
+
+/// A recorded call_function: the operator and all its arguments, defaults
+/// filled in, in schema order (what leaf-module folding matches against).
+struct RecordedCall {
+  c10::OperatorHandle op;
+  std::vector<Argument> full_args;
+};
+
+/// A tensor the graph reaches through get_attr: a root parameter or buffer,
+/// or a constant the traced code used.
+struct AttrTensor {
+  enum class Kind { Parameter, Buffer, Constant };
+  std::string name;  ///< qualified name (or _tensor_constantN)
+  Kind kind = Kind::Constant;
+  at::Tensor tensor;   ///< the original (kept alive for the whole trace)
+  at::Tensor example;  ///< what operators compute with (a private copy once written)
+  bool copied = false;  ///< example is a private copy
+  Node* node = nullptr;      ///< the get_attr node, once used
+  Node* current = nullptr;   ///< the node holding its current value (after in-place writes)
+};
+
+/// Records the operator calls of one trace into a graph.
+class TraceSession final : public OpHandler {
+ public:
+  /// Records into `graph`; `root` (may be null) provides the parameters and
+  /// buffers that become get_attr nodes.
+  TraceSession(Graph& graph, const torch::nn::Module* root);
+  ~TraceSession() override;
+
+  /// A placeholder named `name` for `example` (a tensor, or a list/tuple of
+  /// tensors); returns the proxy value to pass to the traced code.
+  c10::IValue add_input(const c10::IValue& example, const std::string& name);
+  /// The output argument for the value the traced code returned.
+  Argument output_argument(const c10::IValue& value);
+
+  void handle(const c10::OperatorHandle& op, torch::jit::Stack* stack) override;
+
+  /// Every call_function node recorded, with its full arguments.
+  const std::unordered_map<const Node*, RecordedCall>& calls() const { return calls_; }
+  /// The constants created, in creation order.
+  const std::vector<const AttrTensor*>& constants() const { return constants_; }
+  /// The get_attr target → tensor table (parameters, buffers, constants).
+  const AttrTensor* find_attr(const std::string& name) const;
+  /// This trace's id (proxies of other traces are rejected).
+  uint64_t id() const { return id_; }
+
+ private:
+  struct Scan;
+  void scan(const c10::IValue& v, Scan& s) const;
+  void run_untraced(const c10::OperatorHandle& op, torch::jit::Stack* stack, bool substitute_buffers);
+  void record(const c10::OperatorHandle& op, torch::jit::Stack* stack, bool grad_enabled);
+
+  /// The graph argument for a tensor (node, get_attr, constant) or None.
+  Argument tensor_argument(const at::Tensor& t);
+  /// The graph argument for any boxed value of schema type `type`.
+  Argument value_argument(const c10::IValue& v, const c10::TypePtr& type);
+  /// The node a proxy stands for (creating getitem nodes on first use).
+  Node* resolve(const ProxyTensorImpl& p);
+  /// The attr entry of an ordinary tensor (nullptr if not a parameter/buffer
+  /// and `create_constant` is false).
+  AttrTensor* attr_for(const at::Tensor& t, bool create_constant);
+  /// The example value to compute with in place of `t`.
+  at::Tensor example_of(const at::Tensor& t, bool substitute_buffers);
+  /// `v` with every proxy / attr tensor replaced by its example value.
+  c10::IValue unwrap(const c10::IValue& v, bool substitute_buffers);
+  /// Whether a traced value requires grad (for tensor_meta).
+  bool requires_grad_of(const at::Tensor& t) const;
+
+  Graph& graph_;
+  uint64_t id_;
+  std::unordered_map<const c10::TensorImpl*, std::unique_ptr<AttrTensor>> attrs_;
+  std::unordered_map<std::string, AttrTensor*> attrs_by_name_;
+  std::vector<const AttrTensor*> constants_;
+  std::map<std::pair<const Node*, int64_t>, Node*> getitems_;
+  std::unordered_map<const Node*, RecordedCall> calls_;
+};
+
+/// The dispatcher name of an operator: "aten::add.Tensor", or "aten::relu"
+/// for the default overload.
+std::string operator_target(const c10::OperatorName& name);
+
+}  // namespace fx::trace_impl
