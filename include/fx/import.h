@@ -1,0 +1,96 @@
+#pragma once
+/// \file
+/// TorchScript import: turns a `.pt` file saved from Python (torch.jit.script
+/// or torch.jit.trace, then .save) into a GraphModule, with the graph
+/// torch.fx.symbolic_trace would have given in Python.
+///
+///  - forward's inputs become placeholders (TorchScript's "x.1" is "x");
+///  - a call of a leaf submodule's forward becomes call_module with the
+///    submodule's qualified name ("layer1.0.conv1"); the leaf runs its own
+///    scripted forward, on the parameters of the loaded module (shared,
+///    never copied);
+///  - calls of other submodules and methods (_forward_impl ...) and of
+///    scripted functions (F.relu ...) are inlined, recursively;
+///  - tensors read from modules become get_attr nodes; other attributes
+///    (ints, bools, the training flag ...) are constants;
+///  - aten operators become call_function nodes with the operator's name
+///    ("aten::conv2d", "aten::add.Tensor"); Python arithmetic on ints and
+///    floats becomes operator.* builtins; TupleUnpack / ListUnpack /
+///    TupleIndex / __getitem__ on run-time values become operator.getitem;
+///  - prim::If and prim::Loop whose condition / trip count is known at
+///    import are folded or unrolled; anything data dependent is an
+///    fx::ImportError naming the construct and its source line.
+
+#include <fx/error.h>
+#include <fx/graph_module.h>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace torch::jit {
+struct Module;
+}  // namespace torch::jit
+
+namespace fx {
+
+/// Decides whether a submodule is a leaf (kept as one call_module node).
+/// `type_name` is the module's TorchScript class name without mangling
+/// ("__torch__.torch.nn.modules.conv.Conv2d"); `qualified_name` is its path
+/// from the root ("layer1.0.conv1").
+using LeafPredicate =
+    std::function<bool(const torch::jit::Module& module, const std::string& type_name,
+                       const std::string& qualified_name)>;
+
+/// torch.fx's default rule: torch.nn (and torch.ao.nn) module types are
+/// leaves, except the containers Sequential, ModuleList, ModuleDict,
+/// ParameterList, ParameterDict and plain Module.
+bool is_torch_nn_leaf(const torch::jit::Module& module, const std::string& type_name,
+                      const std::string& qualified_name);
+
+/// How import_torchscript builds the graph.
+struct ImportOptions {
+  /// Which submodules are leaves; is_torch_nn_leaf when empty.
+  LeafPredicate is_leaf_module;
+  /// call_function targets name the exact overload ("aten::add.Tensor");
+  /// false gives the bare operator name ("aten::add").
+  bool overload_names = true;
+  /// Leave out trailing arguments equal to the schema's default value
+  /// (aten::add(x, y) instead of aten::add(x, y, 1)).
+  bool drop_default_args = true;
+  /// Remove nodes whose values nobody uses and that have no side effects
+  /// (sizes only read by a folded branch ...).
+  bool eliminate_dead_code = true;
+  /// Keep the argument checks of torch's own scripted functions (an
+  /// `if len(sizes) <= 2: raise ...` inside F.adaptive_avg_pool2d) as
+  /// torch._assert nodes. By default they are left out, as torch.fx records
+  /// such a function as one call; checks in the model's own code
+  /// (torch._assert, assert) always become torch._assert nodes.
+  bool keep_torch_checks = false;
+  /// Record each node's Python source position in its meta["stack_trace"].
+  bool record_stack_traces = true;
+  /// Unroll at most this many loop iterations in total (a guard against
+  /// loops that never end).
+  size_t max_unrolled_iterations = 100000;
+};
+
+/// Loads a TorchScript file (torch::jit::load) on the CPU. Throws
+/// fx::ImportError with one line naming the file and the problem: missing,
+/// not a zip archive, truncated, a torch.save file that is not TorchScript,
+/// no forward method.
+torch::jit::Module load_torchscript(const std::string& path);
+
+/// Imports the TorchScript file at `path` (see load_torchscript).
+std::shared_ptr<GraphModule> import_torchscript(const std::string& path, const ImportOptions& options = {});
+
+/// Imports a loaded TorchScript module. The GraphModule's leaves keep
+/// references to `module`'s submodules and share its tensors.
+std::shared_ptr<GraphModule> import_torchscript(const torch::jit::Module& module,
+                                                const ImportOptions& options = {});
+
+/// The class name of a TorchScript module type without the
+/// "___torch_mangle_N." parts ("__torch__.torch.nn.modules.conv.Conv2d").
+std::string demangled_type_name(const torch::jit::Module& module);
+
+}  // namespace fx

@@ -1,0 +1,106 @@
+#pragma once
+// Internal: the TorchScript → fx::Graph importer.
+//
+// It runs the TorchScript graph of forward symbolically, the way
+// torch.fx.symbolic_trace runs Python code: every TorchScript value gets an
+// import-time value (Val) — a constant known now (ints, bools, attributes, the
+// training flag), a node of the new graph (a run-time value), a submodule, a
+// function, or a list / tuple / dict built at import time whose items are
+// Vals (as a Python list is during tracing). Operators on constants are
+// evaluated now; operators on run-time values become nodes; calls into
+// non-leaf modules and functions are run recursively (inlined); prim::If and
+// prim::Loop are folded when their conditions are constants.
+
+#include <fx/import.h>
+
+#include <torch/csrc/jit/api/module.h>
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace fx::import_detail {
+
+/// A submodule seen during import.
+struct ModuleRef {
+  torch::jit::Module module;
+  std::string path;       ///< qualified name from the root ("" for the root)
+  std::string type_name;  ///< demangled class name
+};
+
+/// The import-time value of a TorchScript value.
+struct Val {
+  enum class Kind { Constant, Symbolic, Module, Function, List, Tuple, Dict };
+  Kind kind = Kind::Constant;
+  c10::IValue constant;                         ///< Constant
+  Argument symbolic;                            ///< Symbolic: a Node*
+  std::shared_ptr<const ModuleRef> module;      ///< Module
+  torch::jit::Function* function = nullptr;     ///< Function
+  std::shared_ptr<std::vector<Val>> items;      ///< List (shared by aliases), Tuple
+  std::shared_ptr<std::vector<std::pair<Val, Val>>> entries;  ///< Dict
+
+  static Val of_constant(c10::IValue v);
+  static Val of_node(Node* n);
+  static Val of_list(std::vector<Val> items);
+  static Val of_tuple(std::vector<Val> items);
+};
+
+/// Imports one TorchScript module; use once.
+class Importer {
+ public:
+  Importer(const torch::jit::Module& root, const ImportOptions& options);
+  /// Builds the graph and the GraphModule.
+  std::shared_ptr<GraphModule> run();
+  /// Builds the graph only.
+  std::shared_ptr<Graph> build_graph();
+
+ private:
+  struct Frame {
+    std::unordered_map<const torch::jit::Value*, Val> env;
+    std::string function_name;             // "forward", "_forward_impl", "relu"
+    std::string qualified_name;            // "__torch__.torch.nn.functional.relu"
+    std::shared_ptr<const ModuleRef> self;  // the module whose method runs (may be null)
+    const Frame* caller = nullptr;
+    const torch::jit::Node* call_site = nullptr;  // in the caller
+  };
+
+  std::vector<Val> call_graph(const torch::jit::Graph& graph, std::vector<Val> inputs, std::string function_name,
+                              std::shared_ptr<const ModuleRef> self, const Frame* caller,
+                              const torch::jit::Node* call_site, std::string qualified_name);
+  void run_block(const torch::jit::Block* block, Frame& f);
+  void run_node(const torch::jit::Node* n, Frame& f);
+
+  // Node kinds with their own rules.
+  void get_attr(const torch::jit::Node* n, Frame& f);
+  void call_method(const torch::jit::Node* n, Frame& f);
+  void call_function(const torch::jit::Node* n, Frame& f);
+  void run_if(const torch::jit::Node* n, Frame& f);
+  void run_loop(const torch::jit::Node* n, Frame& f);
+  void unpack(const torch::jit::Node* n, Frame& f);
+  bool run_special(const torch::jit::Node* n, Frame& f);
+  void run_operator(const torch::jit::Node* n, Frame& f);
+  bool try_emit_assert(const torch::jit::Node* n, Frame& f, const Val& cond);
+
+  bool is_leaf(const ModuleRef& m);
+  const Val& value(const torch::jit::Value* v, Frame& f, const torch::jit::Node* user);
+  void bind(const torch::jit::Value* v, Val val, Frame& f) { f.env[v] = std::move(val); }
+  Argument to_argument(const Val& v, const torch::jit::Node* n, Frame& f);
+  bool is_constant(const Val& v) const;
+  c10::IValue to_ivalue(const Val& v, const c10::TypePtr& type) const;
+  Node* emit(const std::string& target, ArgList args, Kwargs kwargs, const torch::jit::Node* n, Frame& f);
+  Val getitem(const Val& v, int64_t i, const torch::jit::Node* n, Frame& f);
+  std::string message_text(const torch::jit::Value* v, Frame& f, int depth = 0);
+  [[noreturn]] void fail(const torch::jit::Node* n, const Frame& f, const std::string& what) const;
+
+  torch::jit::Module root_;
+  ImportOptions options_;
+  std::shared_ptr<Graph> graph_;
+  std::unordered_map<std::string, bool> leaf_cache_;
+  size_t unrolled_ = 0;
+  size_t depth_ = 0;
+};
+
+}  // namespace fx::import_detail

@@ -1,0 +1,124 @@
+// call_function targets for TorchScript operators.
+#include "import/jit_targets.h"
+
+#include <fx/target.h>
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/runtime/operator.h>
+
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace fx::import_detail {
+namespace {
+
+// TorchScript's Python arithmetic and comparison operators → torch.fx builtins.
+const std::unordered_map<std::string, std::string>& builtin_map() {
+  static const std::unordered_map<std::string, std::string> map = {
+      {"aten::add", "operator.add"},         {"aten::sub", "operator.sub"},
+      {"aten::mul", "operator.mul"},         {"aten::div", "operator.truediv"},
+      {"aten::floordiv", "operator.floordiv"}, {"aten::remainder", "operator.mod"},
+      {"aten::pow", "operator.pow"},         {"aten::neg", "operator.neg"},
+      {"aten::eq", "operator.eq"},           {"aten::ne", "operator.ne"},
+      {"aten::lt", "operator.lt"},           {"aten::le", "operator.le"},
+      {"aten::gt", "operator.gt"},           {"aten::ge", "operator.ge"},
+      {"aten::__and__", "operator.and_"},    {"aten::__or__", "operator.or_"},
+      {"aten::__xor__", "operator.xor"},     {"aten::__not__", "operator.not_"},
+      {"aten::__getitem__", "operator.getitem"}, {"aten::__contains__", "operator.contains"},
+      {"aten::__lshift__", "operator.lshift"}, {"aten::__rshift__", "operator.rshift"},
+      {"aten::abs", "operator.abs"},
+  };
+  return map;
+}
+
+bool mentions_tensor(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::TensorType) return true;
+  for (const auto& t : type->containedTypes())
+    if (mentions_tensor(t)) return true;
+  return false;
+}
+
+bool has_tensor_argument(const c10::FunctionSchema& schema) {
+  for (const auto& a : schema.arguments())
+    if (mentions_tensor(a.type())) return true;
+  return false;
+}
+
+// TorchScript operators registered as fx functions, by target name. The
+// Operation of a vararg operator depends on the number of inputs, which is
+// part of its target name.
+struct FallbackTable {
+  std::mutex mutex;
+  std::unordered_set<std::string> registered;
+};
+
+FallbackTable& fallback_table() {
+  static FallbackTable table;
+  return table;
+}
+
+void register_fallback(const std::string& target, const torch::jit::Node* node) {
+  FallbackTable& table = fallback_table();
+  std::lock_guard<std::mutex> lock(table.mutex);
+  if (!table.registered.insert(target).second) return;
+  torch::jit::Operation op = node->getOperation();
+  const size_t num_outputs = node->outputs().size();
+  const bool impure = node->hasSideEffects() || node->schema().is_mutable();
+  register_function(
+      target,
+      [op, num_outputs](std::vector<c10::IValue>& args, ValueKwargs& /*kwargs*/) mutable -> c10::IValue {
+        torch::jit::Stack stack(std::make_move_iterator(args.begin()), std::make_move_iterator(args.end()));
+        op(stack);
+        if (num_outputs == 1) return std::move(stack.back());
+        if (num_outputs == 0) return c10::IValue();
+        std::vector<c10::IValue> outs(std::make_move_iterator(stack.end() - num_outputs),
+                                      std::make_move_iterator(stack.end()));
+        return c10::ivalue::Tuple::create(std::move(outs));
+      },
+      impure);
+}
+
+}  // namespace
+
+JitTarget resolve_jit_target(const torch::jit::Node* node, bool overload_names) {
+  const c10::FunctionSchema& schema = node->schema();
+  const std::string& name = schema.name();
+  const std::string& overload = schema.overload_name();
+  if (c10::Dispatcher::singleton().findSchema({name, overload})) {
+    return {JitTarget::Kind::Dispatcher, overload_names && !overload.empty() ? name + "." + overload : name};
+  }
+  if (!has_tensor_argument(schema)) {
+    auto it = builtin_map().find(name);
+    if (it != builtin_map().end()) return {JitTarget::Kind::Builtin, it->second};
+  }
+  std::string target = name + "." + (overload.empty() ? "default" : overload);
+  if (schema.is_vararg()) target += "_" + std::to_string(node->inputs().size());
+  register_fallback(target, node);
+  return {JitTarget::Kind::Registered, target};
+}
+
+void register_assert_function() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    register_function(
+        "torch._assert",
+        [](std::vector<c10::IValue>& args, ValueKwargs& kwargs) -> c10::IValue {
+          c10::IValue cond = args.empty() ? c10::IValue() : args[0];
+          c10::IValue message = args.size() > 1 ? args[1] : c10::IValue();
+          for (auto& kv : kwargs) {
+            if (kv.first == "condition") cond = kv.second;
+            if (kv.first == "message") message = kv.second;
+          }
+          bool ok = cond.isBool() ? cond.toBool()
+                    : cond.isTensor() ? cond.toTensor().item<bool>()
+                    : cond.isInt() ? cond.toInt() != 0 : true;
+          if (!ok) throw std::runtime_error(message.isString() ? message.toStringRef() : "assertion failed");
+          return c10::IValue();
+        },
+        /*impure=*/true);
+  });
+}
+
+}  // namespace fx::import_detail

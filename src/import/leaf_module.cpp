@@ -1,0 +1,78 @@
+// Mirrors of TorchScript modules as torch::nn::Modules (leaves call the scripted forward).
+#include "import/leaf_module.h"
+
+#include <torch/csrc/jit/api/function_impl.h>
+
+#include <mutex>
+
+namespace fx::import_detail {
+
+std::string short_type_name(const std::string& type_name) {
+  size_t dot = type_name.rfind('.');
+  return dot == std::string::npos ? type_name : type_name.substr(dot + 1);
+}
+
+JitLeafModule::JitLeafModule(torch::jit::Module module, const std::string& type_name)
+    : torch::nn::Module(short_type_name(type_name)), module_(std::move(module)) {
+  forward_ = module_.type()->findMethod("forward");
+  if (!forward_) throw ImportError("leaf module " + type_name + " has no forward method");
+}
+
+c10::IValue JitLeafModule::forward(std::vector<c10::IValue> args) {
+  args.insert(args.begin(), module_._ivalue());
+  return (*forward_)(std::move(args));
+}
+
+void register_leaf_forward() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    register_module_forward(typeid(JitLeafModule), [](torch::nn::Module& m, std::vector<c10::IValue>& args) {
+      return static_cast<JitLeafModule&>(m).forward(std::move(args));
+    });
+  });
+}
+
+namespace {
+
+void mirror_attributes(const torch::jit::Module& module, const std::string& qualified_name,
+                       const LeafPredicate& is_leaf, torch::nn::Module& mirror) {
+  const auto& type = module.type();
+  const auto& object = module._ivalue();
+  for (size_t i = 0; i < type->numAttributes(); ++i) {
+    const std::string name = type->getAttributeName(i);
+    const c10::IValue& value = object->getSlot(i);
+    if (value.isTensor()) {
+      const at::Tensor& t = value.toTensor();
+      if (!t.defined()) continue;
+      if (type->is_parameter(i)) {
+        mirror.register_parameter(name, t, t.requires_grad());
+      } else {
+        mirror.register_buffer(name, t);
+      }
+    } else if (value.isObject() && value.toObjectRef().type()->is_module()) {
+      torch::jit::Module child(value.toObject());
+      std::string child_name = qualified_name.empty() ? name : qualified_name + "." + name;
+      mirror.register_module(name, build_module_tree(child, child_name, is_leaf));
+    }
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<torch::nn::Module> build_module_tree(const torch::jit::Module& module,
+                                                     const std::string& qualified_name,
+                                                     const LeafPredicate& is_leaf) {
+  const std::string type_name = demangled_type_name(module);
+  std::shared_ptr<torch::nn::Module> mirror;
+  if (!qualified_name.empty() && is_leaf(module, type_name, qualified_name)) {
+    mirror = std::make_shared<JitLeafModule>(module, type_name);
+  } else {
+    mirror = std::make_shared<torch::nn::Module>(short_type_name(type_name));
+  }
+  mirror_attributes(module, qualified_name, is_leaf, *mirror);
+  // A mirror starts in the TorchScript module's mode.
+  if (!module.is_training()) mirror->eval();
+  return mirror;
+}
+
+}  // namespace fx::import_detail

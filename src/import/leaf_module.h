@@ -1,0 +1,49 @@
+#pragma once
+// Internal: the torch::nn::Module side of an imported TorchScript module.
+//
+// A GraphModule holds torch::nn::Modules. Each TorchScript submodule gets a
+// mirror under the same name: a JitLeafModule for leaves (its forward runs the
+// scripted forward), a plain torch::nn::Module otherwise. Mirrors register the
+// TorchScript module's tensors as their parameters and buffers under the same
+// names: the same tensors, never copies.
+
+#include <fx/import.h>
+
+#include <torch/csrc/jit/api/module.h>
+#include <torch/nn/module.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fx::import_detail {
+
+/// A TorchScript leaf module as a torch::nn::Module: forward calls the
+/// scripted forward; parameters and buffers are the scripted module's own.
+class JitLeafModule : public torch::nn::Module {
+ public:
+  /// Wraps `module`, whose class name is `type_name`.
+  JitLeafModule(torch::jit::Module module, const std::string& type_name);
+  /// Calls the scripted forward with `args` (self is added).
+  c10::IValue forward(std::vector<c10::IValue> args);
+  /// The wrapped TorchScript module.
+  const torch::jit::Module& jit_module() const { return module_; }
+
+ private:
+  torch::jit::Module module_;
+  torch::jit::Function* forward_;
+};
+
+/// Registers JitLeafModule's forward with register_module_forward (once).
+void register_leaf_forward();
+
+/// Builds the torch::nn::Module mirror of `module` (at `qualified_name`; "" for
+/// the root) and all its submodules; `is_leaf` picks JitLeafModules.
+std::shared_ptr<torch::nn::Module> build_module_tree(const torch::jit::Module& module,
+                                                     const std::string& qualified_name,
+                                                     const LeafPredicate& is_leaf);
+
+/// The last part of a class name ("__torch__.torch.nn.modules.conv.Conv2d" → "Conv2d").
+std::string short_type_name(const std::string& type_name);
+
+}  // namespace fx::import_detail

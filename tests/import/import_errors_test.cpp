@@ -1,0 +1,79 @@
+// Bad files and data-dependent control flow: one fx::ImportError naming the
+// file and the problem (and for control flow, the construct and source line).
+#include "cases.h"
+
+#include <fx/import.h>
+#include <fx/tensor_file.h>
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace {
+
+using fx::testing::case_path;
+
+std::string import_error(const std::string& file) {
+  try {
+    fx::import_torchscript(case_path(file));
+  } catch (const fx::ImportError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << file << " imported without an error";
+  return "";
+}
+
+void expect_one_line(const std::string& msg) { EXPECT_EQ(msg.find('\n'), std::string::npos) << msg; }
+
+TEST(ImportErrors, MissingFile) {
+  std::string msg = import_error("does_not_exist.pt");
+  EXPECT_NE(msg.find("does_not_exist.pt: no such file"), std::string::npos) << msg;
+}
+
+TEST(ImportErrors, NotAZipArchive) {
+  std::string msg = import_error("not_zip.pt");
+  EXPECT_NE(msg.find("not a zip archive"), std::string::npos) << msg;
+  expect_one_line(msg);
+}
+
+TEST(ImportErrors, Truncated) {
+  std::string msg = import_error("truncated.pt");
+  EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
+  expect_one_line(msg);
+}
+
+TEST(ImportErrors, TorchSaveIsNotTorchScript) {
+  std::string msg = import_error("tensor_save.pt");
+  EXPECT_NE(msg.find("not a TorchScript file"), std::string::npos) << msg;
+  expect_one_line(msg);
+}
+
+TEST(ImportErrors, MissingForward) {
+  std::string msg = import_error("no_forward.pt");
+  EXPECT_NE(msg.find("no forward method"), std::string::npos) << msg;
+  expect_one_line(msg);
+}
+
+TEST(ImportErrors, DataDependentIfNamesTheSourceLine) {
+  std::string msg = import_error("data_if.pt");
+  EXPECT_NE(msg.find("data-dependent control flow"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("prim::If"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("make_import_cases.py:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("if x.sum() > 0:"), std::string::npos) << msg;
+  expect_one_line(msg);
+}
+
+TEST(ImportErrors, DataDependentLoopNamesTheSourceLine) {
+  std::string msg = import_error("data_loop.pt");
+  EXPECT_NE(msg.find("prim::Loop"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("for i in range(x.size(0)):"), std::string::npos) << msg;
+}
+
+TEST(TensorFile, BadInputFiles) {
+  EXPECT_THROW(fx::load_value(case_path("not_zip.pt")), fx::ImportError);
+  EXPECT_THROW(fx::load_value(case_path("nope.pt")), fx::ImportError);
+  auto v = fx::load_inputs(case_path("tuple_out.input.pt"));
+  EXPECT_EQ(v.size(), 2u);
+}
+
+}  // namespace

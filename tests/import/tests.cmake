@@ -1,0 +1,35 @@
+# Extra ctest entries of tests/import: torchvision models exported by Python
+# (python/export_models.py, Debian's python3 with torch and torchvision) and
+# checked by tests/import/models/check_models.cpp against torch.fx and eager
+# PyTorch. A few models per entry so they run in parallel; each group's
+# export is a fixture of its check.
+set(FX_PYTHON /usr/bin/python3)
+
+fx_executable(check_models SOURCES ${CMAKE_SOURCE_DIR}/tests/import/models/check_models.cpp LIBS fxcpp_import)
+set_target_properties(check_models PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+
+set(FX_MODEL_GROUPS
+  "resnet18 fx_resnet18 alexnet"
+  "resnet50 vgg11"
+  "mobilenet_v2 mobilenet_v3_small squeezenet1_0"
+  "densenet121"
+  "efficientnet_b0 shufflenet_v2_x1_0"
+  "vit_b_16")
+set(FX_MODEL_ROWS)
+set(i 0)
+foreach(group ${FX_MODEL_GROUPS})
+  separate_arguments(models UNIX_COMMAND "${group}")
+  add_test(NAME import_models_export_${i}
+           COMMAND ${FX_PYTHON} ${CMAKE_SOURCE_DIR}/python/export_models.py --out ${FX_MODELS_DIR} ${models})
+  set_tests_properties(import_models_export_${i} PROPERTIES FIXTURES_SETUP fx_models_${i} TIMEOUT 900
+                       ENVIRONMENT "OMP_NUM_THREADS=1")
+  add_test(NAME import_models_${i} COMMAND check_models ${FX_MODELS_DIR} ${models})
+  set_tests_properties(import_models_${i} PROPERTIES FIXTURES_REQUIRED fx_models_${i} TIMEOUT 900
+                       ENVIRONMENT "OMP_NUM_THREADS=1")
+  list(APPEND FX_MODEL_TESTS import_models_${i})
+  math(EXPR i "${i} + 1")
+endforeach()
+# The coverage table of all models, in one piece (rows written by the checks).
+add_test(NAME import_models_table
+         COMMAND ${FX_PYTHON} ${CMAKE_SOURCE_DIR}/python/export_models.py --table --out ${FX_MODELS_DIR})
+set_tests_properties(import_models_table PROPERTIES DEPENDS "${FX_MODEL_TESTS}")
