@@ -1,0 +1,125 @@
+// Shared helpers of the model subcommands.
+#include "model_io.h"
+
+#include <fx/import.h>
+#include <fx/tensor_file.h>
+
+#include <c10/util/Exception.h>
+
+#include <chrono>
+#include <sstream>
+
+namespace fx::cli {
+
+std::string ModelArgs::get(const std::string& name, const std::string& fallback) const {
+  auto it = values.find(name);
+  return it == values.end() ? fallback : it->second;
+}
+
+int ModelArgs::get_int(const std::string& name, int fallback) const {
+  auto it = values.find(name);
+  if (it == values.end()) return fallback;
+  try {
+    size_t used = 0;
+    int v = std::stoi(it->second, &used);
+    if (used != it->second.size() || v <= 0) throw std::invalid_argument("");
+    return v;
+  } catch (const std::exception&) {
+    throw Error("--" + name + " expects a positive integer, got '" + it->second + "'");
+  }
+}
+
+ModelArgs parse_model_args(const std::vector<std::string>& args, const std::vector<std::string>& flags,
+                           const std::vector<std::string>& switches) {
+  ModelArgs out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("--", 0) == 0) {
+      std::string name = a.substr(2);
+      if (std::find(switches.begin(), switches.end(), name) != switches.end()) {
+        out.values[name] = "1";
+      } else if (std::find(flags.begin(), flags.end(), name) != flags.end()) {
+        if (i + 1 >= args.size()) throw Error(a + " needs a value");
+        out.values[name] = args[++i];
+      } else {
+        throw Error("unknown option " + a);
+      }
+    } else if (out.model.empty()) {
+      out.model = a;
+    } else {
+      throw Error("unexpected argument '" + a + "'");
+    }
+  }
+  if (out.model.empty()) throw Error("no model file given (MODEL.pt)");
+  return out;
+}
+
+std::shared_ptr<GraphModule> import_model(const std::string& path, double* import_ms) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto gm = import_torchscript(path);
+  if (import_ms) *import_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return gm;
+}
+
+std::vector<c10::IValue> load_model_inputs(GraphModule& gm, const std::string& path) {
+  std::vector<c10::IValue> inputs = load_inputs(path);
+  auto placeholders = gm.graph().find_nodes(Opcode::Placeholder);
+  size_t required = 0;
+  for (Node* p : placeholders)
+    if (p->args().empty()) ++required;
+  if (inputs.size() < required || inputs.size() > placeholders.size()) {
+    std::ostringstream os;
+    os << path << ": " << inputs.size() << " input" << (inputs.size() == 1 ? "" : "s") << ", but the model takes ";
+    if (required == placeholders.size()) os << required;
+    else os << required << " to " << placeholders.size();
+    os << " (";
+    for (size_t i = 0; i < placeholders.size(); ++i) os << (i ? ", " : "") << placeholders[i]->name();
+    os << ")";
+    throw Error(os.str());
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Node* p = placeholders[i];
+    auto it = p->meta().find("torchscript_type");
+    if (it == p->meta().end()) continue;
+    const std::string type = std::any_cast<std::string>(it->second);
+    if (type == "Tensor" && !inputs[i].isTensor())
+      throw Error(path + ": input " + std::to_string(i) + " (" + p->name() + ") must be a tensor, got " +
+                  inputs[i].tagKind());
+  }
+  return inputs;
+}
+
+std::string one_line_error(const std::exception& e) {
+  std::string msg;
+  if (auto* c = dynamic_cast<const c10::Error*>(&e)) msg = c->what_without_backtrace();
+  else msg = e.what();
+  std::vector<std::string> lines;
+  std::istringstream in(msg);
+  for (std::string line; std::getline(in, line);) {
+    size_t b = line.find_first_not_of(" \t");
+    if (b != std::string::npos) lines.push_back(line.substr(b));
+  }
+  if (lines.empty()) return "unknown error";
+  std::string cause, node;
+  for (const auto& l : lines) {
+    if (l.rfind("RuntimeError: ", 0) == 0) cause = l.substr(14);
+    if (node.empty() && l.rfind("While executing ", 0) == 0) node = l.substr(16);
+  }
+  if (cause.empty()) {
+    for (const auto& l : lines) {
+      if (l.rfind("While executing", 0) == 0 || l.rfind("The following operation failed", 0) == 0 ||
+          l.rfind("Traceback", 0) == 0 || l.rfind("Exception raised from", 0) == 0)
+        continue;
+      cause = l;
+      break;
+    }
+  }
+  if (cause.empty()) cause = lines.front();
+  if (!node.empty()) {
+    size_t colon = node.find(" : ");
+    cause += " (while executing " + node.substr(0, colon) + ")";
+  }
+  return cause;
+}
+
+}  // namespace fx::cli

@@ -1,0 +1,43 @@
+#pragma once
+// Shared by the model subcommands (inspect, run, profile): argument parsing,
+// importing a .pt file, reading and checking inputs, and turning any error
+// into one clear line.
+
+#include <fx/graph_module.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fx::cli {
+
+/// Parsed `MODEL.pt [--flag value]...` arguments.
+struct ModelArgs {
+  std::string model;                          ///< the positional .pt path
+  std::map<std::string, std::string> values;  ///< --name value
+  /// The value of --name, or `fallback`.
+  std::string get(const std::string& name, const std::string& fallback = "") const;
+  /// The value of --name as a positive integer, or `fallback`; throws fx::Error if not a number.
+  int get_int(const std::string& name, int fallback) const;
+  bool has(const std::string& name) const { return values.count(name) != 0; }
+};
+
+/// Parses args; `flags` are the --names that take a value, `switches` those
+/// that do not. Throws fx::Error (exit 2) on anything else.
+ModelArgs parse_model_args(const std::vector<std::string>& args, const std::vector<std::string>& flags,
+                           const std::vector<std::string>& switches = {});
+
+/// Imports the model (fx::ImportError on a bad file); `import_ms` gets the time.
+std::shared_ptr<GraphModule> import_model(const std::string& path, double* import_ms = nullptr);
+
+/// Reads the inputs file and checks their number against the graph's
+/// placeholders and their kinds (tensor or not, and dtype / rank where the
+/// file recorded them); throws fx::Error naming the problem.
+std::vector<c10::IValue> load_model_inputs(GraphModule& gm, const std::string& path);
+
+/// One line saying what went wrong in a run (the root cause of a TorchScript
+/// or ATen error, without backtraces), with the node being executed if known.
+std::string one_line_error(const std::exception& e);
+
+}  // namespace fx::cli

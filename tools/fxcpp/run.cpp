@@ -1,0 +1,61 @@
+// fxcpp run MODEL.pt --input IN.pt [--output OUT.pt]: runs an imported model.
+#include "command.h"
+#include "model_io.h"
+
+#include <fx/interpreter.h>
+#include <fx/tensor_file.h>
+
+#include <iostream>
+
+namespace fx::cli {
+namespace {
+
+void describe(std::ostream& os, const c10::IValue& v, const std::string& indent) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    os << indent << "tensor " << t.sizes() << " " << t.scalar_type();
+    if (t.numel() > 0 && t.is_floating_point()) {
+      at::Tensor d = t.detach().to(at::kDouble);
+      os << "  min " << d.min().item<double>() << "  max " << d.max().item<double>() << "  mean "
+         << d.mean().item<double>();
+    }
+    os << "\n";
+  } else if (v.isTuple()) {
+    os << indent << "tuple of " << v.toTupleRef().elements().size() << "\n";
+    for (const auto& e : v.toTupleRef().elements()) describe(os, e, indent + "  ");
+  } else if (v.isList()) {
+    os << indent << "list of " << v.toListRef().size() << "\n";
+    for (const auto& e : v.toListRef()) describe(os, e, indent + "  ");
+  } else {
+    os << indent << v << "\n";
+  }
+}
+
+int run_run(const std::vector<std::string>& argv) {
+  ModelArgs args = parse_model_args(argv, {"input", "output"}, {"interpreter"});
+  if (!args.has("input")) throw Error("--input IN.pt is required");
+  auto gm = import_model(args.model);
+  std::vector<c10::IValue> inputs = load_model_inputs(*gm, args.get("input"));
+  c10::IValue out;
+  try {
+    torch::NoGradGuard no_grad;
+    out = args.has("interpreter") ? Interpreter(gm).run(inputs) : gm->forward(inputs);
+  } catch (const std::exception& e) {
+    std::cerr << "fxcpp run: " << args.get("input") << ": bad input for " << args.model << ": " << one_line_error(e)
+              << "\n";
+    return kBadInput;
+  }
+  describe(std::cout, out, "");
+  if (args.has("output")) {
+    save_value(args.get("output"), out);
+    std::cout << "wrote " << args.get("output") << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+FX_COMMAND("run", "run MODEL.pt --input IN.pt [--output OUT.pt] [--interpreter]",
+           "run an imported model on torch.save'd inputs", run_run);
+
+}  // namespace fx::cli
