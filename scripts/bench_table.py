@@ -18,23 +18,30 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASELINE = os.path.join(ROOT, "..", "shared", "bench", "pyfx_baseline.py")
 SYSTEM_PYTHON = "/usr/bin/python3"  # python3-torch lives here, not in pyenv's python3
 
-# (row label, fx_bench benchmark name, fx counter or "time", python key path, unit)
-# python key path: keys into pyfx_baseline's JSON; None when Python has no such figure.
+# (row label, fx_bench benchmark, what to read, scale to the unit, python key path, unit)
+# what to read: a counter name, or "time" (ms). Counters "per_node"/"per_op" are
+# seconds. python key path: keys into pyfx_baseline's JSON; None when Python has
+# no such figure.
 ROWS = [
-    ("build add chain, 1k nodes", "BM_BuildAddChain/1000", "ns_per_node", ["build_ns_per_node", "1000"], "ns/node"),
-    ("build add chain, 16k nodes", "BM_BuildAddChain/16000", "ns_per_node", ["build_ns_per_node", "16000"], "ns/node"),
-    ("build add chain, 1M nodes", "BM_BuildAddChain/1000000", "ns_per_node", None, "ns/node"),
-    ("lint, 16k nodes", "BM_Lint", "time", ["lint_ms"], "ms"),
-    ("python_code, 16k nodes", "BM_PythonCode", "time", ["codegen_ms"], "ms"),
-    ("graph_copy, 16k nodes", "BM_GraphCopy", "time", ["graph_copy_ms"], "ms"),
-    ("eliminate_dead_code, 16k nodes", "BM_EliminateDeadCode", "time", ["dce_ms"], "ms"),
-    ("2k-add chain: eager C++ / Python eager", "BM_Chain_Eager", "us_per_op", ["chain_us_per_op", "eager"], "us/op"),
-    ("2k-add chain: TorchScript (C++)", "BM_Chain_TorchScript", "us_per_op", None, "us/op"),
-    ("2k-add chain: GraphModule forward", "BM_Chain_GraphModule", "us_per_op", ["chain_us_per_op", "graph_module"], "us/op"),
-    ("2k-add chain: Interpreter run", "BM_Chain_Interpreter", "us_per_op", ["chain_us_per_op", "interpreter"], "us/op"),
-    ("symbolic_trace resnet50", "BM_Trace_ResNet50", "time", ["trace_ms", "resnet50"], "ms"),
-    ("import resnet50 (.pt)", "BM_Import_resnet50", "time", ["trace_ms", "resnet50"], "ms"),
-    ("import mobilenet_v2 (.pt)", "BM_Import_mobilenet_v2", "time", ["trace_ms", "mobilenet_v2"], "ms"),
+    ("build add chain, 1k nodes", "BM_BuildAddChain/1000", "per_node", 1e9, ["build_ns_per_node", "1000"], "ns/node"),
+    ("build add chain, 16k nodes", "BM_BuildAddChain/16000", "per_node", 1e9, ["build_ns_per_node", "16000"], "ns/node"),
+    ("build add chain, 1M nodes", "BM_BuildAddChain/1000000", "per_node", 1e9, None, "ns/node"),
+    ("lint, 16k nodes", "BM_Lint", "time", 1, ["lint_ms"], "ms"),
+    ("python_code, 16k nodes", "BM_PythonCode", "time", 1, ["codegen_ms"], "ms"),
+    ("graph_copy, 16k nodes", "BM_GraphCopy", "time", 1, ["graph_copy_ms"], "ms"),
+    ("eliminate_dead_code, 16k nodes", "BM_EliminateDeadCode", "time", 1, ["dce_ms"], "ms"),
+    ("2k-add chain: eager (C++ at::add loop / Python loop)", "BM_Chain_Eager", "per_op", 1e6,
+     ["chain_us_per_op", "eager"], "µs/op"),
+    ("2k-add chain: TorchScript (C++ torch::jit)", "BM_Chain_TorchScript", "per_op", 1e6, None, "µs/op"),
+    ("2k-add chain: GraphModule forward", "BM_Chain_GraphModule", "per_op", 1e6, ["chain_us_per_op", "graph_module"],
+     "µs/op"),
+    ("2k-add chain: Interpreter run", "BM_Chain_Interpreter", "per_op", 1e6, ["chain_us_per_op", "interpreter"], "µs/op"),
+    ("symbolic_trace resnet50 (fxcpp runs one eager forward)", "BM_Trace_ResNet50/iterations:7", "time", 1,
+     ["trace_ms", "resnet50"], "ms"),
+    ("import resnet50 .pt (vs Python symbolic_trace)", "BM_ImportTorchScript/resnet50", "time", 1,
+     ["trace_ms", "resnet50"], "ms"),
+    ("import mobilenet_v2 .pt (vs Python symbolic_trace)", "BM_ImportTorchScript/mobilenet_v2", "time", 1,
+     ["trace_ms", "mobilenet_v2"], "ms"),
 ]
 
 
@@ -97,17 +104,17 @@ def main():
         "| workload | unit | Python torch.fx | fxcpp | Python / fxcpp |",
         "|---|---|---|---|---|",
     ]
-    for label, name, counter, path, unit in ROWS:
+    for label, name, counter, scale, path, unit in ROWS:
         r = fx.get(name)
-        fv = None if r is None else r.get(counter)
+        fv = None if r is None or r.get(counter) is None else r[counter] * scale
         pv = lookup(py, path) if path else None
         ratio = f"{pv / fv:.1f}×" if pv and fv else "—"
         lines.append(f"| {label} | {unit} | {fmt(pv)} | {fmt(fv)} | {ratio} |")
     if "BM_Chain_Eager" in fx:
-        eager = fx["BM_Chain_Eager"]["us_per_op"]
+        eager = fx["BM_Chain_Eager"]["per_op"]
         lines.append("")
         lines.append("fxcpp per-op cost relative to the eager C++ at::add loop: " + ", ".join(
-            f"{n[len('BM_Chain_'):]} {fx[n]['us_per_op'] / eager:.2f}×" for n in
+            f"{n[len('BM_Chain_'):]} {fx[n]['per_op'] / eager:.2f}×" for n in
             ["BM_Chain_TorchScript", "BM_Chain_GraphModule", "BM_Chain_Interpreter"] if n in fx))
     table = "\n".join(lines)
     print(table)

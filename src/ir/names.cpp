@@ -63,8 +63,8 @@ std::string name_from_target(Opcode op, const std::string& target) {
   if (op == Opcode::CallFunction) {
     if (auto ref = parse_operator_name(target)) {
       s = ref->name.substr(ref->name.rfind("::") + 2);  // "aten::add.Tensor" → "add"
-    } else if (target.rfind("operator.", 0) == 0) {
-      s = target.substr(9);  // "operator.getitem" → "getitem"
+    } else if (target.find('.') != std::string::npos) {
+      s = target.substr(target.rfind('.') + 1);  // "operator.getitem" → "getitem", "torch._assert" → "_assert"
     }
   }
   if (s.size() > 4 && s.compare(0, 2, "__") == 0 && s.compare(s.size() - 2, 2, "__") == 0)

@@ -37,6 +37,8 @@ TEST(GraphNames, FollowTorchFxRules) {
   EXPECT_EQ(g.get_attr("layer1.0.conv1.weight")->name(), "layer1_0_conv1_weight");
   EXPECT_EQ(g.placeholder("input")->name(), "input_1");  // builtins are taken
   EXPECT_EQ(g.call_function("getattr", {x, "shape"})->name(), "getattr_1");
+  fx::register_function("torch._assert", [](std::vector<c10::IValue>&, fx::ValueKwargs&) { return c10::IValue(); });
+  EXPECT_EQ(g.call_function("torch._assert", {true, "msg"})->name(), "_assert");  // callable.__name__
   EXPECT_EQ(g.call_method("__add__", {x, x})->name(), "add_3");
   EXPECT_EQ(g.call_method("myMethod", {x})->name(), "my_method");
   EXPECT_EQ(g.create_node(Opcode::CallFunction, "aten::relu", {x}, {}, std::string("0bad.name"))->name(), "_0bad_name");
