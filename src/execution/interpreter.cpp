@@ -2,6 +2,7 @@
 #include <fx/interpreter.h>
 
 #include "execution/node_error.h"
+#include "execution/opcode_dispatch.h"
 
 #include <fx/error.h>
 
@@ -225,27 +226,7 @@ c10::IValue Interpreter::run_impl(std::vector<c10::IValue> args, Env env) {
 c10::IValue Interpreter::run_node(Node* n) {
   current_ = n;
   auto [args, kwargs] = fetch_args_kwargs_from_env(n);
-  c10::IValue out;
-  switch (n->op()) {
-    case Opcode::Placeholder:
-      out = placeholder(n->target(), args, kwargs);
-      break;
-    case Opcode::GetAttr:
-      out = get_attr(n->target(), args, kwargs);
-      break;
-    case Opcode::CallFunction:
-      out = call_function(n->target(), args, kwargs);
-      break;
-    case Opcode::CallModule:
-      out = call_module(n->target(), args, kwargs);
-      break;
-    case Opcode::CallMethod:
-      out = call_method(n->target(), args, kwargs);
-      break;
-    case Opcode::Output:
-      out = output(n->target(), args, kwargs);
-      break;
-  }
+  c10::IValue out = detail::call_opcode_method(*this, n, args, kwargs);
   args.clear();  // the values die here, as they would in torch.fx
   spare_args_ = std::move(args);  // keep the capacity for the next node
   return out;

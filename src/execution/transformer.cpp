@@ -1,6 +1,8 @@
 // Transformer: builds a new GraphModule by interpreting a graph symbolically.
 #include <fx/interpreter.h>
 
+#include "execution/opcode_dispatch.h"
+
 #include "execution/node_error.h"
 
 #include <fx/error.h>
@@ -47,26 +49,8 @@ Argument Transformer::run_node(Node* n) {
   };
   ArgList args = map_arg(n->args(), lookup);
   Kwargs kwargs = map_arg(n->kwargs(), lookup);
-  Argument out;
-  switch (n->op()) {
-    case Opcode::Placeholder:
-      out = placeholder(n->target(), args, kwargs);
-      break;
-    case Opcode::GetAttr:
-      out = get_attr(n->target(), args, kwargs);
-      break;
-    case Opcode::CallFunction:
-      out = call_function(n->target(), args, kwargs);
-      break;
-    case Opcode::CallModule:
-      out = call_module(n->target(), args, kwargs);
-      break;
-    case Opcode::CallMethod:
-      out = call_method(n->target(), args, kwargs);
-      break;
-    case Opcode::Output:
-      return output(n->target(), args, kwargs);
-  }
+  if (n->op() == Opcode::Output) return output(n->target(), args, kwargs);
+  Argument out = detail::call_opcode_method(*this, n, args, kwargs);
   // Keep the node's metadata (stack trace, tensor_meta ...) on its copy.
   if (out.is_node() && &out.to_node()->graph() == new_graph_.get() && out.to_node()->meta().empty())
     out.to_node()->meta() = n->meta();
