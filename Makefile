@@ -25,7 +25,7 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 bench: build
-	python3 scripts/bench_table.py --build $(BUILD)
+	/usr/bin/python3 scripts/bench_table.py --build $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

@@ -8,7 +8,7 @@ packages=(
   libtorch-dev            # libtorch 1.13 (find_package(Torch))
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev
-  python3-torch python3-torchvision python3-tabulate   # Python torch.fx: reference files and the baseline
+  python3-torch python3-torchvision   # Python torch.fx: model exports for the tests, the baseline
 )
 
 missing=()
