@@ -5,22 +5,7 @@
 #include "targets/operator_call.h"
 #include "targets/registry.h"
 
-#include <c10/util/SmallVector.h>
-
 namespace fx {
-
-namespace {
-
-using Refs = c10::SmallVector<const c10::IValue*, 8>;
-
-Refs refs_of(const std::vector<c10::IValue>& values) {
-  Refs out;
-  out.reserve(values.size());
-  for (const auto& v : values) out.push_back(&v);
-  return out;
-}
-
-}  // namespace
 
 struct FunctionCall::Impl {
   enum class Kind { Operator, Builtin, Registered };
@@ -81,8 +66,8 @@ const detail::OperatorCall* FunctionCall::operator_call() const { return impl_->
 c10::IValue FunctionCall::call(std::vector<c10::IValue>& args, std::vector<c10::IValue>& kwarg_values) const {
   impl_->check_kwargs(kwarg_values.size());
   if (impl_->kind == Impl::Kind::Registered) return impl_->call_registered(args, kwarg_values);
-  Refs a = refs_of(args);
-  Refs k = refs_of(kwarg_values);
+  auto a = detail::refs_of(args);
+  auto k = detail::refs_of(kwarg_values);
   c10::IValue out = call_refs(a, k);
   args.clear();
   kwarg_values.clear();

@@ -158,13 +158,6 @@ const std::unordered_map<std::string, SpecialFn>& special_methods() {
   return table;
 }
 
-c10::SmallVector<const c10::IValue*, 8> refs_of(const std::vector<c10::IValue>& values) {
-  c10::SmallVector<const c10::IValue*, 8> out;
-  out.reserve(values.size());
-  for (const auto& v : values) out.push_back(&v);
-  return out;
-}
-
 }  // namespace
 
 struct MethodCall::Impl {
@@ -211,8 +204,8 @@ const std::vector<std::string>& MethodCall::kwarg_names() const { return impl_->
 const detail::OperatorCall* MethodCall::operator_call() const { return impl_->op.get(); }
 
 c10::IValue MethodCall::call(std::vector<c10::IValue>& args, std::vector<c10::IValue>& kwarg_values) const {
-  auto a = refs_of(args);
-  auto k = refs_of(kwarg_values);
+  auto a = detail::refs_of(args);
+  auto k = detail::refs_of(kwarg_values);
   c10::IValue out = call_refs(a, k);
   args.clear();
   kwarg_values.clear();

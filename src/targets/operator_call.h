@@ -17,6 +17,8 @@
 
 #include <atomic>
 #include <memory>
+#include <c10/util/SmallVector.h>
+
 #include <mutex>
 #include <optional>
 #include <string>
@@ -26,6 +28,14 @@ namespace fx::detail {
 
 /// Argument values of one call, read in place.
 using Refs = c10::ArrayRef<const c10::IValue*>;
+
+/// Pointers to `values` (on the stack for the usual few), for a Refs view.
+inline c10::SmallVector<const c10::IValue*, 8> refs_of(const std::vector<c10::IValue>& values) {
+  c10::SmallVector<const c10::IValue*, 8> out;
+  out.reserve(values.size());
+  for (const auto& v : values) out.push_back(&v);
+  return out;
+}
 
 /// A dispatcher operator ("aten::add", optionally with a fixed overload).
 class OperatorCall {
