@@ -1,0 +1,140 @@
+#pragma once
+/// \file
+/// PassResult, PassBase and PassManager (torch.fx `passes/infra/pass_base.py`
+/// and `passes/infra/pass_manager.py`).
+///
+/// A pass takes a GraphModule and returns a PassResult: the module it
+/// produced (the same one, edited in place, or a new one) and whether
+/// anything changed. A PassManager runs an ordered list of passes, sorted
+/// by ordering constraints, optionally checking the graph (lint plus user
+/// checks) after each one, and repeats the whole list until nothing changes
+/// or `steps` rounds have run.
+///
+/// Unlike torch.fx, a pass that fails (throws, or leaves a graph that does
+/// not pass the checks) never leaves a half-edited module behind: the
+/// manager restores the graph the pass started from and throws fx::PassError
+/// naming the pass and the passes that ran before it.
+
+#include <fx/error.h>
+#include <fx/graph_module.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fx {
+
+/// What a pass returns (torch.fx PassResult).
+struct PassResult {
+  /// The module after the pass (the input module when edited in place).
+  std::shared_ptr<GraphModule> graph_module;
+  /// Whether the pass changed anything.
+  bool modified = false;
+};
+
+/// A pass failed, or a check after it did (names the pass).
+class PassError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A pass as a function.
+using PassFn = std::function<PassResult(std::shared_ptr<GraphModule>)>;
+
+/// Base class of passes with a name (torch.fx PassBase): requires() runs
+/// before call(), ensures() after it; both may throw to reject the module.
+class PassBase {
+ public:
+  virtual ~PassBase() = default;
+  /// The name PassManager reports and sorts by (the class name by convention).
+  virtual std::string name() const = 0;
+  /// The transformation.
+  virtual PassResult call(std::shared_ptr<GraphModule> gm) = 0;
+  /// Precondition check; default: none.
+  virtual void requires_(GraphModule& gm) { (void)gm; }
+  /// Postcondition check; default: none.
+  virtual void ensures(GraphModule& gm) { (void)gm; }
+  /// requires_(), call(), ensures() (torch.fx PassBase.__call__).
+  PassResult operator()(std::shared_ptr<GraphModule> gm);
+};
+
+/// A pass with a name, as PassManager holds it.
+struct NamedPass {
+  /// The pass's name (in errors and constraints).
+  std::string name;
+  /// The pass.
+  PassFn fn;
+};
+
+/// Wraps a PassBase as a NamedPass (the pass object is shared).
+NamedPass make_pass(std::shared_ptr<PassBase> pass);
+/// Wraps a function as a NamedPass called `name`.
+NamedPass make_pass(std::string name, PassFn fn);
+
+/// An ordering constraint: true when `a` may run before `b`
+/// (torch.fx's constraint callables).
+using PassConstraint = std::function<bool(const NamedPass& a, const NamedPass& b)>;
+/// The constraint "the pass named `this_pass` runs before the one named
+/// `that_pass`" (torch.fx this_before_that_pass_constraint).
+PassConstraint this_before_that_pass_constraint(std::string this_pass, std::string that_pass);
+
+/// A check run on the module after each pass (throws to reject it).
+using PassCheck = std::function<void(GraphModule& gm)>;
+
+/// Runs passes in order (torch.fx PassManager).
+class PassManager {
+ public:
+  /// An empty manager: one round, no checks.
+  PassManager() = default;
+  /// A manager over `passes`, sorted by `constraints`, running at most
+  /// `steps` rounds (at least 1) and stopping early when a round changes
+  /// nothing. With run_checks_after_each_pass, lint() and the added checks
+  /// run after every pass; a failed check is an error unless
+  /// suppress_check_failures, when it is only counted.
+  explicit PassManager(std::vector<NamedPass> passes, std::vector<PassConstraint> constraints = {},
+                       int steps = 1, bool run_checks_after_each_pass = false,
+                       bool suppress_check_failures = false);
+
+  /// Appends a pass.
+  void add_pass(NamedPass pass);
+  /// Adds an ordering constraint.
+  void add_constraint(PassConstraint constraint);
+  /// Adds a check run after each pass (when checks are on) and by check().
+  void add_checks(PassCheck check);
+  /// Turns the per-pass checks on or off.
+  void set_run_checks_after_each_pass(bool on) { run_checks_after_each_pass_ = on; }
+  /// Sets the most rounds run (at least 1).
+  void set_steps(int steps);
+
+  /// Throws fx::PassError if the current order breaks a constraint, naming both passes.
+  void validate_constraints() const;
+  /// Sorts the passes so every constraint holds (stable topological order);
+  /// throws fx::PassError naming the passes of a cycle.
+  void solve_constraints();
+  /// lint() plus every added check on `gm`.
+  void check(GraphModule& gm) const;
+
+  /// Runs the passes (torch.fx PassManager.__call__). A pass that throws or
+  /// fails a check throws fx::PassError ("An error occurred when running the
+  /// 'p' pass after the following passes: [...]") and `gm`'s graph is left
+  /// as it was before that pass.
+  PassResult operator()(std::shared_ptr<GraphModule> gm);
+
+  /// The passes, in the order they run.
+  const std::vector<NamedPass>& passes() const { return passes_; }
+  /// Check failures suppressed by the last run.
+  int suppressed_check_failures() const { return suppressed_; }
+
+ private:
+  std::vector<NamedPass> passes_;
+  std::vector<PassConstraint> constraints_;
+  std::vector<PassCheck> checks_;
+  int steps_ = 1;
+  bool run_checks_after_each_pass_ = false;
+  bool suppress_check_failures_ = false;
+  bool solved_ = false;
+  int suppressed_ = 0;
+};
+
+}  // namespace fx
