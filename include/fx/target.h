@@ -47,8 +47,9 @@ void register_function(const std::string& name, Function fn, bool impure = false
 void check_function_target(const std::string& target);
 
 /// Whether a call_function of `target` has side effects: a registered impure
-/// function, or an operator whose schema writes to an input (aten::add_,
-/// aten::copy_; the out= overloads do not count).
+/// function, an operator whose schema writes to an input (aten::add_,
+/// aten::copy_; the out= overloads do not count), or an in-place builtin
+/// (operator.iadd, isub, imul, itruediv).
 bool is_impure_function(const std::string& target);
 
 /// Up to `n` known call_function target names closest to `target`.

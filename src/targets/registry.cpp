@@ -201,7 +201,12 @@ void check_function_target(const std::string& target) {
 
 bool is_impure_function(const std::string& target) {
   if (const auto* f = detail::find_registered_function(target)) return f->impure;
-  if (detail::is_builtin(target)) return false;
+  if (detail::is_builtin(target)) {
+    // x += y on a tensor writes to x (torch.fx counts these as pure, so its
+    // DCE may drop an in-place update whose result is unused).
+    return target == "operator.iadd" || target == "operator.isub" || target == "operator.imul" ||
+           target == "operator.itruediv";
+  }
   static std::mutex mutex;
   static std::unordered_map<std::string, bool> cache;
   {
@@ -221,7 +226,11 @@ bool is_impure_function(const std::string& target) {
     }
     for (const auto& o : overloads) {
       auto op = dispatcher.findSchema(c10::OperatorName(ref->name, o));
-      if (op && op->hasSchema() && op->schema().is_mutable()) impure = true;
+      if (!op || !op->hasSchema()) continue;
+      // Writes to an input that is not an out= argument (div.out_mode is an
+      // out variant whatever its overload name says).
+      for (const auto& a : op->schema().arguments())
+        if (a.alias_info() && a.alias_info()->isWrite() && !a.is_out()) impure = true;
     }
   }
   std::lock_guard<std::mutex> lock(mutex);

@@ -1,0 +1,38 @@
+#pragma once
+/// \file
+/// Dead code elimination as a pass: Graph::eliminate_dead_code (torch.fx
+/// `graph.eliminate_dead_code()`) wrapped so that PassManager can run it,
+/// optionally followed by GraphModule::delete_all_unused_submodules().
+///
+/// A node is dead when nothing uses it and it is not impure (placeholders,
+/// output, call_module, in-place / mutating ops and impure registered
+/// functions stay). A graph that does not lint is refused before anything
+/// is erased.
+
+#include <fx/passes/pass_manager.h>
+
+namespace fx {
+
+/// Erases dead nodes of `gm`'s graph, last first; with
+/// delete_unused_submodules, also drops the submodules and attributes that
+/// no node uses any more. Edits in place.
+PassResult eliminate_dead_code(std::shared_ptr<GraphModule> gm, bool delete_unused_submodules = false);
+
+/// eliminate_dead_code as a PassBase (name "eliminate_dead_code").
+class DeadCodeEliminationPass : public PassBase {
+ public:
+  /// See eliminate_dead_code().
+  explicit DeadCodeEliminationPass(bool delete_unused_submodules = false)
+      : delete_unused_submodules_(delete_unused_submodules) {}
+  /// "eliminate_dead_code".
+  std::string name() const override { return "eliminate_dead_code"; }
+  /// Runs eliminate_dead_code().
+  PassResult call(std::shared_ptr<GraphModule> gm) override {
+    return eliminate_dead_code(std::move(gm), delete_unused_submodules_);
+  }
+
+ private:
+  bool delete_unused_submodules_;
+};
+
+}  // namespace fx

@@ -1,0 +1,203 @@
+// PassManager: ordered passes, constraints, checks, fixed-point rounds
+// (torch.fx passes/infra/pass_manager.py), with the graph restored when a
+// pass fails.
+#include <fx/passes/pass_manager.h>
+
+#include <exception>
+#include <unordered_map>
+
+namespace fx {
+
+namespace {
+
+/// "['a', 'b']": how torch.fx prints a list of pass names.
+std::string name_list(const std::vector<NamedPass>& passes, size_t count) {
+  std::string s = "[";
+  for (size_t i = 0; i < count; ++i) s += (i ? ", '" : "'") + passes[i].name + "'";
+  return s + "]";
+}
+
+/// An independent copy of `g` (same names, args, meta), for rolling back.
+std::shared_ptr<Graph> copy_graph(const Graph& g) {
+  auto copy = std::make_shared<Graph>();
+  std::unordered_map<const Node*, Node*> val_map;
+  std::optional<Argument> out = copy->graph_copy(g, val_map);
+  if (out) {
+    Node* o = copy->output(*out);
+    if (const Node* old = g.output_node(); old && !old->meta().empty()) o->meta() = old->meta();
+  }
+  return copy;
+}
+
+}  // namespace
+
+PassResult PassBase::operator()(std::shared_ptr<GraphModule> gm) {
+  if (!gm) throw PassError("pass '" + name() + "' was given no module");
+  requires_(*gm);
+  PassResult r = call(gm);
+  if (!r.graph_module) r.graph_module = gm;
+  ensures(*r.graph_module);
+  return r;
+}
+
+NamedPass make_pass(std::shared_ptr<PassBase> pass) {
+  if (!pass) throw PassError("make_pass: pass is null");
+  std::string name = pass->name();
+  return NamedPass{std::move(name), [pass](std::shared_ptr<GraphModule> gm) { return (*pass)(std::move(gm)); }};
+}
+
+NamedPass make_pass(std::string name, PassFn fn) {
+  if (!fn) throw PassError("make_pass: pass '" + name + "' has no function");
+  return NamedPass{std::move(name), std::move(fn)};
+}
+
+PassConstraint this_before_that_pass_constraint(std::string this_pass, std::string that_pass) {
+  return [this_pass, that_pass](const NamedPass& a, const NamedPass& b) {
+    return !(a.name == that_pass && b.name == this_pass);
+  };
+}
+
+PassManager::PassManager(std::vector<NamedPass> passes, std::vector<PassConstraint> constraints, int steps,
+                         bool run_checks_after_each_pass, bool suppress_check_failures)
+    : passes_(std::move(passes)),
+      constraints_(std::move(constraints)),
+      run_checks_after_each_pass_(run_checks_after_each_pass),
+      suppress_check_failures_(suppress_check_failures) {
+  set_steps(steps);
+  for (const NamedPass& p : passes_)
+    if (!p.fn) throw PassError("PassManager: pass '" + p.name + "' has no function");
+}
+
+void PassManager::add_pass(NamedPass pass) {
+  if (!pass.fn) throw PassError("PassManager: pass '" + pass.name + "' has no function");
+  passes_.push_back(std::move(pass));
+  solved_ = false;
+}
+
+void PassManager::add_constraint(PassConstraint constraint) {
+  if (!constraint) throw PassError("PassManager: constraint is null");
+  constraints_.push_back(std::move(constraint));
+  solved_ = false;
+}
+
+void PassManager::add_checks(PassCheck check) {
+  if (!check) throw PassError("PassManager: check is null");
+  checks_.push_back(std::move(check));
+}
+
+void PassManager::set_steps(int steps) {
+  if (steps < 1) throw PassError("PassManager: steps must be at least 1, got " + std::to_string(steps));
+  steps_ = steps;
+}
+
+void PassManager::validate_constraints() const {
+  for (const PassConstraint& c : constraints_) {
+    for (size_t i = 0; i < passes_.size(); ++i) {
+      for (size_t j = i + 1; j < passes_.size(); ++j) {
+        if (!c(passes_[i], passes_[j]))
+          throw PassError("pass schedule constraint violated. Expected '" + passes_[j].name + "' before '" +
+                          passes_[i].name + "' but found '" + passes_[i].name + "' at index " + std::to_string(i) +
+                          " and '" + passes_[j].name + "' at index " + std::to_string(j) + " in pass list.");
+      }
+    }
+  }
+}
+
+void PassManager::solve_constraints() {
+  // Kahn's algorithm; among the ready passes the earliest listed goes first,
+  // so an order that already satisfies the constraints is kept.
+  const size_t n = passes_.size();
+  if (!constraints_.empty()) {
+    std::vector<std::vector<size_t>> after(n);  // after[b]: passes that must wait for b
+    std::vector<size_t> indegree(n, 0);
+    for (size_t a = 0; a < n; ++a)
+      for (size_t b = 0; b < n; ++b)
+        if (a != b)
+          for (const PassConstraint& c : constraints_)
+            if (!c(passes_[a], passes_[b])) {  // a may not run before b: b first
+              after[b].push_back(a);
+              ++indegree[a];
+            }
+    std::vector<NamedPass> sorted;
+    std::vector<bool> done(n, false);
+    while (sorted.size() < n) {
+      size_t pick = n;
+      for (size_t i = 0; i < n && pick == n; ++i)
+        if (!done[i] && indegree[i] == 0) pick = i;
+      if (pick == n) {
+        std::string cycle;
+        for (size_t i = 0; i < n; ++i)
+          if (!done[i]) cycle += (cycle.empty() ? "'" : ", '") + passes_[i].name + "'";
+        throw PassError("Circular dependency detected within the following passes: [" + cycle + "]");
+      }
+      done[pick] = true;
+      sorted.push_back(passes_[pick]);
+      for (size_t m : after[pick]) --indegree[m];
+    }
+    passes_ = std::move(sorted);
+  }
+  solved_ = true;
+}
+
+void PassManager::check(GraphModule& gm) const {
+  gm.graph().lint();
+  for (const PassCheck& c : checks_) c(gm);
+}
+
+PassResult PassManager::operator()(std::shared_ptr<GraphModule> gm) {
+  if (!gm) throw PassError("PassManager: no module given");
+  if (!solved_) solve_constraints();
+  suppressed_ = 0;
+  auto run_check = [&](GraphModule& m) -> bool {
+    try {
+      check(m);
+      return true;
+    } catch (const std::exception&) {
+      if (!suppress_check_failures_) throw;
+      ++suppressed_;
+      return false;
+    }
+  };
+  run_check(*gm);
+
+  bool overall = false;
+  for (int step = 0; step < steps_; ++step) {
+    bool modified = false;
+    for (size_t i = 0; i < passes_.size(); ++i) {
+      const NamedPass& p = passes_[i];
+      std::shared_ptr<Graph> before = copy_graph(gm->graph());
+      std::shared_ptr<GraphModule> input = gm;
+      auto fail = [&](const std::string& what, const std::string& why) {
+        input->set_graph(before);  // no half-applied pass
+        throw PassError("An error occurred when running the '" + p.name + "' pass after the following passes: " +
+                        name_list(passes_, i) + "\n" + what + why);
+      };
+      PassResult r;
+      try {
+        r = p.fn(gm);
+      } catch (const std::exception& e) {
+        fail("", e.what());
+      }
+      if (!r.graph_module) r.graph_module = gm;
+      if (run_checks_after_each_pass_) {
+        try {
+          run_check(*r.graph_module);
+        } catch (const std::exception& e) {
+          fail("the check after it failed: ", e.what());
+        }
+      }
+      try {
+        r.graph_module->recompile();
+      } catch (const std::exception& e) {
+        fail("its module does not compile: ", e.what());
+      }
+      gm = r.graph_module;
+      modified = modified || r.modified;
+    }
+    overall = overall || modified;
+    if (!modified) break;
+  }
+  return PassResult{gm, overall};
+}
+
+}  // namespace fx
