@@ -42,7 +42,13 @@ ROWS = [
      ["trace_ms", "resnet50"], "ms"),
     ("import mobilenet_v2 .pt (vs Python symbolic_trace)", "BM_ImportTorchScript/mobilenet_v2", "time", 1,
      ["trace_ms", "mobilenet_v2"], "ms"),
+    # Passes (python/bench/passes_baseline.py)
+    ("CSEPass, 1k-node duplicate chain", "BM_CSE_Chain/1000", "time", 1, ["passes", "cse_ms", "1000"], "ms"),
+    ("CSEPass, 10k-node duplicate chain", "BM_CSE_Chain/10000", "time", 1, ["passes", "cse_ms", "10000"], "ms"),
+    ("CSEPass, 100k-node duplicate chain", "BM_CSE_Chain/100000", "time", 1, None, "ms"),
+    ("CSEPass, ResNet-50 graph", "BM_CSE_ResNet50", "time", 1, ["passes", "cse_resnet50_ms"], "ms"),
 ]
+PASS_BASELINES = os.path.join(ROOT, "python", "bench")
 
 
 def run_python(build, quick):
@@ -55,6 +61,19 @@ def run_python(build, quick):
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     with open(out) as f:
         return json.load(f), chain
+
+
+def run_pass_baselines(quick):
+    """Every python/bench/NAME_baseline.py prints one JSON object: {NAME: {...}}."""
+    out = {}
+    for f in sorted(os.listdir(PASS_BASELINES)):
+        if not f.endswith("_baseline.py"):
+            continue
+        cmd = [SYSTEM_PYTHON, os.path.join(PASS_BASELINES, f)] + (["--quick"] if quick else [])
+        print("+", " ".join(cmd), file=sys.stderr)
+        text = subprocess.run(cmd, check=True, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1")).stdout
+        out[f[: -len("_baseline.py")]] = json.loads(text[text.index("{"):])
+    return out
 
 
 def run_fx(build, chain):
@@ -100,6 +119,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="pyfx_baseline --quick")
     args = ap.parse_args()
     py, chain = run_python(args.build, args.quick)
+    py.update(run_pass_baselines(args.quick))
     fx = run_fx(args.build, chain)
     lines = [
         f"Python torch.fx {py.get('torch')} (Python {py.get('python')}) vs fxcpp, one run, single thread.",
