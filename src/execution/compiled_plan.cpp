@@ -130,23 +130,35 @@ CompiledPlan::CompiledPlan(GraphModule& module) {
     return s;
   };
 
+  // Inputs are written to their slots before the first step runs, so every
+  // placeholder gets its slot first, wherever it stands in the graph (a
+  // placeholder after a call must not share a slot with a value that dies
+  // before it). Placeholders after the output are inputs too, as in
+  // torch.fx's generated signature; nothing reads them.
+  for (Node* n : g.nodes()) {
+    if (n->op() != Opcode::Placeholder) continue;
+    try {
+      PlanInput in;
+      in.name = n->target();
+      if (!n->args().empty()) in.default_value = n->args()[0].to_ivalue();
+      if (last_user[n->id()]) {
+        in.slot = take_slot();
+        node_values_[n->id()] = {ValueSource::Kind::Slot, *in.slot};
+      } else {
+        node_values_[n->id()] = {ValueSource::Kind::Constant, static_cast<uint32_t>(constants_.size())};
+        constants_.emplace_back();  // nothing reads it
+      }
+      inputs_.push_back(std::move(in));
+    } catch (const std::exception&) {
+      throw Error(current_exception_message() + "\n\nWhile compiling " + n->format_node());
+    }
+  }
+
   for (Node* n : order) {
     try {
       switch (n->op()) {
-        case Opcode::Placeholder: {
-          PlanInput in;
-          in.name = n->target();
-          if (!n->args().empty()) in.default_value = n->args()[0].to_ivalue();
-          if (last_user[n->id()]) {
-            in.slot = take_slot();
-            node_values_[n->id()] = {ValueSource::Kind::Slot, *in.slot};
-          } else {
-            node_values_[n->id()] = {ValueSource::Kind::Constant, static_cast<uint32_t>(constants_.size())};
-            constants_.emplace_back();  // nothing reads it
-          }
-          inputs_.push_back(std::move(in));
+        case Opcode::Placeholder:
           continue;
-        }
         case Opcode::GetAttr:
           node_values_[n->id()] = {ValueSource::Kind::Constant, static_cast<uint32_t>(constants_.size())};
           constants_.emplace_back(module.fetch_attr(n->target()));

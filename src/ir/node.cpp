@@ -189,6 +189,7 @@ void Node::append(Node* x) {
 }
 
 void Node::prepend(Node* x) {
+  graph_->check_alive(this);
   graph_->check_alive(x);
   if (&x->graph() != graph_) throw Error("Attempting to move a Node into a different Graph");
   if (x == this) return;

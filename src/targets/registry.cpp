@@ -227,10 +227,10 @@ bool is_impure_function(const std::string& target) {
     for (const auto& o : overloads) {
       auto op = dispatcher.findSchema(c10::OperatorName(ref->name, o));
       if (!op || !op->hasSchema()) continue;
-      // Writes to an input that is not an out= argument (div.out_mode is an
-      // out variant whatever its overload name says).
+      // Without an explicit overload, out= variants do not count (div.out_mode
+      // is one, whatever its overload name says); a named one writes its out.
       for (const auto& a : op->schema().arguments())
-        if (a.alias_info() && a.alias_info()->isWrite() && !a.is_out()) impure = true;
+        if (a.alias_info() && a.alias_info()->isWrite() && (ref->has_overload || !a.is_out())) impure = true;
     }
   }
   std::lock_guard<std::mutex> lock(mutex);

@@ -172,6 +172,11 @@ TEST(Node, IsImpure) {
   EXPECT_TRUE(g.call_function("aten::copy_", {x, x})->is_impure());
   EXPECT_FALSE(g.call_function("aten::add.Tensor", {x, x})->is_impure());
   EXPECT_TRUE(g.call_function("aten::add.out", {x, x})->is_impure());
+  // div has an out variant called out_mode: still pure without an overload.
+  EXPECT_FALSE(g.call_function("aten::div", {x, x})->is_impure());
+  // x += y writes x (torch.fx counts it as pure).
+  EXPECT_TRUE(g.call_function("operator.iadd", {x, x})->is_impure());
+  EXPECT_FALSE(g.call_function("operator.add", {x, x})->is_impure());
   EXPECT_TRUE(g.call_module("fc", {x})->is_impure());
   EXPECT_FALSE(g.get_attr("w")->is_impure());
   EXPECT_TRUE(g.output(x)->is_impure());
