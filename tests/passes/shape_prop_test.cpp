@@ -179,8 +179,11 @@ TEST(ShapeProp, MatchesPythonTorchFx) {
     const std::vector<std::string> expected = golden(name);
     ASSERT_FALSE(expected.empty()) << "no golden for " << name;
     Case c = build();
+    const uint64_t version = c.gm->graph().version();
     fx::ShapeProp(c.gm).propagate(c.inputs);
     EXPECT_EQ(graph_lines(*c.gm), expected);
+    EXPECT_EQ(c.gm->graph().version(), version);  // only meta changed: the graph is the same
+    c.gm->graph().lint();
   }
 }
 
