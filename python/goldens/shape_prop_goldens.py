@@ -166,12 +166,27 @@ def mlp():
     return torch.fx.GraphModule(LinearRoot(), g), [torch.randn(5, 8)]
 
 
+def model_lines(name, x):
+    """torchvision `name` (as python/export_models.py exports it for the C++
+    side): its call_module nodes and output, which fxcpp's TorchScript import
+    keeps one for one (other nodes differ: TorchScript records in-place adds)."""
+    import torchvision
+    torch.manual_seed(0)
+    gm = torch.fx.symbolic_trace(getattr(torchvision.models, name)(weights=None).eval())
+    ShapeProp(gm).propagate(x)
+    return [line for n, line in zip(gm.graph.nodes, lines(gm)) if n.op in ("call_module", "output")]
+
+
 def main():
     out = {"torch": torch.__version__, "graphs": {}}
     for build in (tuple_list, views, channels_last, mlp):
         gm, inputs = build()
         ShapeProp(gm).propagate(*inputs)
         out["graphs"][build.__name__] = lines(gm)
+    x = torch.randn(1, 3, 64, 64)
+    for name in ("resnet18", "mobilenet_v2"):
+        out["graphs"][name] = model_lines(name, x)
+        out["graphs"][name + "_channels_last"] = model_lines(name, x.to(memory_format=torch.channels_last))
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "passes", "goldens",
                         "shape_prop.json")
     with open(path, "w") as f:
