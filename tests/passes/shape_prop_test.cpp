@@ -198,7 +198,6 @@ TEST(ShapeProp, MetaModeMatchesPythonTorchFx) {
     c10::IValue out = prop.propagate_meta(c.inputs);
     EXPECT_EQ(graph_lines(*c.gm), golden(name));
     EXPECT_TRUE(prop.fallback_nodes().empty());
-    std::vector<fx::TensorMetadata> flat;
     auto m = fx::tensor_meta_of(out);
     ASSERT_TRUE(m.has_value());
     // The result holds meta tensors only.
@@ -211,6 +210,29 @@ TEST(ShapeProp, MetaModeMatchesPythonTorchFx) {
     };
     all_meta(out);
   }
+}
+
+// In meta mode every value a node computes is a meta tensor: attributes
+// included (their data is never read), inputs converted on entry.
+TEST(ShapeProp, MetaModeValuesAreMetaTensors) {
+  struct Spy : fx::ShapeProp {
+    using fx::ShapeProp::ShapeProp;
+    c10::IValue run_node(Node* n) override {
+      c10::IValue v = fx::ShapeProp::run_node(n);
+      if (v.isTensor()) seen.emplace_back(n->name(), v.toTensor().is_meta());
+      return v;
+    }
+    std::vector<std::pair<std::string, bool>> seen;
+  };
+  Case c = channels_last();
+  Spy spy(c.gm);
+  spy.propagate_meta(c.inputs);
+  ASSERT_EQ(spy.seen.size(), 12u);
+  for (const auto& [name, is_meta] : spy.seen) EXPECT_TRUE(is_meta) << name;
+  EXPECT_FALSE(c.inputs[0].toTensor().is_meta());  // the caller's tensor is untouched
+  spy.seen.clear();
+  spy.propagate(c.inputs);
+  for (const auto& [name, is_meta] : spy.seen) EXPECT_FALSE(is_meta) << name;
 }
 
 TEST(ShapeProp, ReturnsTheGraphsResult) {

@@ -34,7 +34,10 @@
 ///    in fallback_nodes(). To make the common models fall back nowhere,
 ///    propagate_meta registers C++ shape functions as Meta kernels for the
 ///    operators that have none in libtorch 1.13 (convolution, batch norm,
-///    adaptive pooling, hardtanh ... see register_meta_shape_functions()).
+///    adaptive pooling, hardtanh ... see register_meta_shape_functions()):
+///    resnet18/50, mobilenet_v2/v3, densenet121, efficientnet_b0,
+///    shufflenet_v2, squeezenet and alexnet run entirely on meta, in about
+///    0.2 % of one real forward for resnet50 (bench/shape_prop_bench.cpp).
 ///
 /// Differences from torch.fx (on purpose):
 ///  - All or nothing: if a node fails, fx::Error is thrown and no node's meta
@@ -141,12 +144,16 @@ std::string python_type_name(const c10::IValue& value);
 at::Tensor to_meta_tensor(const at::Tensor& t);
 
 /// Registers fxcpp's C++ shape functions as Meta-dispatch-key kernels for the
-/// ATen operators that have no Meta kernel in this libtorch (convolution,
-/// native_batch_norm, _adaptive_avg_pool2d/3d, hardtanh ...), never replacing a
-/// kernel that exists. Idempotent and thread-safe; propagate_meta() calls it.
-/// The kernels serve the whole process (any meta tensor, not only ShapeProp's).
-/// Returns the operators it registered (on the first call; later calls
-/// return the same list).
+/// ATen operators that have no Meta kernel in this libtorch and that common
+/// models reach: aten::convolution (every conv and conv_transpose),
+/// native_batch_norm (also what layer_norm, group_norm and instance_norm
+/// decompose to on meta), _adaptive_avg_pool2d/3d, relu, hardtanh (relu6),
+/// hardswish, index_select (embedding), channel_shuffle. Each lays out its
+/// result exactly as the CPU kernel does (channels_last included). An
+/// operator that already has a Meta kernel is never replaced. Idempotent
+/// and thread-safe; propagate_meta() calls it. The kernels serve the whole
+/// process (any meta tensor, not only ShapeProp's). Returns the operators it
+/// registered (the same list on every call).
 const std::vector<std::string>& register_meta_shape_functions();
 
 /// ShapeProp as a pass for PassManager: annotates the module and reports it
