@@ -15,6 +15,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/nn/module.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/padding.h>
 
 #include <fstream>
 #include <functional>
@@ -406,6 +408,25 @@ TEST(ShapePropMeta, FallsBackWithoutMetaKernelAndUsesRealAttributes) {
   EXPECT_EQ(std::any_cast<fx::TensorMetadata>(ri->meta().at("tensor_meta")).shape, std::vector<int64_t>{6});
   EXPECT_EQ(std::any_cast<fx::TensorMetadata>(pad->meta().at("tensor_meta")).shape,
             (std::vector<int64_t>{1, 2, 8, 6}));
+}
+
+// A leaf module whose forward reaches an operator without a Meta kernel
+// falls back as a whole: its forward runs again on zeros.
+TEST(ShapePropMeta, LeafModuleFallsBack) {
+  auto root = std::make_shared<torch::nn::Module>();
+  root->register_module("pad", torch::nn::ReflectionPad2d(torch::nn::ReflectionPad2dOptions({1, 2, 0, 1})));
+  root->register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(2, 4, 3)));
+  auto g = std::make_shared<fx::Graph>();
+  Node* x = g->placeholder("x");
+  Node* pad = g->call_module("pad", {x});
+  Node* conv = g->call_module("conv", {pad});
+  g->output(conv);
+  auto gm = make_gm(g, root);
+  expect_meta_equals_real(gm, {at::randn({1, 2, 5, 5})}, false);
+  fx::ShapeProp prop(gm);
+  prop.propagate_meta({at::randn({1, 2, 5, 5})});
+  EXPECT_EQ(prop.fallback_nodes(), std::vector<Node*>{pad});
+  EXPECT_EQ(node_meta(conv), fx::TensorMetadata::from_tensor(at::zeros({1, 4, 4, 6}), true).str());
 }
 
 // ---- the C++ shape functions against the CPU kernels ----------------------------------------
