@@ -138,9 +138,10 @@ std::any tensor_meta_of(const c10::IValue& value);
 std::string python_type_name(const c10::IValue& value);
 
 /// A tensor on the meta device with the sizes, strides, dtype and
-/// requires_grad of `t` (t's data is never read). A result that requires
-/// grad is not a leaf, as the value it stands for is not, unless its strides
-/// overlap.
+/// requires_grad of `t` (t's data is never read); `t` itself if it is on
+/// meta already. It is an autograd leaf exactly when `t` is, so in-place
+/// operators accept or refuse it as they would `t` (a non-leaf with
+/// overlapping strides, such as an expanded tensor, becomes a view of a leaf).
 at::Tensor to_meta_tensor(const at::Tensor& t);
 
 /// Registers fxcpp's C++ shape functions as Meta-dispatch-key kernels for the
