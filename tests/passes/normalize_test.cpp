@@ -297,3 +297,35 @@ TEST(NormalizeProperty, RandomGraphsKeepTheirOutputs) {
 }
 
 }  // namespace
+
+// ---- a real model (ctest entry passes_foldnorm_models, tests/passes/foldnorm.cmake) ----
+#include "fx_paths.h"
+
+#include <fx/import.h>
+#include <fx/passes/const_fold.h>
+#include <fx/tensor_file.h>
+
+#include <fstream>
+
+namespace {
+
+TEST(FoldNormModels, ResNet50RoundTrips) {
+  std::string base = std::string(FX_BINARY_DIR) + "/models/resnet50";
+  if (!std::ifstream(base + ".pt")) GTEST_SKIP() << base << ".pt is missing (python/export_models.py exports it)";
+  auto gm = fx::import_torchscript(base + ".pt");
+  auto inputs = fx::load_inputs(base + ".input.pt");
+  at::NoGradGuard no_grad;
+  at::Tensor expected = gm->forward(inputs).toTensor();
+  auto folded = fx::split_const_subgraphs(gm);
+  auto r = fx::normalize_args(gm);
+  EXPECT_TRUE(r.modified);
+  gm->graph().lint();
+  size_t normalized = 0;
+  for (fx::Node* n : gm->graph().nodes())
+    if (n->op() == fx::Opcode::CallFunction && n->args().empty() && !n->kwargs().empty()) ++normalized;
+  EXPECT_GT(normalized, 0u);
+  EXPECT_TRUE(at::allclose(gm->forward(inputs).toTensor(), expected, 1e-5, 1e-5));
+  EXPECT_FALSE(fx::normalize_args(gm).modified);
+}
+
+}  // namespace
