@@ -8,7 +8,9 @@
 #include <fx/graph_module.h>
 #include <fx/interpreter.h>
 #include <fx/passes/const_fold.h>
+#include <fx/passes/normalize.h>
 #include <fx/target.h>
+#include <fx/trace.h>
 
 #include <ATen/ATen.h>
 #include <torch/nn/modules/linear.h>
@@ -360,6 +362,48 @@ TEST(ConstFold, ConstantsWithoutInputsFold) {
   auto r = fx::split_const_subgraphs(gm);
   EXPECT_EQ(r.folded_nodes, std::vector<std::string>{"ones"});
   EXPECT_TRUE(at::equal(gm->forward(at::zeros({2})), at::ones({2})));
+}
+
+/// A C++ layer that rescales and transposes its weight on every call.
+struct ScaledLayerImpl : torch::nn::Module {
+  ScaledLayerImpl() {
+    weight = register_parameter("weight", ramp({2, 3}, 0.1, -0.2));
+    scale = register_parameter("scale", at::full({1}, 0.5f));
+    bias = register_parameter("bias", at::tensor({-1.0f, 2.0f}));
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    at::Tensor y = x.matmul((weight * scale).t());
+    return y + bias.relu();
+  }
+  at::Tensor weight, scale, bias;
+};
+
+TEST(ConstFold, TracedTorchNnModuleThenNormalized) {
+  auto layer = std::make_shared<ScaledLayerImpl>();
+  at::Tensor x = ramp({4, 3}, 0.3, -1.0);
+  auto gm = fx::symbolic_trace(layer, {x});
+  at::Tensor expected = layer->forward(x);
+  auto r = fx::split_const_subgraphs(gm);
+  EXPECT_EQ(r.folded_nodes, (std::vector<std::string>{"mul", "t", "relu"}));
+  ASSERT_EQ(r.folded_attrs.size(), 2u);
+  EXPECT_EQ(r.folded_attrs[0].source_node, "t");
+  EXPECT_EQ(r.folded_attrs[1].source_node, "relu");
+  EXPECT_TRUE(at::allclose(gm->forward(x), expected));
+  // Folded from parameters: parameters themselves (leaves that require grad).
+  EXPECT_TRUE(gm->fetch_attr("_FX_CONST_FOLDED_ATTRS.0").requires_grad());
+  // Traced targets already name overloads; normalization binds the names.
+  ASSERT_TRUE(fx::normalize_args(gm).modified);
+  EXPECT_EQ(gm->graph().str(),
+            "graph():\n"
+            "    %x : [#users=1] = placeholder[target=x]\n"
+            "    %_fx_const_folded_attrs : [#users=1] = get_attr[target=_FX_CONST_FOLDED_ATTRS.0]\n"
+            "    %matmul : [#users=1] = call_function[target=aten::matmul](args = (), kwargs = {self: %x, other: "
+            "%_fx_const_folded_attrs})\n"
+            "    %_fx_const_folded_attrs_1 : [#users=1] = get_attr[target=_FX_CONST_FOLDED_ATTRS.1]\n"
+            "    %add : [#users=1] = call_function[target=aten::add.Tensor](args = (), kwargs = {self: %matmul, "
+            "other: %_fx_const_folded_attrs_1, alpha: 1})\n"
+            "    return add");
+  EXPECT_TRUE(at::allclose(gm->forward(x), expected));
 }
 
 TEST(ConstFoldErrors, NullModule) {
