@@ -54,6 +54,14 @@ bool is_random_operator(const std::string& name) {
   return random;
 }
 
+/// A dropout whose `train` argument is the literal false: the identity.
+bool is_eval_dropout(const Node& node, const std::string& op_name) {
+  if (op_name.find("dropout") == std::string::npos) return false;
+  const Argument* train = find_kwarg(node.kwargs(), "train");
+  if (!train && node.args().size() > 2) train = &node.args()[2];
+  return train && train->kind() == Argument::Kind::Bool && !train->to_bool();
+}
+
 /// Python's get_unique_attr_name_in_module over a module's direct attributes.
 bool has_attr(torch::nn::Module& m, const std::string& name) {
   if (m.named_parameters(false).contains(name)) return true;
@@ -131,7 +139,8 @@ bool is_foldable_operation(const Node& node) {
     case Opcode::GetAttr: return true;
     case Opcode::CallFunction: {
       auto ref = detail::parse_operator_name(node.target());
-      return !(ref && is_random_operator(ref->name));
+      if (!ref || !is_random_operator(ref->name)) return true;
+      return is_eval_dropout(node, ref->name);
     }
     case Opcode::CallMethod: {
       const std::string& m = node.target();

@@ -247,6 +247,23 @@ TEST(ConstFold, ImpureAndRandomNodesAreNeverFolded) {
   gm->graph().lint();
 }
 
+TEST(ConstFold, DropoutFoldsOnlyOutsideTraining) {
+  auto g = std::make_shared<Graph>();
+  Node* x = g->placeholder("x");
+  Node* w = g->get_attr("w");
+  Node* train = g->call_function("aten::dropout", {w, 0.5, true});
+  Node* eval = g->call_function("aten::dropout", {w, 0.5}, {{"train", false}});
+  Node* feature = g->call_function("aten::feature_dropout", {w, 0.5, false});
+  Node* s = g->call_function("aten::add", {x, train});
+  s = g->call_function("aten::add", {s, eval});
+  g->output(g->call_function("aten::add", {s, feature}));
+  EXPECT_FALSE(fx::is_foldable_operation(*train));
+  EXPECT_TRUE(fx::is_foldable_operation(*eval));
+  EXPECT_TRUE(fx::is_foldable_operation(*feature));
+  auto r = fx::split_const_subgraphs(std::make_shared<GraphModule>(root_wb(), g));
+  EXPECT_EQ(r.folded_nodes, (std::vector<std::string>{"dropout_1", "feature_dropout"}));
+}
+
 TEST(ConstFold, CallModuleIsNeverFolded) {
   auto root = root_wb();
   root->register_module("lin", torch::nn::Linear(3, 3));

@@ -17,7 +17,8 @@
 ///  - random operators: any operator one of whose overloads is tagged
 ///    nondeterministic_seeded or takes a Generator (aten::rand, randn,
 ///    randint, randperm, bernoulli, normal, multinomial, rand_like ...),
-///    and every dropout variant;
+///    and every dropout variant unless its `train` argument is the literal
+///    false (then it is the identity);
 ///  - call_method targets ending in '_' (in-place methods);
 ///  - nodes for which the skip predicate returns true.
 ///
