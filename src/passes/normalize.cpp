@@ -249,7 +249,8 @@ PassResult normalize_args(std::shared_ptr<GraphModule> gm, const NormalizeArgsOp
       continue;
     }
     Node* nn = ng->create_node(Opcode::CallFunction, c->target, map_arg(c->args, m), map_arg(c->kwargs, m), n->name());
-    nn->meta() = n->meta();
+    const Meta& meta = static_cast<const Node*>(n)->meta();
+    if (!meta.empty()) nn->meta() = meta;
     map[n->id()] = nn;
   }
   ng->lint();
