@@ -41,8 +41,8 @@
 ///    what the users compute. A value that is neither (a list of tensors)
 ///    is not folded: its constant inputs are folded instead.
 ///  - call_module is never folded (fxcpp treats every module call as impure).
-///  - Only the constant nodes that folding made dead are erased; unrelated
-///    dead code stays (Python's split_module drops it as a side effect).
+///  - Only constant nodes left without users are erased; other dead code
+///    stays (Python's split_module drops all of it as a side effect).
 ///  - If computing the constants throws, fx::Error names the pass and the
 ///    graph is left exactly as it was.
 
