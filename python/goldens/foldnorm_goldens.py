@@ -188,6 +188,21 @@ def normalize_case(only_kwargs):
     return {"nodes": nodes, "inputs": [flat(x), flat(y)], "output": flat(ref)}
 
 
+def module_case(only_kwargs):
+    """call_module of torch.nn layers: Python binds forward's `input`."""
+    root = torch.nn.Module()
+    root.lin = torch.nn.Linear(3, 3)
+    root.act = torch.nn.ReLU()
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    lin = g.call_module("lin", (x,))
+    act = g.call_module("act", (lin,))
+    g.output(act)
+    ngm = NormalizeArgs(torch.fx.GraphModule(root, g), normalize_to_only_use_kwargs=only_kwargs).transform()
+    return [[n.name, fmt(n.args, {}), [[k, fmt(v, {})] for k, v in n.kwargs.items()]]
+            for n in ngm.graph.nodes if n.op == "call_module"]
+
+
 def main():
     torch.manual_seed(0)
     goldens = {
@@ -202,6 +217,8 @@ def main():
         "normalize": {
             "kwargs_only": normalize_case(True),
             "positional": normalize_case(False),
+            "modules_kwargs_only": module_case(True),
+            "modules_positional": module_case(False),
         },
     }
     here = os.path.dirname(os.path.abspath(__file__))

@@ -11,6 +11,7 @@
 #include <fx/target.h>
 
 #include <ATen/ATen.h>
+#include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/linear.h>
 #include <gtest/gtest.h>
 
@@ -208,6 +209,46 @@ TEST(Normalize, BuiltinsFunctionsMethodsAndModulesAreLeftAlone) {
   auto r = fx::normalize_args(gm);
   EXPECT_FALSE(r.modified);
   EXPECT_EQ(gm->graph().str(), before);
+}
+
+/// call_module nodes in the goldens' form: [name, args, [[key, value]...]].
+Json module_calls(const GraphModule& gm) {
+  std::vector<Json> out;
+  for (Node* n : gm.graph().nodes()) {
+    if (n->op() != Opcode::CallModule) continue;
+    std::vector<Json> args, kwargs;
+    for (const auto& a : n->args()) args.push_back(fx_test::to_json(a));
+    for (const auto& kv : n->kwargs())
+      kwargs.push_back(fx_test::json_array({fx_test::json_string(kv.first), fx_test::to_json(kv.second)}));
+    out.push_back(fx_test::json_array({fx_test::json_string(n->name()), fx_test::json_array(args),
+                                       fx_test::json_array(kwargs)}));
+  }
+  return fx_test::json_array(out);
+}
+
+// Python's positional normalization of torch.nn layers keeps `input`
+// positional: the same as fxcpp. With only kwargs, Python writes
+// {input: x}; a C++ module's forward takes positional arguments only, so
+// fxcpp keeps the call positional (the graph must still run).
+TEST(NormalizeGolden, ModuleCallsStayPositional) {
+  const Json& gold = fx_test::foldnorm_goldens()["normalize"];
+  for (bool only_kwargs : {false, true}) {
+    auto root = std::make_shared<torch::nn::Module>("Root");
+    root->register_module("lin", torch::nn::Linear(3, 3));
+    root->register_module("act", torch::nn::ReLU());
+    auto g = std::make_shared<Graph>();
+    Node* x = g->placeholder("x");
+    Node* lin = g->call_module("lin", {x});
+    g->output(g->call_module("act", {lin}));
+    auto gm = std::make_shared<GraphModule>(root, g);
+    fx::NormalizeArgsOptions opt;
+    opt.normalize_to_only_use_kwargs = only_kwargs;
+    EXPECT_FALSE(fx::normalize_args(gm, opt).modified);
+    EXPECT_EQ(module_calls(*gm).str(), gold["modules_positional"].str());
+    EXPECT_NO_THROW(gm->forward({ramp({2, 3})}));
+  }
+  EXPECT_EQ(gold["modules_kwargs_only"].str(),
+            "[[\"lin\", [], [[\"input\", \"%x\"]]], [\"act\", [], [[\"input\", \"%lin\"]]]]");
 }
 
 TEST(Normalize, UnknownArgumentKindsAreLeftAlone) {
