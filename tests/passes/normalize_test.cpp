@@ -370,3 +370,20 @@ TEST(FoldNormModels, ResNet50RoundTrips) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(NormalizeProperty, RandomGraphsFoldedThenNormalizedKeepTheirOutputs) {
+  for (uint64_t seed = 100; seed < 120; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    auto rg = fx_test::make_random_graph(seed);
+    auto want = flat(rg.gm->forward(rg.inputs));
+    fx::split_const_subgraphs(rg.gm);
+    fx::normalize_args(rg.gm);
+    rg.gm->graph().lint();
+    expect_close(flat(rg.gm->forward(rg.inputs)), want, 1e-6);
+    expect_close(flat(fx::Interpreter(rg.gm).run(rg.inputs)), want, 1e-6);
+  }
+}
+
+}  // namespace
