@@ -138,7 +138,10 @@ CompiledPlan::CompiledPlan(GraphModule& module) {
           in.name = n->target();
           if (!n->args().empty()) in.default_value = n->args()[0].to_ivalue();
           if (last_user[n->id()]) {
-            in.slot = take_slot();
+            // A fresh slot, never a freed one: inputs are bound before any
+            // step runs, and a placeholder may follow calls (split_by_tags
+            // makes such graphs) whose slots those calls still use.
+            in.slot = num_slots_++;
             node_values_[n->id()] = {ValueSource::Kind::Slot, *in.slot};
           } else {
             node_values_[n->id()] = {ValueSource::Kind::Constant, static_cast<uint32_t>(constants_.size())};
