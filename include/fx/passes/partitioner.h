@@ -1,0 +1,83 @@
+#pragma once
+/// \file
+/// CapabilityBasedPartitioner (torch.fx `passes/infra/partitioner.py`):
+/// group the nodes a backend supports into maximal partitions and fuse each
+/// into a call_module submodule.
+///
+/// propose_partitions() visits the supported nodes last to first; a node
+/// joins the partitions of its users, merging them, except those that
+/// depend on another user's partition (merging those would make a cycle),
+/// exactly torch.fx's rules; then getitem nodes move to their producer's
+/// partition and, unless allows_single_node_partition, partitions with at
+/// most one compute node (call_function other than non_compute_ops) are
+/// dropped. fuse_partitions() calls fuse_by_partitions (fuser_utils.h).
+///
+/// Differences from torch.fx (all "better"):
+///  - only call_function / call_method / call_module nodes are candidates:
+///    torch.fx's OperatorSupport says "supported" for placeholders, get_attr
+///    and output nodes, so torch.fx 1.13 pulls the graph's inputs and its
+///    output node into a partition and fuse_partitions then builds a broken
+///    module;
+///  - no quadratic step: torch.fx keeps every node's full ancestor set
+///    (O(N^2) memory) and compares user partitions node pair by node pair.
+///    fxcpp answers "does partition A depend on partition B" with one
+///    search over the nodes between them (topological positions bound it),
+///    started only when a node's users lie in two or more partitions, and
+///    merges partitions small-into-large;
+///  - the nodes of a Partition are in program order (torch.fx: a set).
+
+#include <fx/error.h>
+#include <fx/graph_module.h>
+#include <fx/passes/fuser_utils.h>
+#include <fx/passes/operator_support.h>
+
+#include <memory>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+namespace fx {
+
+/// A group of nodes to fuse (torch.fx infra.partitioner.Partition).
+struct Partition {
+  /// The partition's number (its order of creation).
+  int64_t id = -1;
+  /// The nodes, in program order.
+  NodeList nodes;
+  /// How many nodes it holds.
+  size_t size() const { return nodes.size(); }
+};
+
+/// Proposes partitions of supported nodes and fuses them (torch.fx
+/// CapabilityBasedPartitioner).
+class CapabilityBasedPartitioner {
+ public:
+  /// Partitions `graph_module`'s graph using `operator_support`. Without
+  /// allows_single_node_partition, partitions with at most one compute node
+  /// are dropped; call_function targets in `non_compute_ops` do not count as
+  /// compute (torch.fx: aten.view and operator.getitem).
+  CapabilityBasedPartitioner(std::shared_ptr<GraphModule> graph_module,
+                             std::shared_ptr<const OperatorSupportBase> operator_support,
+                             bool allows_single_node_partition = false,
+                             std::unordered_set<std::string> non_compute_ops = {"aten::view", "operator.getitem"});
+
+  /// The partitions, ordered by id; nothing is changed.
+  std::vector<Partition> propose_partitions();
+  /// Fuses `partitions` into submodules fused_0, fused_1 ... (in this
+  /// order); returns the module, edited in place. Throws fx::Error and
+  /// changes nothing if the partitions are invalid.
+  std::shared_ptr<GraphModule> fuse_partitions(const std::vector<Partition>& partitions);
+  /// propose_partitions() then fuse_partitions().
+  std::shared_ptr<GraphModule> partition_and_fuse();
+
+  /// The module being partitioned.
+  const std::shared_ptr<GraphModule>& graph_module() const { return graph_module_; }
+
+ private:
+  std::shared_ptr<GraphModule> graph_module_;
+  std::shared_ptr<const OperatorSupportBase> operator_support_;
+  bool allows_single_node_partition_;
+  std::unordered_set<std::string> non_compute_ops_;
+};
+
+}  // namespace fx

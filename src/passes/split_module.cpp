@@ -1,0 +1,252 @@
+// split_module (torch.fx passes/split_module.py), in linear time.
+#include <fx/passes/split_module.h>
+#include <fx/passes/split_utils.h>
+
+#include <unordered_map>
+#include <unordered_set>
+
+namespace fx {
+
+namespace {
+
+/// An insertion-ordered set (a Python dict used as a set).
+template <class T>
+struct OrderedSet {
+  std::vector<T> items;
+  std::unordered_set<T> seen;
+  bool add(const T& v) {
+    if (!seen.insert(v).second) return false;
+    items.push_back(v);
+    return true;
+  }
+  bool contains(const T& v) const { return seen.count(v) != 0; }
+  size_t size() const { return items.size(); }
+};
+
+/// torch.fx split_module.Partition.
+struct Partition {
+  int64_t number = 0;
+  std::string submod_name;
+  OrderedSet<Node*> inputs;   // original nodes read from outside
+  OrderedSet<Node*> outputs;  // original nodes used outside
+  OrderedSet<size_t> partitions_dependent_on;
+  OrderedSet<size_t> partition_dependents;
+  size_t remaining_deps = 0;
+  // (dependency partition) -> a use that made it: (user node, used node)
+  std::unordered_map<size_t, std::pair<Node*, Node*>> witness;
+  std::shared_ptr<Graph> graph = std::make_shared<Graph>();
+  std::unordered_map<const Node*, Node*> placeholders;  // input -> placeholder
+  std::vector<std::pair<std::string, Node*>> targets;   // call_module targets installed in the submodule
+};
+
+constexpr size_t kNone = ~size_t(0);
+
+std::string join_underscore(const std::string& target) {
+  std::string s = target;
+  for (char& c : s)
+    if (c == '.') c = '_';
+  return s;
+}
+
+}  // namespace
+
+std::shared_ptr<GraphModule> split_module(const std::shared_ptr<GraphModule>& m,
+                                          const std::shared_ptr<torch::nn::Module>& root_m,
+                                          const SplitCallback& split_callback,
+                                          std::map<std::string, std::string>* qualname_map,
+                                          bool keep_original_order) {
+  (void)root_m;  // torch.fx: "Not currently used"
+  if (!m) throw Error("split_module: graph module is null");
+  if (!split_callback) throw Error("split_module: split_callback is empty");
+  const Graph& graph = m->graph();
+  const size_t max_id = graph.max_node_id();
+
+  std::vector<Partition> partitions;
+  std::unordered_map<int64_t, size_t> by_number;
+  std::vector<size_t> part_of(max_id, kNone);
+
+  auto record_cross_partition_use = [&](Node* def_node, Node* use_node) {
+    const size_t def_p = part_of[def_node->id()];
+    const size_t use_p = use_node ? part_of[use_node->id()] : kNone;
+    if (def_p == use_p) return;
+    if (def_p != kNone) {
+      partitions[def_p].outputs.add(def_node);
+      if (use_p != kNone) partitions[def_p].partition_dependents.add(use_p);
+    }
+    if (use_p != kNone) {
+      Partition& up = partitions[use_p];
+      up.inputs.add(def_node);
+      if (def_p != kNone && up.partitions_dependent_on.add(def_p)) up.witness[def_p] = {use_node, def_node};
+    }
+  };
+
+  // Split the nodes into partitions.
+  Node* output_node = nullptr;
+  for (Node* node : graph.nodes()) {
+    if (node->op() == Opcode::Placeholder || node->op() == Opcode::GetAttr) continue;
+    if (node->op() == Opcode::Output) {
+      output_node = node;
+      for_each_node(node->args().empty() ? Argument() : node->args()[0],
+                    [&](Node* n) { record_cross_partition_use(n, nullptr); });
+      continue;
+    }
+    const int64_t number = split_callback(node);
+    if (number < 0)
+      throw Error("split_module: split_callback returned " + std::to_string(number) + " for node " + node->name() +
+                  "; partition numbers must be non-negative (submod_N must be a valid name)");
+    auto it = by_number.find(number);
+    if (it == by_number.end()) {
+      it = by_number.emplace(number, partitions.size()).first;
+      partitions.emplace_back();
+      partitions.back().number = number;
+      partitions.back().submod_name = "submod_" + std::to_string(number);
+    }
+    part_of[node->id()] = it->second;
+    for_each_node(node->args(), node->kwargs(), [&](Node* def) {
+      if (def->op() != Opcode::Placeholder && def->op() != Opcode::GetAttr && part_of[def->id()] == kNone)
+        throw Error("split_module: node " + node->name() + " uses " + def->name() +
+                    " before it is defined (the graph is not in topological order)");
+      record_cross_partition_use(def, node);
+    });
+  }
+
+  // Topological order of the partitions (torch.fx: a stack of roots).
+  std::vector<size_t> root_partitions;
+  for (size_t i = 0; i < partitions.size(); ++i) {
+    partitions[i].remaining_deps = partitions[i].partitions_dependent_on.size();
+    if (partitions[i].remaining_deps == 0) root_partitions.push_back(i);
+  }
+  std::vector<size_t> sorted_partitions;
+  while (!root_partitions.empty()) {
+    size_t root = root_partitions.back();
+    root_partitions.pop_back();
+    sorted_partitions.push_back(root);
+    for (size_t dep : partitions[root].partition_dependents.items)
+      if (--partitions[dep].remaining_deps == 0) root_partitions.push_back(dep);
+  }
+  if (sorted_partitions.size() != partitions.size()) {
+    // Walk dependencies among the partitions left until one repeats: a cycle.
+    size_t start = kNone;
+    for (size_t i = 0; i < partitions.size() && start == kNone; ++i)
+      if (partitions[i].remaining_deps) start = i;
+    std::vector<size_t> path;
+    std::unordered_map<size_t, size_t> pos;
+    size_t cur = start;
+    while (!pos.count(cur)) {
+      pos[cur] = path.size();
+      path.push_back(cur);
+      for (size_t dep : partitions[cur].partitions_dependent_on.items)
+        if (partitions[dep].remaining_deps) {
+          cur = dep;
+          break;
+        }
+    }
+    std::vector<size_t> cycle(path.begin() + static_cast<std::ptrdiff_t>(pos[cur]), path.end());
+    std::string chain, uses;
+    for (size_t i = 0; i < cycle.size(); ++i) {
+      const Partition& p = partitions[cycle[i]];
+      const size_t dep = cycle[(i + 1) % cycle.size()];
+      const auto& w = p.witness.at(dep);
+      chain += p.submod_name + " -> ";
+      uses += "\n  node " + w.first->name() + " (" + p.submod_name + ") uses " + w.second->name() + " (" +
+              partitions[dep].submod_name + ")";
+    }
+    chain += partitions[cycle[0]].submod_name;
+    throw Error("split_module: cycle exists between partitions! " + chain + " (each depends on the next):" + uses);
+  }
+
+  // Check call_module targets before building anything.
+  for (Node* node : graph.nodes())
+    if (node->op() == Opcode::CallModule && !has_attr_recursive(*m, node->target()))
+      throw Error("split_module: Operator target " + node->target() + " not found! (node " + node->name() + ")");
+
+  // Placeholders of every partition, in topological partition order.
+  for (size_t pi : sorted_partitions) {
+    Partition& p = partitions[pi];
+    for (Node* input : p.inputs.items) {
+      Node* ph = p.graph->placeholder(input->name());
+      const Meta& meta = static_cast<const Node*>(input)->meta();
+      if (!meta.empty()) ph->meta() = meta;
+      p.placeholders[input] = ph;
+    }
+  }
+
+  // Copy every node into its partition's graph.
+  std::vector<Node*> env(max_id, nullptr);  // original node -> copy in its own partition
+  for (Node* node : graph.nodes()) {
+    const size_t pi = part_of[node->id()];
+    if (pi == kNone) continue;
+    Partition& p = partitions[pi];
+    auto lookup = [&](Node* n) -> Argument {
+      if (part_of[n->id()] == pi) return env[n->id()];
+      return p.placeholders.at(n);
+    };
+    std::string target = node->target();
+    if (node->op() == Opcode::CallModule) {
+      target = join_underscore(node->target());
+      p.targets.emplace_back(target, node);
+      if (qualname_map) (*qualname_map)[p.submod_name + "." + target] = node->target();
+    }
+    Node* new_node = p.graph->create_node(node->op(), target, map_arg(node->args(), lookup),
+                                          map_arg(node->kwargs(), lookup));
+    const Meta& meta = static_cast<const Node*>(node)->meta();
+    if (!meta.empty()) new_node->meta() = meta;
+    env[node->id()] = new_node;
+  }
+
+  // The base graph: placeholders and get_attrs, then the submodule calls.
+  auto base_graph = std::make_shared<Graph>();
+  auto base_root = std::make_shared<torch::nn::Module>("Module");
+  std::vector<Argument> base_env(max_id);
+  for (Node* node : graph.nodes()) {
+    if (node->op() == Opcode::Placeholder) {
+      std::optional<Argument> def;
+      if (!node->args().empty()) def = node->args()[0];
+      Node* ph = base_graph->placeholder(node->target(), def);
+      const Meta& meta = static_cast<const Node*>(node)->meta();
+      if (!meta.empty()) ph->meta() = meta;
+      base_env[node->id()] = ph;
+    } else if (node->op() == Opcode::GetAttr) {
+      Node* ga = base_graph->get_attr(node->target());
+      const Meta& meta = static_cast<const Node*>(node)->meta();
+      if (!meta.empty()) ga->meta() = meta;
+      base_env[node->id()] = ga;
+      copy_attr_recursive(*m, node->target(), *base_root, node->target());
+    }
+  }
+
+  std::vector<size_t> construct_order = sorted_partitions;
+  if (keep_original_order)
+    for (size_t i = 0; i < partitions.size(); ++i) construct_order[i] = i;
+
+  for (size_t pi : construct_order) {
+    Partition& p = partitions[pi];
+    std::vector<Argument> outs;
+    for (Node* o : p.outputs.items) outs.push_back(env[o->id()]);
+    p.graph->output(outs.size() == 1 ? outs[0] : Argument::tuple(outs));
+
+    auto holder = std::make_shared<torch::nn::Module>("Module");
+    for (const auto& t : p.targets) copy_attr_recursive(*m, t.second->target(), *holder, t.first);
+    auto sub = std::make_shared<GraphModule>(holder, p.graph);
+    base_root->register_module(p.submod_name, sub);
+
+    ArgList args;
+    for (Node* input : p.inputs.items) args.push_back(base_env[input->id()]);
+    Node* call = base_graph->call_module(p.submod_name, std::move(args));
+    if (p.outputs.size() > 1) {
+      for (size_t i = 0; i < p.outputs.size(); ++i)
+        base_env[p.outputs.items[i]->id()] =
+            base_graph->call_function("operator.getitem", {call, static_cast<int64_t>(i)});
+    } else if (p.outputs.size() == 1) {
+      base_env[p.outputs.items[0]->id()] = call;
+    }
+  }
+
+  if (output_node) {
+    base_graph->output(map_arg(output_node->args().empty() ? Argument() : output_node->args()[0],
+                               [&](Node* n) { return base_env[n->id()]; }));
+  }
+  return std::make_shared<GraphModule>(base_root, base_graph);
+}
+
+}  // namespace fx
