@@ -156,6 +156,9 @@ FusedGraphModule build_fused(const std::shared_ptr<GraphModule>& gm, const NodeL
   return r;
 }
 
+/// The call_module node and getitems of insert_subgm (the module is installed already).
+void call_subgm(GraphModule& gm, const std::string& name, const NodeList& orig_inputs, const NodeList& orig_outputs);
+
 NodeList sorted_by_position(const NodeList& nodes, const std::vector<size_t>& pos) {
   NodeList s = nodes;
   std::stable_sort(s.begin(), s.end(), [&](Node* a, Node* b) { return pos[a->id()] < pos[b->id()]; });
@@ -212,6 +215,12 @@ void insert_subgm(GraphModule& gm, const std::shared_ptr<GraphModule>& sub_gm, c
   const std::string name = sub_gm->class_name();
   if (!gm.add_submodule(name, sub_gm))
     throw Error("insert_subgm: cannot install submodule " + name + ": a non-module attribute is in the way");
+  call_subgm(gm, name, orig_inputs, orig_outputs);
+}
+
+namespace {
+
+void call_subgm(GraphModule& gm, const std::string& name, const NodeList& orig_inputs, const NodeList& orig_outputs) {
   Graph& g = gm.graph();
   auto guard = g.inserting_before(g.output_node());
   ArgList args(orig_inputs.begin(), orig_inputs.end());
@@ -225,6 +234,8 @@ void insert_subgm(GraphModule& gm, const std::shared_ptr<GraphModule>& sub_gm, c
     }
   }
 }
+
+}  // namespace
 
 void erase_nodes(GraphModule& gm, const NodeList& nodes) {
   for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) gm.graph().erase_node(*it);
@@ -289,7 +300,10 @@ std::shared_ptr<GraphModule> fuse_by_partitions(const std::shared_ptr<GraphModul
     if (partitions[i].empty()) continue;
     NodeList sorted = sorted_by_position(partitions[i], pos);  // program order is topological
     FusedGraphModule f = build_fused(gm, sorted, "fused_" + std::to_string(i));
-    insert_subgm(*gm, f.module, f.original_inputs, f.original_outputs);
+    // The name is known to be free (checked above): register it directly,
+    // as add_submodule's lookup by name costs O(children) in libtorch.
+    gm->register_module(f.module->class_name(), f.module);
+    call_subgm(*gm, f.module->class_name(), f.original_inputs, f.original_outputs);
     erase_nodes(*gm, sorted);
   }
   legalize_graph(*gm);

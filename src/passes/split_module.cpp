@@ -195,8 +195,12 @@ std::shared_ptr<GraphModule> split_module(const std::shared_ptr<GraphModule>& m,
   }
 
   // The base graph: placeholders and get_attrs, then the submodule calls.
+  // The module is made first and filled directly: GraphModule's constructor
+  // would look every submod_N up by name, and libtorch finds a child by name
+  // only by copying all children (O(partitions) each, quadratic in total).
   auto base_graph = std::make_shared<Graph>();
-  auto base_root = std::make_shared<torch::nn::Module>("Module");
+  auto result = std::make_shared<GraphModule>(nullptr, std::make_shared<Graph>());
+  torch::nn::Module* base_root = result.get();
   std::vector<Argument> base_env(max_id);
   for (Node* node : graph.nodes()) {
     if (node->op() == Opcode::Placeholder) {
@@ -246,7 +250,8 @@ std::shared_ptr<GraphModule> split_module(const std::shared_ptr<GraphModule>& m,
     base_graph->output(map_arg(output_node->args().empty() ? Argument() : output_node->args()[0],
                                [&](Node* n) { return base_env[n->id()]; }));
   }
-  return std::make_shared<GraphModule>(base_root, base_graph);
+  result->set_graph(base_graph);
+  return result;
 }
 
 }  // namespace fx

@@ -1,6 +1,8 @@
 // split_module and split_by_tags against torch.fx 1.13 (goldens from
 // python/goldens/split_goldens.py), on values, on bad input and on random graphs.
+#include <fx/import.h>
 #include <fx/interpreter.h>
+#include <fx/tensor_file.h>
 #include <fx/passes/split_module.h>
 #include <fx/passes/split_utils.h>
 
@@ -10,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <torch/nn/modules/linear.h>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
@@ -343,6 +346,23 @@ TEST(SplitByTags, BadTagsAreErrorsNamingTheNode) {
   expect_error({"a", "b", "c"}, [](const Node* n) { return n->name() == "neg" ? std::string() : fx::get_tag(n); },
                "split_by_tags: node %neg : [#users=1] = call_function[target=aten::neg](args = (%sub,), kwargs = {}) "
                "has no tag");
+}
+
+TEST(SplitModuleModels, Resnet50SplitsIntoChunksWithTheSameOutput) {
+  // Needs build/models/resnet50.pt (ctest: split_module_resnet50 in
+  // tests/passes/split.cmake depends on the export fixture).
+  const std::string dir = std::string(FX_BINARY_DIR) + "/models/";
+  if (!std::filesystem::exists(dir + "resnet50.pt") || !std::filesystem::exists(dir + "resnet50.input.pt"))
+    GTEST_SKIP() << "resnet50.pt not exported (python/export_models.py)";
+  auto gm = fx::import_torchscript(dir + "resnet50.pt");
+  std::vector<c10::IValue> inputs = fx::load_inputs(dir + "resnet50.input.pt");
+  const c10::IValue expected = gm->forward(inputs);
+  int64_t i = 0, calls = 0;
+  auto split = fx::split_module(gm, nullptr, [&](Node*) { return i++ / 20; });
+  for (Node* n : split->graph().nodes()) calls += n->op() == fx::Opcode::CallModule;
+  EXPECT_EQ(calls, (i + 19) / 20);
+  split->graph().lint();
+  expect_same_values(expected, split->forward(inputs), 1e-5);
 }
 
 }  // namespace
