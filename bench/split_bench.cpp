@@ -46,6 +46,24 @@ std::shared_ptr<fx::GraphModule> ladder(int64_t n) {
   return std::make_shared<fx::GraphModule>(std::make_shared<torch::nn::Module>(), g);
 }
 
+/// A chain of supported adds where every add also feeds an unsupported mul
+/// made after the next add (a side output): each add's users lie in the
+/// big chain partition and in a lone unsupported node.
+std::shared_ptr<fx::GraphModule> side_outputs(int64_t n) {
+  auto g = std::make_shared<fx::Graph>();
+  fx::Node* x = g->placeholder("x");
+  fx::Node* v = g->call_function("aten::add", {x, x});
+  std::vector<fx::Argument> sides;
+  for (int64_t i = 0; i < n / 2; ++i) {
+    fx::Node* next = g->call_function("aten::add", {v, x});
+    sides.push_back(g->call_function("aten::mul", {v, x}));
+    v = next;
+  }
+  sides.push_back(v);
+  g->output(fx::Argument::tuple(sides));
+  return std::make_shared<fx::GraphModule>(std::make_shared<torch::nn::Module>(), g);
+}
+
 void per_node(benchmark::State& state, int64_t nodes) {
   state.counters["per_node"] = benchmark::Counter(static_cast<double>(nodes), benchmark::Counter::kIsIterationInvariantRate |
                                                                                  benchmark::Counter::kInvert);
@@ -123,5 +141,8 @@ BENCHMARK(BM_PartitionerChain)->Arg(1000)->Arg(10000)->Arg(100000)->Unit(benchma
 
 void BM_PartitionerLadder(benchmark::State& state) { partition_bench(state, ladder); }
 BENCHMARK(BM_PartitionerLadder)->Arg(1000)->Arg(10000)->Arg(100000)->Unit(benchmark::kMillisecond);
+
+void BM_PartitionerSideOutputs(benchmark::State& state) { partition_bench(state, side_outputs); }
+BENCHMARK(BM_PartitionerSideOutputs)->Arg(1000)->Arg(10000)->Arg(100000)->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <queue>
+#include <set>
 #include <unordered_map>
 
 namespace fx {
@@ -20,8 +21,9 @@ bool is_getitem(const Node* n) { return n->op() == Opcode::CallFunction && n->ta
 /// node list into the larger, which takes over the kept partition's id.
 struct Slot {
   int64_t id = -1;
-  std::vector<Node*> nodes;
-  size_t max_pos = 0;
+  std::set<std::pair<size_t, Node*>> nodes;  // by program position
+  size_t min_pos() const { return nodes.begin()->first; }
+  size_t max_pos() const { return nodes.rbegin()->first; }
 };
 
 /// A user of the node being placed: a partition (slot >= 0) or a lone node.
@@ -69,46 +71,63 @@ std::vector<Partition> CapabilityBasedPartitioner::propose_partitions() {
   uint64_t stamp = 0;
 
   auto new_slot = [&](Node* n) {
-    slots.push_back(Slot{next_id++, {n}, pos[n->id()]});
+    slots.emplace_back();
+    slots.back().id = next_id++;
+    slots.back().nodes.emplace(pos[n->id()], n);
     slot_of[n->id()] = static_cast<int64_t>(slots.size() - 1);
     slot_cand.push_back(-1);
     slot_stamp.push_back(0);
   };
   auto add_to = [&](int64_t s, Node* n) {
-    slots[s].nodes.push_back(n);
-    slots[s].max_pos = std::max(slots[s].max_pos, pos[n->id()]);
+    // Nodes come last to first, so n is the slot's new first node.
+    slots[s].nodes.emplace_hint(slots[s].nodes.begin(), pos[n->id()], n);
     slot_of[n->id()] = s;
   };
-  // Merges slot b into the partition of slot a (which keeps its id); returns the slot now holding it.
+  // Merges slot b into the partition of slot a (which keeps its id); returns
+  // the slot now holding it. Small into large: a node moves O(log N) times.
   auto merge = [&](int64_t a, int64_t b) {
     int64_t big = slots[a].nodes.size() >= slots[b].nodes.size() ? a : b;
     int64_t small = big == a ? b : a;
-    for (Node* n : slots[small].nodes) {
-      slots[big].nodes.push_back(n);
-      slot_of[n->id()] = big;
+    for (const auto& pn : slots[small].nodes) {
+      slots[big].nodes.insert(pn);
+      slot_of[pn.second->id()] = big;
     }
-    slots[big].max_pos = std::max(slots[big].max_pos, slots[small].max_pos);
     slots[big].id = slots[a].id;
     slots[small].nodes.clear();
-    slots[small].nodes.shrink_to_fit();
     slots[small].id = -1;
     return big;
   };
 
-  // Which candidates depend on (are reachable from) another candidate: one
-  // search in topological order over the nodes between the candidates.
+  // Which candidates depend on (are reachable from) another candidate. A
+  // path from candidate d to candidate c runs forward in program order, so
+  // d's search starts only at its nodes before `bound[d]` (the last node of
+  // any other candidate), carries d's bit only up to bound[d], and never
+  // through d's own nodes (those are seeds already): the search stays
+  // between the candidates instead of walking whole partitions.
   auto find_dependents = [&](const std::vector<Candidate>& cands) {
     const size_t k = cands.size();
     std::vector<bool> depends(k, false);
     std::unordered_map<const Node*, size_t> single_cand;
-    size_t hi = 0;
+    std::vector<size_t> lo(k), hi(k);
     for (size_t c = 0; c < k; ++c) {
       if (cands[c].slot >= 0) {
         slot_cand[cands[c].slot] = static_cast<int64_t>(c);
-        hi = std::max(hi, slots[cands[c].slot].max_pos);
+        lo[c] = slots[cands[c].slot].min_pos();
+        hi[c] = slots[cands[c].slot].max_pos();
       } else {
         single_cand[cands[c].single] = c;
-        hi = std::max(hi, pos[cands[c].single->id()]);
+        lo[c] = hi[c] = pos[cands[c].single->id()];
+      }
+    }
+    // bound[c]: the largest position among the other candidates.
+    size_t top1 = 0, top2 = 0, top1_c = k;
+    for (size_t c = 0; c < k; ++c) {
+      if (top1_c == k || hi[c] > top1) {
+        top2 = top1;
+        top1 = hi[c];
+        top1_c = c;
+      } else if (hi[c] > top2) {
+        top2 = hi[c];
       }
     }
     auto owner = [&](const Node* w) -> int64_t {
@@ -119,21 +138,29 @@ std::vector<Partition> CapabilityBasedPartitioner::propose_partitions() {
     };
     using Item = std::pair<size_t, Node*>;
     for (size_t base = 0; base < k; base += 64) {
+      const size_t end = std::min(k, base + 64);
+      std::vector<size_t> bound(end - base);
+      for (size_t c = base; c < end; ++c) bound[c - base] = c == top1_c ? top2 : top1;
       std::priority_queue<Item, std::vector<Item>, std::greater<Item>> heap;
-      auto seed = [&](Node* n, uint64_t bit) {
+      auto push = [&](Node* n, uint64_t bits) {
         if (!mask[n->id()] && !queued[n->id()]) touched.push_back(n->id());
-        mask[n->id()] |= bit;
+        mask[n->id()] |= bits;
         if (!queued[n->id()]) {
           queued[n->id()] = 1;
           heap.emplace(pos[n->id()], n);
         }
       };
-      for (size_t c = base; c < k && c < base + 64; ++c) {
+      for (size_t c = base; c < end; ++c) {
         const uint64_t bit = uint64_t(1) << (c - base);
+        const size_t b = bound[c - base];
+        if (lo[c] >= b) continue;  // everything of c comes after the others
         if (cands[c].slot >= 0) {
-          for (Node* n : slots[cands[c].slot].nodes) seed(n, bit);
+          for (const auto& [p, n] : slots[cands[c].slot].nodes) {
+            if (p >= b) break;
+            push(n, bit);
+          }
         } else {
-          seed(cands[c].single, bit);
+          push(cands[c].single, bit);
         }
       }
       while (!heap.empty()) {
@@ -142,23 +169,19 @@ std::vector<Partition> CapabilityBasedPartitioner::propose_partitions() {
         queued[v->id()] = 0;
         const uint64_t m = mask[v->id()];
         for (Node* w : v->users()) {
-          if (pos[w->id()] > hi) continue;
-          const int64_t c = owner(w);
-          if (c >= 0) {
-            uint64_t own = (static_cast<size_t>(c) >= base && static_cast<size_t>(c) < base + 64)
-                               ? uint64_t(1) << (static_cast<size_t>(c) - base)
-                               : 0;
-            if (m & ~own) depends[static_cast<size_t>(c)] = true;
+          const size_t pw = pos[w->id()];
+          uint64_t carry = 0;
+          for (uint64_t bits = m; bits; bits &= bits - 1) {
+            const size_t c = static_cast<size_t>(__builtin_ctzll(bits));
+            if (pw <= bound[c]) carry |= uint64_t(1) << c;
           }
-          const uint64_t nm = mask[w->id()] | m;
-          if (nm != mask[w->id()]) {
-            if (!mask[w->id()] && !queued[w->id()]) touched.push_back(w->id());
-            mask[w->id()] = nm;
-            if (!queued[w->id()]) {
-              queued[w->id()] = 1;
-              heap.emplace(pos[w->id()], w);
-            }
+          const int64_t o = owner(w);
+          if (o >= 0) {
+            const size_t oc = static_cast<size_t>(o);
+            if (oc >= base && oc < end) carry &= ~(uint64_t(1) << (oc - base));
+            if (carry) depends[oc] = true;
           }
+          if (carry && (mask[w->id()] | carry) != mask[w->id()]) push(w, carry);
         }
       }
       for (size_t id : touched) {
