@@ -50,6 +50,20 @@ def ladder(n):
     return torch.fx.GraphModule(torch.nn.Module(), g)
 
 
+def side_outputs(n):
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    v = g.call_function(torch.add, (x, x))
+    sides = []
+    for _ in range(n // 2):
+        nxt = g.call_function(torch.add, (v, x))
+        sides.append(g.call_function(torch.mul, (v, x)))
+        v = nxt
+    sides.append(v)
+    g.output(tuple(sides))
+    return torch.fx.GraphModule(torch.nn.Module(), g)
+
+
 def split_chunks(gm, root, size):
     counter = [0]
 
@@ -84,6 +98,7 @@ def main():
     for n, runs in ((1000, 3), (2000, 2)):
         out["partitioner_chain_%d_ms" % n] = min(partition(lambda k: add_chain(k, 50), n) for _ in range(runs))
         out["partitioner_ladder_%d_ms" % n] = min(partition(ladder, n) for _ in range(runs))
+        out["partitioner_side_outputs_%d_ms" % n] = min(partition(side_outputs, n) for _ in range(runs))
     print(json.dumps(out))
 
 

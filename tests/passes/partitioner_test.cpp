@@ -378,4 +378,35 @@ TEST(OperatorSupport, SupportDictWithDtypes) {
   }
 }
 
+TEST(CapabilityBasedPartitioner, OperatorSupportNeverTakesPlaceholdersOrTheOutput) {
+  // torch.fx 1.13 with this OperatorSupport proposes one partition
+  // {x, y, relu, add, sigmoid, neg, output} and fuses it into a module
+  // whose forward takes no input; fxcpp partitions the call nodes only.
+  auto g = std::make_shared<Graph>();
+  Node* x = g->placeholder("x");
+  Node* y = g->placeholder("y");
+  Node* a = g->call_function("aten::relu", {x});
+  Node* b = g->call_function("aten::add", {a, y});
+  Node* c = g->call_function("aten::sigmoid", {b});
+  Node* d = g->call_function("aten::neg", {c});
+  g->output(Argument::tuple({d, a}));
+  auto gm = std::make_shared<GraphModule>(std::make_shared<torch::nn::Module>(), g);
+  std::vector<c10::IValue> in{torch::randn({3}), torch::randn({3})};
+  const c10::IValue expected = gm->forward(in);
+  fx::SupportDict dict{{"aten::relu", std::nullopt}, {"aten::add", std::nullopt}, {"aten::sigmoid", std::nullopt},
+                       {"aten::neg", std::nullopt}};
+  fx::CapabilityBasedPartitioner p(gm, std::make_shared<fx::OperatorSupport>(dict));
+  auto parts = p.propose_partitions();
+  ASSERT_EQ(parts.size(), 1u);
+  EXPECT_EQ(parts[0].nodes, (fx::NodeList{a, b, c, d}));
+  p.fuse_partitions(parts);
+  EXPECT_EQ(gm->code(),
+            "\n\n\ndef forward(self, x, y):\n"
+            "    fused_0 = self.fused_0(x, y);  x = y = None\n"
+            "    getitem = fused_0[0]\n"
+            "    getitem_1 = fused_0[1];  fused_0 = None\n"
+            "    return (getitem_1, getitem)\n    ");
+  expect_same_values(expected, gm->forward(in));
+}
+
 }  // namespace

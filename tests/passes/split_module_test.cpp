@@ -3,6 +3,7 @@
 #include <fx/import.h>
 #include <fx/interpreter.h>
 #include <fx/tensor_file.h>
+#include <fx/passes/partitioner.h>
 #include <fx/passes/split_module.h>
 #include <fx/passes/split_utils.h>
 
@@ -363,6 +364,31 @@ TEST(SplitModuleModels, Resnet50SplitsIntoChunksWithTheSameOutput) {
   EXPECT_EQ(calls, (i + 19) / 20);
   split->graph().lint();
   expect_same_values(expected, split->forward(inputs), 1e-5);
+}
+
+TEST(SplitModuleModels, Resnet50FunctionsFuseBetweenItsLayers) {
+  const std::string dir = std::string(FX_BINARY_DIR) + "/models/";
+  if (!std::filesystem::exists(dir + "resnet50.pt") || !std::filesystem::exists(dir + "resnet50.input.pt"))
+    GTEST_SKIP() << "resnet50.pt not exported (python/export_models.py)";
+  auto gm = fx::import_torchscript(dir + "resnet50.pt");
+  std::vector<c10::IValue> inputs = fx::load_inputs(dir + "resnet50.input.pt");
+  const c10::IValue expected = gm->forward(inputs);
+  // A backend that runs every call_function but no layer (call_module).
+  auto support = fx::create_op_support(
+      [](const fx::SubmoduleMap&, const Node* n) { return n->op() == fx::Opcode::CallFunction; });
+  fx::CapabilityBasedPartitioner p(gm, support, /*allows_single_node_partition=*/true);
+  auto parts = p.propose_partitions();
+  ASSERT_FALSE(parts.empty());
+  for (const auto& part : parts) EXPECT_TRUE(fx::validate_partition(part.nodes));
+  p.fuse_partitions(parts);
+  gm->graph().lint();
+  // Every function call is inside a fused module now; the top level keeps
+  // the layers, the fused calls and the getitems unpacking their results.
+  for (Node* n : gm->graph().nodes())
+    if (n->op() == fx::Opcode::CallFunction) {
+      EXPECT_EQ(n->target(), "operator.getitem") << n->format_node();
+    }
+  expect_same_values(expected, gm->forward(inputs), 1e-5);
 }
 
 }  // namespace
