@@ -35,11 +35,50 @@ struct Partition {
   // (dependency partition) -> a use that made it: (user node, used node)
   std::unordered_map<size_t, std::pair<Node*, Node*>> witness;
   std::shared_ptr<Graph> graph = std::make_shared<Graph>();
+  // The submodule, made around the still empty graph and filled directly
+  // (torch.fx GraphModule(partition.targets, graph)).
+  std::shared_ptr<GraphModule> module = std::make_shared<GraphModule>(nullptr, graph);
   std::unordered_map<const Node*, Node*> placeholders;  // input -> placeholder
-  std::vector<std::pair<std::string, Node*>> targets;   // call_module targets installed in the submodule
+  // call_module targets installed in the submodule: new name -> module
+  std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> targets;
+  std::unordered_set<std::string> target_names;
 };
 
 constexpr size_t kNone = ~size_t(0);
+
+/// Finds submodules by dotted name. libtorch finds a child by name only by
+/// copying all of its parent's children, so every module's children are
+/// listed once and remembered: resolving all call_module targets of a model
+/// costs O(modules), not O(targets x depth x children).
+class ModuleResolver {
+ public:
+  explicit ModuleResolver(torch::nn::Module& root) : root_(&root) {}
+  /// The submodule at `target`, or nullptr.
+  std::shared_ptr<torch::nn::Module> resolve(const std::string& target) {
+    auto it = memo_.find(target);
+    if (it != memo_.end()) return it->second;
+    const size_t dot = target.rfind('.');
+    torch::nn::Module* parent = root_;
+    std::shared_ptr<torch::nn::Module> keep;
+    if (dot != std::string::npos) {
+      keep = resolve(target.substr(0, dot));
+      if (!keep) return memo_[target] = nullptr;
+      parent = keep.get();
+    }
+    if (listed_.insert(parent).second) {
+      const std::string prefix = dot == std::string::npos ? "" : target.substr(0, dot + 1);
+      for (const auto& item : parent->named_children()) memo_.emplace(prefix + item.key(), item.value());
+    }
+    auto found = memo_.find(target);
+    if (found != memo_.end()) return found->second;
+    return memo_[target] = nullptr;
+  }
+
+ private:
+  torch::nn::Module* root_;
+  std::unordered_map<std::string, std::shared_ptr<torch::nn::Module>> memo_;
+  std::unordered_set<const torch::nn::Module*> listed_;
+};
 
 std::string join_underscore(const std::string& target) {
   std::string s = target;
@@ -155,10 +194,16 @@ std::shared_ptr<GraphModule> split_module(const std::shared_ptr<GraphModule>& m,
     throw Error("split_module: cycle exists between partitions! " + chain + " (each depends on the next):" + uses);
   }
 
-  // Check call_module targets before building anything.
-  for (Node* node : graph.nodes())
-    if (node->op() == Opcode::CallModule && !has_attr_recursive(*m, node->target()))
+  // Resolve call_module targets before building anything.
+  ModuleResolver resolver(*m);
+  std::unordered_map<std::string, std::shared_ptr<torch::nn::Module>> modules;
+  for (Node* node : graph.nodes()) {
+    if (node->op() != Opcode::CallModule || modules.count(node->target())) continue;
+    auto mod = resolver.resolve(node->target());
+    if (!mod)
       throw Error("split_module: Operator target " + node->target() + " not found! (node " + node->name() + ")");
+    modules.emplace(node->target(), std::move(mod));
+  }
 
   // Placeholders of every partition, in topological partition order.
   for (size_t pi : sorted_partitions) {
@@ -184,7 +229,7 @@ std::shared_ptr<GraphModule> split_module(const std::shared_ptr<GraphModule>& m,
     std::string target = node->target();
     if (node->op() == Opcode::CallModule) {
       target = join_underscore(node->target());
-      p.targets.emplace_back(target, node);
+      if (p.target_names.insert(target).second) p.targets.emplace_back(target, modules.at(node->target()));
       if (qualname_map) (*qualname_map)[p.submod_name + "." + target] = node->target();
     }
     Node* new_node = p.graph->create_node(node->op(), target, map_arg(node->args(), lookup),
@@ -199,7 +244,7 @@ std::shared_ptr<GraphModule> split_module(const std::shared_ptr<GraphModule>& m,
   // would look every submod_N up by name, and libtorch finds a child by name
   // only by copying all children (O(partitions) each, quadratic in total).
   auto base_graph = std::make_shared<Graph>();
-  auto result = std::make_shared<GraphModule>(nullptr, std::make_shared<Graph>());
+  auto result = std::make_shared<GraphModule>(nullptr, base_graph);
   torch::nn::Module* base_root = result.get();
   std::vector<Argument> base_env(max_id);
   for (Node* node : graph.nodes()) {
@@ -229,10 +274,8 @@ std::shared_ptr<GraphModule> split_module(const std::shared_ptr<GraphModule>& m,
     for (Node* o : p.outputs.items) outs.push_back(env[o->id()]);
     p.graph->output(outs.size() == 1 ? outs[0] : Argument::tuple(outs));
 
-    auto holder = std::make_shared<torch::nn::Module>("Module");
-    for (const auto& t : p.targets) copy_attr_recursive(*m, t.second->target(), *holder, t.first);
-    auto sub = std::make_shared<GraphModule>(holder, p.graph);
-    base_root->register_module(p.submod_name, sub);
+    for (const auto& t : p.targets) p.module->register_module(t.first, t.second);
+    base_root->register_module(p.submod_name, p.module);
 
     ArgList args;
     for (Node* input : p.inputs.items) args.push_back(base_env[input->id()]);
@@ -250,7 +293,6 @@ std::shared_ptr<GraphModule> split_module(const std::shared_ptr<GraphModule>& m,
     base_graph->output(map_arg(output_node->args().empty() ? Argument() : output_node->args()[0],
                                [&](Node* n) { return base_env[n->id()]; }));
   }
-  result->set_graph(base_graph);
   return result;
 }
 
