@@ -75,7 +75,11 @@ void BM_SplitModuleResnet50(benchmark::State& state) {
     state.SkipWithError("build/models/resnet50.pt missing: /usr/bin/python3 python/export_models.py --out build/models resnet50");
     return;
   }
-  auto gm = fx::import_torchscript(path);
+  // Without stack traces in meta: Python's symbolic_trace records none either
+  // (split_module copies every node's meta).
+  fx::ImportOptions options;
+  options.record_stack_traces = false;
+  auto gm = fx::import_torchscript(path, options);
   int64_t nodes = static_cast<int64_t>(gm->graph().nodes().size());
   for (auto _ : state) {
     int64_t i = 0;
