@@ -2,6 +2,7 @@
 #include <fx/passes/split_module.h>
 #include <fx/passes/split_utils.h>
 
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -9,17 +10,26 @@ namespace fx {
 
 namespace {
 
-/// An insertion-ordered set (a Python dict used as a set).
+/// An insertion-ordered set (a Python dict used as a set). Small sets (the
+/// usual partition inputs and outputs) are scanned; a hash set is built only
+/// once one grows past 16 items.
 template <class T>
 struct OrderedSet {
   std::vector<T> items;
   std::unordered_set<T> seen;
   bool add(const T& v) {
-    if (!seen.insert(v).second) return false;
+    if (contains(v)) return false;
     items.push_back(v);
+    if (items.size() > 16) {
+      if (seen.empty()) seen.insert(items.begin(), items.end());
+      seen.insert(v);
+    }
     return true;
   }
-  bool contains(const T& v) const { return seen.count(v) != 0; }
+  bool contains(const T& v) const {
+    if (items.size() > 16) return seen.count(v) != 0;
+    return std::find(items.begin(), items.end(), v) != items.end();
+  }
   size_t size() const { return items.size(); }
 };
 
@@ -32,8 +42,8 @@ struct Partition {
   OrderedSet<size_t> partitions_dependent_on;
   OrderedSet<size_t> partition_dependents;
   size_t remaining_deps = 0;
-  // (dependency partition) -> a use that made it: (user node, used node)
-  std::unordered_map<size_t, std::pair<Node*, Node*>> witness;
+  // per partitions_dependent_on item, a use that made it: (user node, used node)
+  std::vector<std::pair<Node*, Node*>> witness;
   std::shared_ptr<Graph> graph = std::make_shared<Graph>();
   // The submodule, made around the still empty graph and filled directly
   // (torch.fx GraphModule(partition.targets, graph)).
@@ -115,7 +125,7 @@ std::shared_ptr<GraphModule> split_module(const std::shared_ptr<GraphModule>& m,
     if (use_p != kNone) {
       Partition& up = partitions[use_p];
       up.inputs.add(def_node);
-      if (def_p != kNone && up.partitions_dependent_on.add(def_p)) up.witness[def_p] = {use_node, def_node};
+      if (def_p != kNone && up.partitions_dependent_on.add(def_p)) up.witness.emplace_back(use_node, def_node);
     }
   };
 
@@ -185,7 +195,8 @@ std::shared_ptr<GraphModule> split_module(const std::shared_ptr<GraphModule>& m,
     for (size_t i = 0; i < cycle.size(); ++i) {
       const Partition& p = partitions[cycle[i]];
       const size_t dep = cycle[(i + 1) % cycle.size()];
-      const auto& w = p.witness.at(dep);
+      const auto& deps = p.partitions_dependent_on.items;
+      const auto& w = p.witness[static_cast<size_t>(std::find(deps.begin(), deps.end(), dep) - deps.begin())];
       chain += p.submod_name + " -> ";
       uses += "\n  node " + w.first->name() + " (" + p.submod_name + ") uses " + w.second->name() + " (" +
               partitions[dep].submod_name + ")";
