@@ -170,6 +170,40 @@ def g_partition():
     return g
 
 
+class Lcg:
+    """The same 64-bit LCG as partitioner_test.cpp, so both build the same graphs."""
+
+    def __init__(self, seed):
+        self.state = seed
+
+    def pick(self, n):
+        self.state = (self.state * 6364136223846793005 + 1442695040888963407) % (1 << 64)
+        return (self.state >> 33) % n
+
+
+UNARY = [torch.relu, torch.tanh, torch.sigmoid, torch.neg]
+BINARY = [torch.add, torch.mul, torch.sub]
+RANDOM_SUPPORTED = {"aten::relu", "aten::tanh", "aten::add", "aten::mul"}
+
+
+def g_random(seed, ops=40):
+    """A pseudo-random DAG of unary/binary ops (supported and not)."""
+    rng = Lcg(seed)
+    g = torch.fx.Graph()
+    values = [g.placeholder("x"), g.placeholder("y")]
+    for _ in range(ops):
+        # Mostly recent values: long chains with branches and joins.
+        a = values[len(values) - 1 - rng.pick(min(len(values), 6))]
+        if rng.pick(2) == 0:
+            values.append(g.call_function(UNARY[rng.pick(len(UNARY))], (a,)))
+        else:
+            b = values[rng.pick(len(values))]
+            values.append(g.call_function(BINARY[rng.pick(len(BINARY))], (a, b)))
+    outs = [values[-1], values[2 + rng.pick(ops)], values[2 + rng.pick(ops)]]
+    g.output(tuple(outs))
+    return g
+
+
 def run_split(g, assign, keep=False):
     root = Root()
     gm = torch.fx.GraphModule(root, g)
@@ -228,6 +262,27 @@ def main():
         text += "fused_children:\n" + "".join(
             "%s\n" % name for name, _ in fused.named_children() if name.startswith("fused_"))
         goldens[key] = text
+
+    def random_supported(submods, n):
+        return n.op == "call_function" and ATEN[n.target] in RANDOM_SUPPORTED
+
+    # Partitions of 30 pseudo-random graphs. torch.fx 1.13 sometimes proposes
+    # partitions that need each other's outputs: its fuse_partitions then
+    # fails ("Input graph has cycles"). Those graphs are listed apart; fxcpp
+    # must partition them differently (and fuse them).
+    text, cyclic = "", ""
+    for seed in range(30):
+        gm = torch.fx.GraphModule(torch.nn.Module(), g_random(seed))
+        p = CapabilityBasedPartitioner(gm, create_op_support(random_supported))
+        parts = p.propose_partitions()
+        rows = "".join(",".join(sorted(n.name for n in part.nodes)) + "\n" for part in parts)
+        try:
+            p.fuse_partitions(parts)
+            text += "graph %d:\n" % seed + rows
+        except Exception as e:  # noqa: BLE001
+            cyclic += "%d: %s\n" % (seed, str(e).splitlines()[0][:60])
+    goldens["partition_random"] = text
+    goldens["partition_random_torch_fx_fails"] = cyclic
 
     path = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "passes", "goldens", "split.json")
     with open(path, "w") as f:

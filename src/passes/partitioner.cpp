@@ -193,6 +193,71 @@ std::vector<Partition> CapabilityBasedPartitioner::propose_partitions() {
     return depends;
   };
 
+  // Whether putting `node` and the partitions `parts` into one partition
+  // would make a cycle once every partition is fused: a path that leaves the
+  // merged set and comes back, where a path reaching any node of another
+  // partition continues from all of that partition's nodes (fused, they are
+  // one node). torch.fx 1.13 does not check this (its filter only compares
+  // the user partitions of `node` with each other), so it can propose two
+  // partitions that need each other's outputs; fxcpp never does. Nodes after
+  // the merged set's last node cannot lead back into it, which bounds the
+  // search; a partition's nodes are read only up to that bound.
+  std::vector<uint64_t> seen_stamp(max_id, 0);
+  std::vector<uint64_t> in_merge(slots.capacity(), 0);
+  uint64_t search = 0;
+  auto creates_cycle = [&](Node* node, const std::vector<int64_t>& parts) {
+    ++search;
+    if (in_merge.size() < slots.size()) in_merge.resize(slots.size() * 2, 0);
+    size_t hi = 0;
+    for (int64_t s : parts) {
+      in_merge[s] = search;
+      hi = std::max(hi, slots[s].max_pos());
+    }
+    auto in_m = [&](const Node* w) {
+      const int64_t s = slot_of[w->id()];
+      return w == node || (s >= 0 && in_merge[s] == search);
+    };
+    std::vector<Node*> stack;
+    std::unordered_set<int64_t> expanded;
+    auto visit = [&](Node* w) {
+      if (pos[w->id()] > hi || seen_stamp[w->id()] == search) return;
+      seen_stamp[w->id()] = search;
+      stack.push_back(w);
+    };
+    auto exits_of = [&](Node* v) {
+      for (Node* w : v->users())
+        if (!in_m(w)) visit(w);
+    };
+    exits_of(node);
+    if (parts.size() > 1) {
+      for (int64_t s : parts) {
+        size_t bound = 0;  // the last node of the other parts
+        for (int64_t t : parts)
+          if (t != s) bound = std::max(bound, slots[t].max_pos());
+        for (const auto& [p, v] : slots[s].nodes) {
+          if (p >= bound) break;
+          exits_of(v);
+        }
+      }
+    }
+    while (!stack.empty()) {
+      Node* w = stack.back();
+      stack.pop_back();
+      // Users of w in the merged set close a cycle (visit() never enters it).
+      for (Node* u : w->users())
+        if (in_m(u)) return true;
+      exits_of(w);
+      const int64_t q = slot_of[w->id()];
+      if (q >= 0 && expanded.insert(q).second) {
+        for (const auto& [p, v] : slots[q].nodes) {
+          if (p >= hi) break;
+          visit(v);
+        }
+      }
+    }
+    return false;
+  };
+
   // Visit the candidates in reverse topological order.
   for (auto it = candidates.rbegin(); it != candidates.rend(); ++it) {
     Node* node = *it;
@@ -220,6 +285,14 @@ std::vector<Partition> CapabilityBasedPartitioner::propose_partitions() {
           if (cands[c].slot >= 0 && !depends[c]) kept.push_back(cands[c].slot);
       }
     }
+    // torch.fx's rule proposes `kept`; take them in order as long as the
+    // merge keeps the fused graph acyclic.
+    std::vector<int64_t> safe;
+    for (int64_t k : kept) {
+      safe.push_back(k);
+      if (creates_cycle(node, safe)) safe.pop_back();
+    }
+    kept.swap(safe);
     if (kept.empty()) {
       new_slot(node);
       continue;
