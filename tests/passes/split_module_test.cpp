@@ -326,6 +326,21 @@ TEST(SplitByTags, MatchesTorchFx) {
   expect_same_values(gm->forward(two_inputs()), split->forward(two_inputs()));
 }
 
+TEST(SplitByTags, RandomGraphsKeepTheirOutputs) {
+  for (uint64_t seed = 0; seed < 30; ++seed) {
+    auto r = fx_test::make_random_graph(seed);
+    const c10::IValue expected = r.gm->forward(r.inputs);
+    // Tags in program order: t0 for the first third of the calls, then t1, t2.
+    std::vector<Node*> calls;
+    for (Node* n : r.gm->graph().nodes())
+      if (n->op() == fx::Opcode::CallFunction) calls.push_back(n);
+    for (size_t i = 0; i < calls.size(); ++i) fx::set_tag(calls[i], "t" + std::to_string(3 * i / calls.size()));
+    auto split = fx::split_by_tags(r.gm, {"t0", "t1", "t2"});
+    split->graph().lint();
+    expect_same_values(expected, split->forward(r.inputs));
+  }
+}
+
 TEST(SplitByTags, BadTagsAreErrorsNamingTheNode) {
   auto gm = tags_gm();
   const std::string before = gm->graph().str();
