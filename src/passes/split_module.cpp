@@ -229,14 +229,18 @@ std::shared_ptr<GraphModule> split_module(const std::shared_ptr<GraphModule>& m,
 
   // Copy every node into its partition's graph.
   std::vector<Node*> env(max_id, nullptr);  // original node -> copy in its own partition
+  size_t pi = kNone;
+  Partition* cur = nullptr;
+  // One std::function for all nodes (a capturing lambda converted per call would allocate).
+  const std::function<Argument(Node*)> lookup = [&](Node* n) -> Argument {
+    if (part_of[n->id()] == pi) return env[n->id()];
+    return cur->placeholders.at(n);
+  };
   for (Node* node : graph.nodes()) {
-    const size_t pi = part_of[node->id()];
+    pi = part_of[node->id()];
     if (pi == kNone) continue;
     Partition& p = partitions[pi];
-    auto lookup = [&](Node* n) -> Argument {
-      if (part_of[n->id()] == pi) return env[n->id()];
-      return p.placeholders.at(n);
-    };
+    cur = &p;
     std::string target = node->target();
     if (node->op() == Opcode::CallModule) {
       target = join_underscore(node->target());
