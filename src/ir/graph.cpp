@@ -239,11 +239,14 @@ bool Graph::eliminate_dead_code() {
 
 void Graph::lint() const {
   std::vector<bool> seen(next_id_, false);
+  std::vector<const Node*> input_of(next_id_, nullptr);  // input id -> the node whose Uses list it
   std::unordered_set<std::string_view> names;
   size_t outputs = 0;
   for (Node* n : nodes()) {
     if (&n->graph() != this) throw LintError("Node '" + n->name() + "' does not belong to this Graph!");
     if (n->erased_) throw LintError("Node '" + n->name() + "' was erased but is still in the graph");
+    for (const Use& u : n->inputs_)
+      if (&u.input->graph() == this && u.input->id() < next_id_) input_of[u.input->id()] = n;
     for_each_node(n->args(), n->kwargs(), [&](Node* arg) {
       if (&arg->graph() != this)
         throw LintError("Argument '" + arg->name() + "' of Node '" + n->name() +
@@ -255,9 +258,7 @@ void Graph::lint() const {
                         "' was used before it has been defined! Please check that Nodes in the graph are "
                         "topologically ordered\n" +
                         str());
-      bool recorded = false;
-      for (const Use& u : n->inputs_) recorded = recorded || u.input == arg;
-      if (!recorded)
+      if (input_of[arg->id()] != n)  // O(1): a node with many inputs costs O(inputs), not O(inputs^2)
         throw LintError("Node '" + n->name() + "' uses '" + arg->name() + "' but is not among its users");
     });
     // Use lists: every Use of n is linked into its input's user list, and

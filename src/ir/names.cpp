@@ -73,7 +73,9 @@ std::string name_from_target(Opcode op, const std::string& target) {
 }
 
 void NameTable::Base::take(int64_t n) {
-  if (n == 0) {
+  if (n < 0) {
+    zero_used = true;
+  } else if (n == 0) {
     plain_used = true;
   } else if (n == dense_hi + 1) {
     ++dense_hi;
@@ -102,6 +104,7 @@ std::string NameTable::create(const std::string& in) {
     if (digits) {
       base = candidate.substr(0, us);
       num = std::stoll(candidate.substr(us + 1));
+      if (num == 0) num = -1;  // "submod_0" stays "submod_0" (torch.fx), distinct from "submod"
     }
   }
   Base& b = bases_[base];
@@ -115,11 +118,11 @@ std::string NameTable::create(const std::string& in) {
 std::string NameTable::take_from(Base& b, const std::string& base, int64_t num) {
   // Only plain names can be keywords or builtins: none of those ends in _<digits>.
   auto taken = [&](int64_t n) { return b.taken(n) || (n == 0 && is_illegal_name(base)); };
-  int64_t counter = num != 0 ? num : b.count;
+  int64_t counter = num > 0 ? num : b.count;
   while (taken(num)) num = ++counter;
   b.take(num);
   b.count = counter;
-  return num == 0 ? base : base + "_" + std::to_string(num);
+  return num == 0 ? base : base + "_" + std::to_string(num < 0 ? 0 : num);
 }
 
 }  // namespace fx::detail

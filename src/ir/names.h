@@ -35,10 +35,13 @@ class NameTable {
  private:
   struct Base {
     bool plain_used = false;     // the base itself, without a number
+    bool zero_used = false;      // "<base>_0" (number -1 here): torch.fx keeps a _0 suffix
     int64_t count = 0;           // torch.fx _base_count: where numbering resumes
     int64_t dense_hi = 0;        // numbers 1..dense_hi are all taken
     std::unordered_set<int64_t> sparse;  // taken numbers above dense_hi
-    bool taken(int64_t n) const { return n == 0 ? plain_used : (n <= dense_hi || sparse.count(n) != 0); }
+    bool taken(int64_t n) const {
+      return n == 0 ? plain_used : n < 0 ? zero_used : (n <= dense_hi || sparse.count(n) != 0);
+    }
     void take(int64_t n);
   };
   std::string take_from(Base& b, const std::string& base, int64_t num);
