@@ -413,9 +413,9 @@ TEST(ConstFold, TracedTorchNnModuleThenNormalized) {
   EXPECT_EQ(gm->graph().str(),
             "graph():\n"
             "    %x : [#users=1] = placeholder[target=x]\n"
-            "    %_fx_const_folded_attrs : [#users=1] = get_attr[target=_FX_CONST_FOLDED_ATTRS.0]\n"
+            "    %_fx_const_folded_attrs_0 : [#users=1] = get_attr[target=_FX_CONST_FOLDED_ATTRS.0]\n"
             "    %matmul : [#users=1] = call_function[target=aten::matmul](args = (), kwargs = {self: %x, other: "
-            "%_fx_const_folded_attrs})\n"
+            "%_fx_const_folded_attrs_0})\n"
             "    %_fx_const_folded_attrs_1 : [#users=1] = get_attr[target=_FX_CONST_FOLDED_ATTRS.1]\n"
             "    %add : [#users=1] = call_function[target=aten::add.Tensor](args = (), kwargs = {self: %matmul, "
             "other: %_fx_const_folded_attrs_1, alpha: 1})\n"
