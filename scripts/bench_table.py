@@ -19,7 +19,7 @@ BASELINE = os.path.join(ROOT, "..", "shared", "bench", "pyfx_baseline.py")
 SYSTEM_PYTHON = "/usr/bin/python3"  # python3-torch lives here, not in pyenv's python3
 
 # (row label, fx_bench benchmark, what to read, scale to the unit, python key path, unit)
-# what to read: a counter name, or "time" (ms). Counters "per_node"/"per_op" are
+# what to read: a counter name, "time" (wall ms) or "cpu" (CPU ms: robust on a shared machine). Counters "per_node"/"per_op" are
 # seconds. python key path: keys into pyfx_baseline's JSON; None when Python has
 # no such figure.
 ROWS = [
@@ -47,6 +47,31 @@ ROWS = [
     ("CSEPass, 10k-node duplicate chain", "BM_CSE_Chain/10000", "time", 1, ["passes", "cse_ms", "10000"], "ms"),
     ("CSEPass, 100k-node duplicate chain", "BM_CSE_Chain/100000", "time", 1, None, "ms"),
     ("CSEPass, ResNet-50 graph", "BM_CSE_ResNet50", "time", 1, ["passes", "cse_resnet50_ms"], "ms"),
+    # python/bench/shape_prop_baseline.py: resnet50, 224x224
+    ("resnet50 eager forward (the reference)", "BM_ShapePropForward", "cpu", 1, ["shape_prop", "forward_ms"], "ms"),
+    ("ShapeProp resnet50, real data", "BM_ShapePropReal", "cpu", 1, ["shape_prop", "shape_prop_ms"], "ms"),
+    ("ShapeProp resnet50, meta (no data)", "BM_ShapePropMeta", "cpu", 1, ["shape_prop", "shape_prop_meta_ms"], "ms"),
+    # python/bench/foldnorm_baseline.py
+    ("split_const_subgraphs, 1k nodes", "BM_ConstFold/1000", "cpu", 1, ["foldnorm", "const_fold_1000_ms"], "ms"),
+    ("split_const_subgraphs, 10k nodes", "BM_ConstFold/10000", "cpu", 1, ["foldnorm", "const_fold_10000_ms"], "ms"),
+    ("split_const_subgraphs, resnet50", "BM_ConstFoldResNet50", "cpu", 1, ["foldnorm", "const_fold_resnet50_ms"], "ms"),
+    ("NormalizeArgs, 1k nodes", "BM_Normalize/1000", "cpu", 1, ["foldnorm", "normalize_1000_ms"], "ms"),
+    ("NormalizeArgs, 10k nodes", "BM_Normalize/10000", "cpu", 1, ["foldnorm", "normalize_10000_ms"], "ms"),
+    ("NormalizeArgs, resnet50", "BM_NormalizeResNet50", "cpu", 1, ["foldnorm", "normalize_resnet50_ms"], "ms"),
+    # python/bench/split_baseline.py (CPU time on both sides)
+    ("split_module resnet50 (20 nodes per part)", "BM_SplitModuleResnet50", "cpu", 1,
+     ["split", "split_module_resnet50_ms"], "ms"),
+    ("split_module, 1k-node chain", "BM_SplitModuleChain/1000", "cpu", 1, ["split", "split_module_chain_1000_ms"], "ms"),
+    ("split_module, 10k-node chain", "BM_SplitModuleChain/10000", "cpu", 1, ["split", "split_module_chain_10000_ms"],
+     "ms"),
+    ("split_module, 100k-node chain", "BM_SplitModuleChain/100000", "cpu", 1, None, "ms"),
+    ("CapabilityBasedPartitioner, 1k chain", "BM_PartitionerChain/1000", "cpu", 1,
+     ["split", "partitioner_chain_1000_ms"], "ms"),
+    ("CapabilityBasedPartitioner, 1k ladder", "BM_PartitionerLadder/1000", "cpu", 1,
+     ["split", "partitioner_ladder_1000_ms"], "ms"),
+    ("CapabilityBasedPartitioner, 1k side outputs", "BM_PartitionerSideOutputs/1000", "cpu", 1,
+     ["split", "partitioner_side_outputs_1000_ms"], "ms"),
+    ("CapabilityBasedPartitioner, 100k chain", "BM_PartitionerChain/100000", "cpu", 1, None, "ms"),
 ]
 PASS_BASELINES = os.path.join(ROOT, "python", "bench")
 
@@ -95,6 +120,7 @@ def run_fx(build, chain):
             name = b["run_name"].split("/repeats:")[0]  # repeated benchmarks report their minimum
         r = dict(b)
         r["time"] = b["real_time"] * scale[b["time_unit"]]  # ms
+        r["cpu"] = b["cpu_time"] * scale[b["time_unit"]]  # ms of this thread's CPU
         results[name] = r
     return results
 
