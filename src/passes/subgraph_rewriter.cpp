@@ -149,6 +149,7 @@ std::vector<ReplacedPatterns> rewrite(GraphModule& gm, const Graph& pattern, con
   std::vector<Argument> r_values(replacement.max_node_id());
   std::vector<ReplacedPatterns> result;
   result.reserve(matches.size());
+  const std::vector<Node*> p_nodes = pattern.nodes().to_vector();
 
   for (InternalMatch& match : matches) {
     // Inputs: what the pattern placeholders matched, through earlier replacements
@@ -200,7 +201,9 @@ std::vector<ReplacedPatterns> rewrite(GraphModule& gm, const Graph& pattern, con
     std::vector<Node*> added;
     Argument copied;
     {
-      auto guard = graph.inserting_before(in_place ? first_user : last_matched->next());
+      Node* after_last = last_matched->next();
+      auto guard = in_place || after_last ? graph.inserting_before(in_place ? first_user : after_last)
+                                          : graph.inserting_after(nullptr);
       auto lookup = [&](Node* n) -> Argument { return r_values[n->id()]; };
       for (Node* n : replacement.nodes()) {
         if (n->op() == Opcode::Placeholder) continue;
@@ -229,7 +232,6 @@ std::vector<ReplacedPatterns> rewrite(GraphModule& gm, const Graph& pattern, con
       gn->replace_all_uses_with(with);
       changed[gn->id()] = with;
     }
-    std::vector<Node*> p_nodes = pattern.nodes().to_vector();
     for (auto it = p_nodes.rbegin(); it != p_nodes.rend(); ++it)
       if ((*it)->op() != Opcode::Placeholder && (*it)->op() != Opcode::Output)
         graph.erase_node(match.nodes_map.node(*it));
