@@ -153,7 +153,15 @@ class MatchRun {
     if (!m_.match_placeholder_ && pn->op() == Opcode::Placeholder) return true;
     if (pn->op() != gn->op()) return false;
     if (pn->op() == Opcode::Placeholder || pn->op() == Opcode::Output) return true;
-    return pn->target() == gn->target();
+    if (pn->target() == gn->target()) return true;
+    // An operator without overload in the pattern ("aten::add") matches every
+    // overload of it in the graph ("aten::add.Tensor", what tracing records).
+    if (pn->op() != Opcode::CallFunction) return false;
+    const std::string& p = pn->target();
+    const std::string& g = gn->target();
+    const size_t ns = p.find("::");
+    return ns != std::string::npos && p.find('.', ns) == std::string::npos && g.size() > p.size() &&
+           g.compare(0, p.size(), p) == 0 && g[p.size()] == '.';
   }
 
   void bind(Node* pn, Argument v, char mark) {

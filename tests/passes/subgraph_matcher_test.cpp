@@ -161,6 +161,23 @@ TEST(SubgraphMatcher, FusingWouldFormACycle) {
   EXPECT_TRUE(fx::SubgraphMatcher(p).match(g).empty());
 }
 
+TEST(SubgraphMatcher, OperatorWithoutOverloadMatchesEveryOverload) {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* y = g.placeholder("y");
+  Node* a = g.call_function("aten::add.Tensor", {x, y});
+  Node* b = g.call_function("aten::add.Scalar", {a, 1});
+  g.output(g.call_function("aten::addmm", {b, x, y}));
+  auto count = [&](const char* target) {
+    Graph p;
+    p.output(p.call_function(target, {p.placeholder("u"), p.placeholder("v")}));
+    return fx::SubgraphMatcher(p).match(g).size();
+  };
+  EXPECT_EQ(count("aten::add"), 2u);         // both overloads, not aten::addmm
+  EXPECT_EQ(count("aten::add.Tensor"), 1u);  // exactly that overload
+  EXPECT_EQ(count("aten::add.Scalar"), 1u);
+}
+
 TEST(SubgraphMatcher, BadPatterns) {
   Graph empty;
   EXPECT_THROW(fx::SubgraphMatcher{empty}, fx::Error);

@@ -31,6 +31,10 @@
 ///    placeholder can never stand for a list); ignore_literals (newer
 ///    torch.fx) is supported: pattern literals match any graph literal.
 ///  - kwargs compare as dicts (any order), args lists and tuples as sequences.
+///  - a pattern call_function target without overload ("aten::add") matches
+///    every overload of that operator ("aten::add.Tensor", as tracing records
+///    it); with an overload, targets must be equal (torch.fx compares the
+///    target objects, so torch.add never matches torch.ops.aten.add.Tensor).
 ///  - bad patterns (empty, no output, dead code, nothing to anchor on) throw
 ///    fx::Error naming the node instead of asserting.
 
