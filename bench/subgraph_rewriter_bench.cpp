@@ -8,20 +8,19 @@
 // Every iteration rewrites a fresh copy of the graph (made outside the timed
 // region). "+recompile" also regenerates the code, as torch.fx's
 // replace_pattern does (fxcpp otherwise recompiles lazily on first use).
+#include <ATen/Parallel.h>
+#include <benchmark/benchmark.h>
 #include <fx/graph_module.h>
 #include <fx/passes/subgraph_rewriter.h>
 #include <fx/trace.h>
-
-#include "../tests/trace/trace_models.h"
-
-#include <ATen/Parallel.h>
-#include <benchmark/benchmark.h>
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/conv.h>
 
 #include <memory>
 #include <string>
 #include <unordered_map>
+
+#include "../tests/trace/trace_models.h"
 
 namespace {
 
@@ -132,9 +131,9 @@ void run(benchmark::State& state, const std::shared_ptr<torch::nn::Module>& root
   }
   state.counters["matches"] = static_cast<double>(matches);
   state.counters["nodes"] = static_cast<double>(g.nodes().size());
-  state.counters["per_node"] = benchmark::Counter(static_cast<double>(g.nodes().size()),
-                                                  benchmark::Counter::kIsIterationInvariantRate |
-                                                      benchmark::Counter::kInvert);
+  state.counters["per_node"] =
+      benchmark::Counter(static_cast<double>(g.nodes().size()),
+                         benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 
 void BM_ReplacePattern_Synthetic(benchmark::State& state) {
@@ -172,10 +171,15 @@ void BM_SubgraphMatcher_Synthetic(benchmark::State& state) {
   size_t matches = 0;
   for (auto _ : state) matches = matcher.match(*s->graph).size();
   state.counters["matches"] = static_cast<double>(matches);
-  state.counters["per_node"] = benchmark::Counter(static_cast<double>(s->graph->nodes().size()),
-                                                  benchmark::Counter::kIsIterationInvariantRate |
-                                                      benchmark::Counter::kInvert);
+  state.counters["per_node"] =
+      benchmark::Counter(static_cast<double>(s->graph->nodes().size()),
+                         benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_SubgraphMatcher_Synthetic)->ArgName("nodes")->Arg(1000)->Arg(10000)->Arg(100000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SubgraphMatcher_Synthetic)
+    ->ArgName("nodes")
+    ->Arg(1000)
+    ->Arg(10000)
+    ->Arg(100000)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -3,11 +3,10 @@
 // functions and traced (torch.fx's subgraph_rewriter.replace_pattern).
 //
 //   build/examples/subgraph_rewriter
+#include <ATen/ATen.h>
 #include <fx/fx.h>
 #include <fx/passes/subgraph_rewriter.h>
 #include <fx/trace.h>
-
-#include <ATen/ATen.h>
 
 #include <iostream>
 
@@ -40,8 +39,8 @@ int main() {
 
   // 1. Trace the model, the pattern and the replacement (example inputs give shapes).
   auto gm = fx::symbolic_trace(model, {x, y});
-  auto pattern = fx::symbolic_trace([](std::vector<c10::IValue> a) -> c10::IValue { return at::relu(t(a[0]) + t(a[1])); },
-                                    {x, y});
+  auto pattern =
+      fx::symbolic_trace([](std::vector<c10::IValue> a) -> c10::IValue { return at::relu(t(a[0]) + t(a[1])); }, {x, y});
   auto replacement = fx::symbolic_trace(
       [](std::vector<c10::IValue> a) -> c10::IValue { return at::_add_relu(t(a[0]), t(a[1])); }, {x, y});
   std::cout << "pattern:\n" << pattern->code() << "\nreplacement:\n" << replacement->code() << "\n";
@@ -52,13 +51,15 @@ int main() {
   std::cout << "after:\n" << gm->code() << "\n";
   for (const fx::Match& m : matches) {
     std::cout << "  match at " << m.nodes_map.node(m.anchor)->name() << ":";
-    for (const auto& [pattern_node, value] : m.nodes_map) std::cout << " " << pattern_node->name() << "->" << value.repr();
+    for (const auto& [pattern_node, value] : m.nodes_map)
+      std::cout << " " << pattern_node->name() << "->" << value.repr();
     std::cout << "\n";
   }
 
   // 3. Check: two matches (the back-to-back pair; relu(b + x) keeps its add,
   //    which the multiplication also reads), same values as eager.
-  check(matches.size() == 2, "2 matches replaced, the third relu(add) is left alone: " + std::to_string(matches.size()));
+  check(matches.size() == 2,
+        "2 matches replaced, the third relu(add) is left alone: " + std::to_string(matches.size()));
   check(gm->graph().find_nodes(fx::Opcode::CallFunction, "aten::_add_relu.Tensor").size() == 2,
         "2 fused aten::_add_relu.Tensor nodes");
   gm->graph().lint();

@@ -17,9 +17,7 @@ std::string names_of(const std::vector<Node*>& nodes) {
   return s;
 }
 
-std::string plural(size_t n, const char* word) {
-  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
-}
+std::string plural(size_t n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); }
 
 // Whether `m` has what a call_module / get_attr node with `target` refers to.
 bool has_target(const GraphModule& m, Opcode op, const std::string& target) {
@@ -87,28 +85,25 @@ std::vector<ReplacedPatterns> rewrite(GraphModule& gm, const Graph& pattern, con
     r_output = n;
     if (n->op() == Opcode::Placeholder) r_placeholders.push_back(n);
   }
-  if (!r_output || r_output->op() != Opcode::Output)
-    throw Error("replace_pattern: the replacement has no output node");
+  if (!r_output || r_output->op() != Opcode::Output) throw Error("replace_pattern: the replacement has no output node");
   replacement.lint();
   const std::vector<Node*>& p_placeholders = matcher.pattern_placeholder_nodes();
   if (r_placeholders.size() != p_placeholders.size())
     throw Error("replace_pattern: the pattern has " + plural(p_placeholders.size(), "placeholder") + " (" +
-                names_of(p_placeholders) + ") but the replacement has " +
-                plural(r_placeholders.size(), "placeholder") + " (" + names_of(r_placeholders) + ")");
+                names_of(p_placeholders) + ") but the replacement has " + plural(r_placeholders.size(), "placeholder") +
+                " (" + names_of(r_placeholders) + ")");
   const Argument r_result = r_output->args().empty() ? Argument() : r_output->args()[0];
-  std::vector<Argument> r_returned =
-      r_result.is_sequence() ? r_result.items() : std::vector<Argument>{r_result};
+  std::vector<Argument> r_returned = r_result.is_sequence() ? r_result.items() : std::vector<Argument>{r_result};
   const std::vector<Node*>& p_returning = matcher.pattern_returning_nodes();
   if (r_returned.size() != p_returning.size())
     throw Error("replace_pattern: the pattern returns " + plural(p_returning.size(), "value") + " (" +
-                names_of(p_returning) + ") but the replacement returns " + plural(r_returned.size(), "value") +
-                ": " + r_output->format_node());
+                names_of(p_returning) + ") but the replacement returns " + plural(r_returned.size(), "value") + ": " +
+                r_output->format_node());
   std::vector<int> returned_placeholder(r_returned.size(), -1);  // index into r_placeholders
   for (size_t k = 0; k < r_returned.size(); ++k) {
     if (!r_returned[k].is_node())
       throw Error("replace_pattern: the replacement returns the literal " + r_returned[k].repr() +
-                  ", which cannot take over the users of %" + p_returning[k]->name() + ": " +
-                  r_output->format_node());
+                  ", which cannot take over the users of %" + p_returning[k]->name() + ": " + r_output->format_node());
     auto it = std::find(r_placeholders.begin(), r_placeholders.end(), r_returned[k].to_node());
     if (it != r_placeholders.end()) returned_placeholder[k] = static_cast<int>(it - r_placeholders.begin());
   }
@@ -118,8 +113,8 @@ std::vector<ReplacedPatterns> rewrite(GraphModule& gm, const Graph& pattern, con
     if (replacement_module && has_target(*replacement_module, n->op(), n->target())) continue;
     throw Error(std::string("Attempted to create a \"") + to_string(n->op()) +
                 "\" node during subgraph rewriting with target " + n->target() +
-                ", but the referenced attribute does not exist in the replacement GraphModule (" +
-                n->format_node() + ")");
+                ", but the referenced attribute does not exist in the replacement GraphModule (" + n->format_node() +
+                ")");
   }
 
   std::vector<InternalMatch> matches = matcher.match(graph);
@@ -134,8 +129,8 @@ std::vector<ReplacedPatterns> rewrite(GraphModule& gm, const Graph& pattern, con
     for (size_t k = 0; k < r_returned.size(); ++k)
       if (returned_placeholder[k] >= 0 && !m.placeholder_nodes[returned_placeholder[k]].is_node())
         throw Error("replace_pattern: the replacement returns its input %" + r_returned[k].to_node()->name() +
-                    ", which matched the literal " + m.placeholder_nodes[returned_placeholder[k]].repr() +
-                    " at %" + m.returning_nodes[k]->name() + "; a literal cannot take over its users");
+                    ", which matched the literal " + m.placeholder_nodes[returned_placeholder[k]].repr() + " at %" +
+                    m.returning_nodes[k]->name() + "; a literal cannot take over its users");
 
   // ---- edit ----
   Order order(graph);
@@ -299,7 +294,8 @@ std::vector<ReplacedPatterns> replace_pattern_with_filters(GraphModule& gm, cons
   return rewrite(gm, pattern.graph(), replacement.graph(), &replacement, match_filters, ignore_literals);
 }
 
-PassFn replace_pattern_pass(std::shared_ptr<const GraphModule> pattern, std::shared_ptr<const GraphModule> replacement) {
+PassFn replace_pattern_pass(std::shared_ptr<const GraphModule> pattern,
+                            std::shared_ptr<const GraphModule> replacement) {
   return [pattern, replacement](std::shared_ptr<GraphModule> gm) {
     bool modified = !replace_pattern(*gm, *pattern, *replacement).empty();
     return PassResult{gm, modified};

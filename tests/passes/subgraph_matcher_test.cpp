@@ -1,7 +1,6 @@
 // SubgraphMatcher on its own: options, binding order, undo of failed
 // partial matches, lists bound to placeholders, cycles, linear candidates.
 #include <fx/passes/subgraph_matcher.h>
-
 #include <gtest/gtest.h>
 
 #include <string>
@@ -90,8 +89,10 @@ TEST(SubgraphMatcher, FailedBranchIsUndone) {
   Node* x = g.placeholder("x");
   Node* y = g.placeholder("y");
   Node* z = g.placeholder("z");
-  Node* bad = g.call_function("aten::mul", {g.call_function("aten::add", {x, y}), g.call_function("aten::add", {z, y})});
-  Node* good = g.call_function("aten::mul", {g.call_function("aten::add", {x, y}), g.call_function("aten::add", {x, z})});
+  Node* bad =
+      g.call_function("aten::mul", {g.call_function("aten::add", {x, y}), g.call_function("aten::add", {z, y})});
+  Node* good =
+      g.call_function("aten::mul", {g.call_function("aten::add", {x, y}), g.call_function("aten::add", {x, z})});
   g.output(Argument::tuple({bad, good}));
   Graph p;
   Node* a = p.placeholder("a");

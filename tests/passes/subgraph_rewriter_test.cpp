@@ -2,15 +2,12 @@
 // torch.fx 1.13 (tests/passes/goldens/subgraph_rewriter.json, written by
 // python/goldens/subgraph_rewriter_goldens.py), the cases where torch.fx is
 // wrong, values against eager libtorch, and bad input.
+#include <ATen/ATen.h>
 #include <fx/examples/residual_net.h>
 #include <fx/graph_module.h>
 #include <fx/passes/subgraph_rewriter.h>
 #include <fx/trace.h>
 #include <fx_paths.h>
-
-#include "random_graph.h"
-
-#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/torch.h>
@@ -20,6 +17,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "random_graph.h"
 
 namespace {
 
@@ -85,11 +84,13 @@ struct JsonReader {
         if (s[i] == '\\') {
           ++i;
           char e = s[i++];
-          if (e == 'n') j.str += '\n';
+          if (e == 'n')
+            j.str += '\n';
           else if (e == 'u') {
             j.str += static_cast<char>(std::stoi(s.substr(i, 4), nullptr, 16));
             i += 4;
-          } else j.str += e;
+          } else
+            j.str += e;
         } else {
           j.str += s[i++];
         }
@@ -130,8 +131,8 @@ const Json& golden(const std::string& name) {
 std::vector<std::vector<std::string>> rows(const Graph& g) {
   std::vector<std::vector<std::string>> out;
   for (Node* n : g.nodes())
-    out.push_back({to_string(n->op()), n->name(), n->target(), fx::format_args(n->args()),
-                   fx::format_kwargs(n->kwargs())});
+    out.push_back(
+        {to_string(n->op()), n->name(), n->target(), fx::format_args(n->args()), fx::format_kwargs(n->kwargs())});
   return out;
 }
 
@@ -372,12 +373,14 @@ TEST(SubgraphRewriterGolden, MultipleOutputsWithLateInputStayOrdered) {
     Node* py = pattern.placeholder("y");
     Node* pw = pattern.placeholder("w");
     Node* pa = pattern.call_function("aten::add", {px, py});
-    pattern.output(Argument::tuple({pattern.call_function("aten::relu", {pa}), pattern.call_function("aten::mul", {pa, pw})}));
+    pattern.output(
+        Argument::tuple({pattern.call_function("aten::relu", {pa}), pattern.call_function("aten::mul", {pa, pw})}));
     Node* rx = replacement.placeholder("x");
     Node* ry = replacement.placeholder("y");
     Node* rw = replacement.placeholder("w");
     Node* m = replacement.call_function("aten::mul", {rx, ry});
-    replacement.output(Argument::tuple({replacement.call_function("aten::sigmoid", {m}), replacement.call_function("aten::add", {m, rw})}));
+    replacement.output(Argument::tuple(
+        {replacement.call_function("aten::sigmoid", {m}), replacement.call_function("aten::add", {m, rw})}));
   }
   auto r = fx::replace_pattern(*gm, pattern, replacement);
   ASSERT_EQ(r.size(), 1u);
@@ -443,8 +446,8 @@ TEST(SubgraphRewriter, TracedFunctionsOnResidualNet) {
   at::Tensor x = at::randn({2, 3, 16, 16});
   auto gm = fx::symbolic_trace(model.ptr(), {x});
   at::Tensor ex = at::randn({2, 8, 8, 8});
-  auto pattern = fx::symbolic_trace([](std::vector<c10::IValue> a) -> c10::IValue { return at::relu(t(a[0]) + t(a[1])); },
-                                    {ex, ex});
+  auto pattern = fx::symbolic_trace(
+      [](std::vector<c10::IValue> a) -> c10::IValue { return at::relu(t(a[0]) + t(a[1])); }, {ex, ex});
   auto replacement = fx::symbolic_trace(
       [](std::vector<c10::IValue> a) -> c10::IValue { return at::clamp_min(at::add(t(a[0]), t(a[1])), 0); }, {ex, ex});
   const std::string before = gm->code();
@@ -523,7 +526,8 @@ TEST(SubgraphRewriter, ReplacementSubmodulesAreCopied) {
 
 TEST(SubgraphRewriter, AsAPass) {
   at::Tensor ex = at::randn({4});
-  auto pattern = fx::symbolic_trace([](std::vector<c10::IValue> a) -> c10::IValue { return at::neg(at::neg(t(a[0]))); }, {ex});
+  auto pattern =
+      fx::symbolic_trace([](std::vector<c10::IValue> a) -> c10::IValue { return at::neg(at::neg(t(a[0]))); }, {ex});
   auto replacement = fx::symbolic_trace([](std::vector<c10::IValue> a) -> c10::IValue { return a[0]; }, {ex});
   auto gm = module_of(unary_chain("aten::neg", 4));
   fx::PassFn pass = fx::replace_pattern_pass(pattern, replacement);

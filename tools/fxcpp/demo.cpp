@@ -123,14 +123,14 @@ int run_demo(const std::vector<std::string>& args) {
     auto fresh = symbolic_trace(model.ptr(), {x});
     const at::Tensor ex = at::randn({1});
     auto arg = [](const c10::IValue& v) { return v.toTensor(); };
-    auto pattern = symbolic_trace([&](std::vector<c10::IValue> a) -> c10::IValue { return at::relu(arg(a[0]) + arg(a[1])); },
-                                  {ex, ex});
-    auto fused = symbolic_trace([&](std::vector<c10::IValue> a) -> c10::IValue { return at::_add_relu(arg(a[0]), arg(a[1])); },
-                                {ex, ex});
+    auto pattern = symbolic_trace(
+        [&](std::vector<c10::IValue> a) -> c10::IValue { return at::relu(arg(a[0]) + arg(a[1])); }, {ex, ex});
+    auto fused = symbolic_trace(
+        [&](std::vector<c10::IValue> a) -> c10::IValue { return at::_add_relu(arg(a[0]), arg(a[1])); }, {ex, ex});
     std::cout << "  before:\n" << fresh->code() << "\n";
     auto matches = replace_pattern(*fresh, *pattern, *fused);
-    std::cout << "  after (" << matches.size() << " match at " << matches.at(0).nodes_map.node(matches[0].anchor)->name()
-              << "):\n" << fresh->code() << "\n";
+    Node* at_node = matches.at(0).nodes_map.node(matches[0].anchor);
+    std::cout << "  after (" << matches.size() << " match, at " << at_node->name() << "):\n" << fresh->code() << "\n";
     compare("forward after replace_pattern == eager", fresh->forward(x), eager);
   }
 

@@ -22,9 +22,10 @@
 ///  - linear in the graph: candidates for the first anchor come from one pass
 ///    over the graph; candidates for further anchors come from the users of
 ///    nodes already matched (torch.fx tries every graph node for every anchor,
-///    a product of candidate lists); the cycle check only walks the nodes
-///    between the first and last matched node (torch.fx walks from the
-///    partition's users to the end of the graph, per match).
+///    a product of candidate lists); the cycle check only walks nodes placed
+///    before the last matched node (torch.fx walks recursively from the
+///    match's users to the end of the graph, per match: quadratic, and deeper
+///    than Python's recursion limit on long graphs).
 ///  - a failed partial match is undone exactly (torch.fx keeps the bindings
 ///    of a failed sub-walk in the shared dict).
 ///  - placeholders bind lists and literals (torch 1.13 flattens args, so a
