@@ -6,6 +6,7 @@
 #include <fx/examples/residual_net.h>
 #include <fx/fx.h>
 #include <fx/passes/profiler.h>
+#include <fx/passes/subgraph_rewriter.h>
 #include <fx/trace.h>
 
 #include <ATen/ATen.h>
@@ -116,7 +117,24 @@ int run_demo(const std::vector<std::string>& args) {
   g.lint();
   std::cout << "  graph.lint(): ok; dead code removed: " << (g.eliminate_dead_code() ? "yes" : "none") << "\n";
 
-  section("5. time every node: a profiling Interpreter (seed 003)");
+  section("5. replace_pattern: relu(a + b) -> fused aten::_add_relu");
+  {
+    // Pattern and replacement are C++ functions, traced like the model.
+    auto fresh = symbolic_trace(model.ptr(), {x});
+    const at::Tensor ex = at::randn({1});
+    auto arg = [](const c10::IValue& v) { return v.toTensor(); };
+    auto pattern = symbolic_trace(
+        [&](std::vector<c10::IValue> a) -> c10::IValue { return at::relu(arg(a[0]) + arg(a[1])); }, {ex, ex});
+    auto fused = symbolic_trace(
+        [&](std::vector<c10::IValue> a) -> c10::IValue { return at::_add_relu(arg(a[0]), arg(a[1])); }, {ex, ex});
+    std::cout << "  before:\n" << fresh->code() << "\n";
+    auto matches = replace_pattern(*fresh, *pattern, *fused);
+    Node* at_node = matches.at(0).nodes_map.node(matches[0].anchor);
+    std::cout << "  after (" << matches.size() << " match, at " << at_node->name() << "):\n" << fresh->code() << "\n";
+    compare("forward after replace_pattern == eager", fresh->forward(x), eager);
+  }
+
+  section("6. time every node: a profiling Interpreter (seed 003)");
   ProfilingInterpreter prof(gm);
   prof.profile_run({x}, /*record=*/false);  // warm-up
   for (int i = 0; i < 5; ++i) prof.profile_run({x});
