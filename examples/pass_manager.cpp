@@ -3,10 +3,7 @@
 // every pass.
 //
 //   build/examples/pass_manager
-#include <fx/passes/cse.h>
-#include <fx/passes/dead_code.h>
-#include <fx/passes/pass_manager.h>
-#include <fx/passes/remove_dropout.h>
+#include <fx/passes.h>
 #include <fx/trace.h>
 
 #include <ATen/ATen.h>

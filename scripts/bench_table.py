@@ -72,6 +72,16 @@ ROWS = [
     ("CapabilityBasedPartitioner, 1k side outputs", "BM_PartitionerSideOutputs/1000", "cpu", 1,
      ["split", "partitioner_side_outputs_1000_ms"], "ms"),
     ("CapabilityBasedPartitioner, 100k chain", "BM_PartitionerChain/100000", "cpu", 1, None, "ms"),
+    # python/bench/subgraph_rewriter_baseline.py: conv2d -> batch_norm -> relu replaced by conv2d -> relu
+    ("replace_pattern, 1k-node synthetic", "BM_ReplacePattern_Synthetic/nodes:1000/recompile:0", "cpu", 1,
+     ["subgraph_rewriter", "synthetic_ms", "1000"], "ms"),
+    ("replace_pattern, 10k-node synthetic", "BM_ReplacePattern_Synthetic/nodes:10000/recompile:0", "cpu", 1,
+     ["subgraph_rewriter", "synthetic_ms", "10000"], "ms"),
+    ("replace_pattern, 100k-node synthetic", "BM_ReplacePattern_Synthetic/nodes:100000/recompile:0", "cpu", 1, None, "ms"),
+    ("replace_pattern, resnet50 (33 matches)", "BM_ReplacePattern_ResNet50/recompile:0", "cpu", 1,
+     ["subgraph_rewriter", "resnet50_ms"], "ms"),
+    ("replace_pattern + recompile, resnet50", "BM_ReplacePattern_ResNet50/recompile:1", "cpu", 1,
+     ["subgraph_rewriter", "resnet50_ms"], "ms"),
 ]
 PASS_BASELINES = os.path.join(ROOT, "python", "bench")
 
