@@ -52,27 +52,16 @@ const OpFacts& op_facts(const std::string& target) {
   auto it = cache.find(target);
   if (it != cache.end()) return it->second;
   OpFacts f;
-  if (auto ref = detail::parse_operator_name(target)) {
-    std::vector<std::string> overloads;
-    if (ref->has_overload) {
-      overloads.push_back(ref->overload);
-    } else {
-      for (auto& o : detail::dispatcher_overloads(ref->name))
-        if (!detail::is_out_overload(o)) overloads.push_back(o);
+  for (const c10::OperatorHandle& op : detail::operator_overloads(target)) {
+    f.known = true;
+    if (op.hasTag(at::Tag::nondeterministic_seeded)) f.random = true;
+    for (const auto& a : op.schema().arguments()) {
+      auto t = a.type();
+      if (auto opt = t->cast<c10::OptionalType>()) t = opt->getElementType();
+      if (t->kind() == c10::TypeKind::GeneratorType) f.random = true;
     }
-    for (const auto& o : overloads) {
-      auto op = c10::Dispatcher::singleton().findSchema(c10::OperatorName(ref->name, o));
-      if (!op || !op->hasSchema()) continue;
-      f.known = true;
-      if (op->hasTag(at::Tag::nondeterministic_seeded)) f.random = true;
-      for (const auto& a : op->schema().arguments()) {
-        auto t = a.type();
-        if (auto opt = t->cast<c10::OptionalType>()) t = opt->getElementType();
-        if (t->kind() == c10::TypeKind::GeneratorType) f.random = true;
-      }
-      for (const auto& r : op->schema().returns())
-        if (r.alias_info()) f.may_alias = true;
-    }
+    for (const auto& r : op.schema().returns())
+      if (r.alias_info()) f.may_alias = true;
   }
   return cache.emplace(target, f).first->second;
 }

@@ -1,6 +1,8 @@
 // ShapeProp: tensor_meta for every node, on real data or on the meta device.
 #include <fx/passes/shape_prop.h>
 
+#include "execution/node_error.h"
+
 #include <fx/error.h>
 
 #include <ATen/ATen.h>
@@ -28,19 +30,6 @@ void collect_tensor_meta(const c10::IValue& v, std::vector<TensorMetadata>& out)
     for (const c10::IValue& e : v.toListRef()) collect_tensor_meta(e, out);
   } else if (v.isGenericDict()) {
     for (const auto& kv : v.toGenericDict()) collect_tensor_meta(kv.value(), out);
-  }
-}
-
-/// The message of the exception being handled (c10 errors without their C++ backtrace).
-std::string current_message() {
-  try {
-    throw;
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "unknown exception";
   }
 }
 
@@ -218,7 +207,7 @@ c10::IValue ShapeProp::run_node(Node* n) {
     result = Interpreter::run_node(n);
   } catch (...) {
     throw Error("ShapeProp error for: node=" + n->format_node() + " with meta=" + meta_repr(*n) + "\n" +
-                current_message());
+                detail::current_exception_message());
   }
   pending_.push_back(Pending{n, tensor_meta_of(result), python_type_name(result)});
   return result;

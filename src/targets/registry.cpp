@@ -143,6 +143,24 @@ std::vector<std::string> dispatcher_overloads(const std::string& name) {
   return operator_index().overloads(name);
 }
 
+std::vector<c10::OperatorHandle> operator_overloads(const std::string& target) {
+  std::vector<c10::OperatorHandle> out;
+  auto ref = parse_operator_name(target);
+  if (!ref) return out;
+  std::vector<std::string> overloads;
+  if (ref->has_overload) {
+    overloads.push_back(ref->overload);
+  } else {
+    for (auto& o : dispatcher_overloads(ref->name))
+      if (!is_out_overload(o)) overloads.push_back(o);
+  }
+  for (const auto& o : overloads) {
+    auto op = c10::Dispatcher::singleton().findSchema(c10::OperatorName(ref->name, o));
+    if (op && op->hasSchema()) out.push_back(*op);
+  }
+  return out;
+}
+
 }  // namespace detail
 
 void register_function(const std::string& name, Function fn, bool impure) {
@@ -215,23 +233,12 @@ bool is_impure_function(const std::string& target) {
     if (it != cache.end()) return it->second;
   }
   bool impure = false;
-  if (auto ref = detail::parse_operator_name(target)) {
-    auto& dispatcher = c10::Dispatcher::singleton();
-    std::vector<std::string> overloads;
-    if (ref->has_overload) {
-      overloads.push_back(ref->overload);
-    } else {
-      for (auto& o : detail::dispatcher_overloads(ref->name))
-        if (!detail::is_out_overload(o)) overloads.push_back(o);
-    }
-    for (const auto& o : overloads) {
-      auto op = dispatcher.findSchema(c10::OperatorName(ref->name, o));
-      if (!op || !op->hasSchema()) continue;
-      // Without an explicit overload, out= variants do not count (div.out_mode
-      // is one, whatever its overload name says); a named one writes its out.
-      for (const auto& a : op->schema().arguments())
-        if (a.alias_info() && a.alias_info()->isWrite() && (ref->has_overload || !a.is_out())) impure = true;
-    }
+  const bool explicit_overload = detail::parse_operator_name(target).value_or(detail::OperatorRef{}).has_overload;
+  for (const c10::OperatorHandle& op : detail::operator_overloads(target)) {
+    // Without an explicit overload, out= variants do not count (div.out_mode
+    // is one, whatever its overload name says); a named one writes its out.
+    for (const auto& a : op.schema().arguments())
+      if (a.alias_info() && a.alias_info()->isWrite() && (explicit_overload || !a.is_out())) impure = true;
   }
   std::lock_guard<std::mutex> lock(mutex);
   cache[target] = impure;

@@ -5,6 +5,8 @@
 
 #include <fx/target.h>
 
+#include <ATen/core/dispatch/Dispatcher.h>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +41,11 @@ std::optional<OperatorRef> parse_operator_name(const std::string& target);
 /// The overload names the dispatcher knows for operator `name` ("aten::add"
 /// → {"Tensor", "Scalar", "out", ...}); empty if it knows none.
 std::vector<std::string> dispatcher_overloads(const std::string& name);
+
+/// The dispatcher operators (with schemas) a call_function target may run:
+/// the named overload of "aten::add.Tensor", or every overload but the out=
+/// ones of "aten::add". Empty for builtins, registered functions, unknown names.
+std::vector<c10::OperatorHandle> operator_overloads(const std::string& target);
 
 /// Whether an overload name is an out= variant ("out", "Scalar_out").
 bool is_out_overload(const std::string& overload);

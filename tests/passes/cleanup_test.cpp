@@ -5,17 +5,15 @@
 #include <fx/tensor_meta.h>
 #include <fx/trace.h>
 
+#include "passes_test_util.h"
+
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/nn.h>
 
 namespace {
 
-std::shared_ptr<fx::GraphModule> module_of(std::shared_ptr<fx::Graph> g,
-                                           std::shared_ptr<torch::nn::Module> root = nullptr) {
-  if (!root) root = std::make_shared<torch::nn::Module>("Root");
-  return std::make_shared<fx::GraphModule>(root, std::move(g));
-}
+using fx_test::module_of;
 
 std::vector<std::string> targets(const fx::Graph& g) {
   std::vector<std::string> out;

@@ -4,6 +4,8 @@
 #include "foldnorm_golden.h"
 #include "random_graph.h"
 
+#include "passes_test_util.h"
+
 #include <fx/error.h>
 #include <fx/graph_module.h>
 #include <fx/interpreter.h>
@@ -19,6 +21,8 @@
 #include <algorithm>
 
 namespace {
+
+using fx_test::flat;
 
 using fx::Argument;
 using fx::ConstFoldResult;
@@ -39,20 +43,6 @@ std::shared_ptr<torch::nn::Module> root_wb() {
   root->register_buffer("w", ramp({3, 3}, 0.1, -0.4));
   root->register_buffer("b", ramp({3}, 0.5));
   return root;
-}
-
-std::vector<double> flat(const c10::IValue& v) {
-  std::vector<double> out;
-  if (v.isTensor()) {
-    at::Tensor t = v.toTensor().to(at::kDouble).contiguous().reshape(-1);
-    out.assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
-  } else if (v.isTuple()) {
-    for (const auto& e : v.toTupleRef().elements()) {
-      auto f = flat(e);
-      out.insert(out.end(), f.begin(), f.end());
-    }
-  }
-  return out;
 }
 
 void expect_close(const std::vector<double>& a, const std::vector<double>& b, double tol = 1e-5) {

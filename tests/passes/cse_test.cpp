@@ -1,6 +1,8 @@
 // CSEPass: what it merges, what it never merges, values kept.
 #include <fx/passes/cse.h>
 
+#include "passes_test_util.h"
+
 #include "random_graph.h"
 
 #include <ATen/ATen.h>
@@ -9,11 +11,7 @@
 
 namespace {
 
-std::shared_ptr<fx::GraphModule> module_of(std::shared_ptr<fx::Graph> g,
-                                           std::shared_ptr<torch::nn::Module> root = nullptr) {
-  if (!root) root = std::make_shared<torch::nn::Module>("Root");
-  return std::make_shared<fx::GraphModule>(root, std::move(g));
-}
+using fx_test::module_of;
 
 /// "op target(args)" per node, names resolved: the graph's structure.
 std::vector<std::string> structure(const fx::Graph& g) {

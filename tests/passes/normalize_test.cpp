@@ -4,6 +4,8 @@
 #include "foldnorm_golden.h"
 #include "random_graph.h"
 
+#include "passes_test_util.h"
+
 #include <fx/error.h>
 #include <fx/graph_module.h>
 #include <fx/interpreter.h>
@@ -17,6 +19,8 @@
 
 namespace {
 
+using fx_test::flat;
+
 using fx::Argument;
 using fx::Graph;
 using fx::GraphModule;
@@ -28,20 +32,6 @@ at::Tensor ramp(std::vector<int64_t> shape, double scale = 0.1, double offset = 
   int64_t n = 1;
   for (auto s : shape) n *= s;
   return (at::arange(n, at::kFloat).reshape(shape) * scale + offset);
-}
-
-std::vector<double> flat(const c10::IValue& v) {
-  std::vector<double> out;
-  if (v.isTensor()) {
-    at::Tensor t = v.toTensor().to(at::kDouble).contiguous().reshape(-1);
-    out.assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
-  } else if (v.isTuple()) {
-    for (const auto& e : v.toTupleRef().elements()) {
-      auto f = flat(e);
-      out.insert(out.end(), f.begin(), f.end());
-    }
-  }
-  return out;
 }
 
 void expect_close(const std::vector<double>& a, const std::vector<double>& b, double tol) {

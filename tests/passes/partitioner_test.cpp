@@ -6,6 +6,8 @@
 #include <fx/passes/partitioner.h>
 #include <fx/tensor_meta.h>
 
+#include "passes_test_util.h"
+
 #include "fx_paths.h"
 #include "random_graph.h"
 
@@ -20,30 +22,12 @@
 
 namespace {
 
+std::string golden(const std::string& key) { return fx_test::golden_string("split.json", key); }
+
 using fx::Argument;
 using fx::Graph;
 using fx::GraphModule;
 using fx::Node;
-
-std::string golden(const std::string& key) {
-  std::ifstream in(std::string(FX_SOURCE_DIR) + "/tests/passes/goldens/split.json");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  const std::string needle = "\"" + key + "\": \"";
-  size_t i = text.find(needle);
-  if (i == std::string::npos) return "<no golden " + key + ">";
-  std::string out;
-  for (i += needle.size(); i < text.size() && text[i] != '"'; ++i) {
-    if (text[i] != '\\') {
-      out += text[i];
-      continue;
-    }
-    char e = text[++i];
-    out += e == 'n' ? '\n' : e == 't' ? '\t' : e;
-  }
-  return out;
-}
 
 std::vector<at::Tensor> flatten(const c10::IValue& v) {
   if (v.isTensor()) return {v.toTensor()};

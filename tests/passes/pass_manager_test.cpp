@@ -3,6 +3,8 @@
 #include <fx/passes/dead_code.h>
 #include <fx/passes/pass_manager.h>
 
+#include "passes_test_util.h"
+
 #include "random_graph.h"
 
 #include <ATen/ATen.h>
@@ -10,18 +12,11 @@
 
 namespace {
 
+using fx_test::error_of;
+
 using fx::NamedPass;
 using fx::PassManager;
 using fx::PassResult;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const fx::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 std::shared_ptr<fx::GraphModule> relu_relu() {
   auto g = std::make_shared<fx::Graph>();

@@ -12,6 +12,8 @@
 #include <torch/nn/modules/activation.h>
 #include <torch/torch.h>
 
+#include "passes_test_util.h"
+
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -155,9 +157,7 @@ std::string show(const std::vector<std::vector<std::string>>& rs) {
   return s;
 }
 
-std::shared_ptr<GraphModule> module_of(std::shared_ptr<Graph> g) {
-  return std::make_shared<GraphModule>(std::make_shared<torch::nn::Module>("Root"), std::move(g));
-}
+using fx_test::module_of;
 
 // ---- the graphs of the golden cases, built as Python's tracer builds them ----
 std::shared_ptr<Graph> add_relu_pattern() {
