@@ -5,6 +5,7 @@
 
 #include <fx/error.h>
 
+#include <unordered_map>
 #include <unordered_set>
 
 namespace fx {
@@ -59,9 +60,65 @@ bool has_tensor(const torch::nn::Module& m, const std::string& name) {
 
 std::shared_ptr<torch::nn::Module> new_empty_module() { return std::make_shared<torch::nn::Module>("Module"); }
 
+/// Name lookups in modules during GraphModule construction. torch::nn's
+/// named_children() / named_parameters() copy the whole dict per call, which
+/// made building a GraphModule quadratic in the number of submodules and
+/// attributes; each module is indexed once here and kept up to date with
+/// what construction registers.
+class ModuleIndex {
+ public:
+  std::shared_ptr<torch::nn::Module> child(const torch::nn::Module& m, const std::string& name) {
+    auto& c = entry(m).children;
+    auto it = c.find(name);
+    return it == c.end() ? nullptr : it->second;
+  }
+  /// The parameter or buffer `name` of m, or nullptr; *is_parameter says which.
+  const at::Tensor* tensor(const torch::nn::Module& m, const std::string& name, bool* is_parameter) {
+    auto& t = entry(m).tensors;
+    auto it = t.find(name);
+    if (it == t.end()) return nullptr;
+    *is_parameter = it->second.second;
+    return &it->second.first;
+  }
+  void register_module(torch::nn::Module& m, const std::string& name, std::shared_ptr<torch::nn::Module> child) {
+    auto& c = entry(m).children;
+    const bool replacing = c.count(name) > 0;
+    c[name] = child;
+    if (replacing) {
+      m.replace_module(name, std::move(child));
+    } else {
+      m.register_module(name, std::move(child));
+    }
+  }
+  void register_tensor(torch::nn::Module& m, const std::string& name, const at::Tensor& value, bool is_parameter) {
+    if (is_parameter) {
+      m.register_parameter(name, value, value.requires_grad());
+    } else {
+      m.register_buffer(name, value);
+    }
+    entry(m).tensors[name] = {value, is_parameter};
+  }
+
+ private:
+  struct Entry {
+    std::unordered_map<std::string, std::shared_ptr<torch::nn::Module>> children;
+    std::unordered_map<std::string, std::pair<at::Tensor, bool>> tensors;
+  };
+  Entry& entry(const torch::nn::Module& m) {
+    auto [it, fresh] = index_.try_emplace(&m);
+    if (fresh) {
+      for (const auto& c : m.named_children()) it->second.children.emplace(c.key(), c.value());
+      for (const auto& b : m.named_buffers(/*recurse=*/false)) it->second.tensors[b.key()] = {b.value(), false};
+      for (const auto& p : m.named_parameters(/*recurse=*/false)) it->second.tensors[p.key()] = {p.value(), true};
+    }
+    return it->second;
+  }
+  std::unordered_map<const torch::nn::Module*, Entry> index_;
+};
+
 /// torch.fx _copy_attr: installs root's object at `node`'s target in `to`,
 /// sharing it, with empty modules for missing parents.
-void copy_attr(torch::nn::Module& root, torch::nn::Module& self, const Node& node) {
+void copy_attr(ModuleIndex& index, torch::nn::Module& root, torch::nn::Module& self, const Node& node) {
   const std::string& target = node.target();
   auto missing = [&](const std::string& what) {
     throw Error("Node " + node.format_node() + " referenced target " + target +
@@ -71,37 +128,29 @@ void copy_attr(torch::nn::Module& root, torch::nn::Module& self, const Node& nod
   torch::nn::Module* from = &root;
   torch::nn::Module* to = &self;
   for (size_t i = 0; i + 1 < atoms.size(); ++i) {
-    auto f = child_of(*from, atoms[i]);
+    auto f = index.child(*from, atoms[i]);
     if (!f) missing("submodule '" + join_prefix(atoms, i + 1) + "'");
-    auto t = child_of(*to, atoms[i]);
+    auto t = index.child(*to, atoms[i]);
     if (t && t.get() == f.get()) return;  // a parent is installed already: it brings this one
     if (!t) {
       t = new_empty_module();
-      to->register_module(atoms[i], t);
+      index.register_module(*to, atoms[i], t);
     }
     from = f.get();
     to = t.get();
   }
   const std::string& field = atoms.back();
-  if (auto f = child_of(*from, field)) {
-    auto t = child_of(*to, field);
+  if (auto f = index.child(*from, field)) {
+    auto t = index.child(*to, field);
     if (t.get() == f.get()) return;
-    if (t) {
-      to->replace_module(field, f);
-    } else {
-      to->register_module(field, f);
-    }
+    index.register_module(*to, field, f);
     return;
   }
-  at::Tensor holder;
   bool is_parameter = false;
-  if (const at::Tensor* value = find_tensor(*from, field, holder, &is_parameter)) {
-    if (has_tensor(*to, field)) return;
-    if (is_parameter) {
-      to->register_parameter(field, *value, value->requires_grad());
-    } else {
-      to->register_buffer(field, *value);
-    }
+  if (const at::Tensor* value = index.tensor(*from, field, &is_parameter)) {
+    bool ignored = false;
+    if (index.tensor(*to, field, &ignored)) return;
+    index.register_tensor(*to, field, *value, is_parameter);
     return;
   }
   missing("submodule, parameter or buffer '" + target + "'");
@@ -133,12 +182,13 @@ GraphModule::GraphModule(const std::shared_ptr<torch::nn::Module>& root, std::sh
     : torch::nn::Module(class_name), graph_(std::move(graph)), class_name_(std::move(class_name)) {
   if (!graph_) throw Error("GraphModule: graph is null");
   if (root) torch::nn::Module::train(root->is_training());  // this module only, as torch.fx does
+  ModuleIndex index;
   for (Node* n : graph_->nodes()) {
     if (n->op() != Opcode::GetAttr && n->op() != Opcode::CallModule) continue;
     if (!root)
       throw Error("Node " + n->format_node() + " referenced target " + n->target() +
                   " but that target was not found in root (root is null)");
-    copy_attr(*root, *this, *n);
+    copy_attr(index, *root, *this, *n);
   }
 }
 
