@@ -94,4 +94,23 @@ void BM_Chain_Interpreter(benchmark::State& state) {
 }
 BENCHMARK(BM_Chain_Interpreter)->Apply(repeat_min);
 
+// GraphModule construction over a root with N buffers, each read by one
+// get_attr node: time per attribute must stay flat (it was quadratic).
+void BM_GraphModuleConstruct(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  auto root = std::make_shared<torch::nn::Module>("Root");
+  auto g = std::make_shared<fx::Graph>();
+  fx::Node* acc = g->placeholder("x");
+  for (int64_t i = 0; i < n; ++i) {
+    root->register_buffer("b" + std::to_string(i), at::ones({1}));
+    acc = g->call_function("aten::add", {acc, g->get_attr("b" + std::to_string(i))});
+  }
+  g->output(acc);
+  for (auto _ : state) benchmark::DoNotOptimize(std::make_shared<fx::GraphModule>(root, g));
+  state.counters["per_attr"] =
+      benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_GraphModuleConstruct)->Arg(100)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond);
+
 }  // namespace
+
