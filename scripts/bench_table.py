@@ -43,14 +43,14 @@ ROWS = [
     ("import mobilenet_v2 .pt (vs Python symbolic_trace)", "BM_ImportTorchScript/mobilenet_v2", "time", 1,
      ["trace_ms", "mobilenet_v2"], "ms"),
     # Passes (python/bench/passes_baseline.py)
-    ("CSEPass, 1k-node duplicate chain", "BM_CSE_Chain/1000", "time", 1, ["passes", "cse_ms", "1000"], "ms"),
-    ("CSEPass, 10k-node duplicate chain", "BM_CSE_Chain/10000", "time", 1, ["passes", "cse_ms", "10000"], "ms"),
-    ("CSEPass, 100k-node duplicate chain", "BM_CSE_Chain/100000", "time", 1, None, "ms"),
-    ("CSEPass, ResNet-50 graph", "BM_CSE_ResNet50", "time", 1, ["passes", "cse_resnet50_ms"], "ms"),
+    ("CSEPass, 1k-node duplicate chain", "BM_CSE_Chain/1000", "cpu", 1, ["passes", "cse_ms", "1000"], "ms"),
+    ("CSEPass, 10k-node duplicate chain", "BM_CSE_Chain/10000", "cpu", 1, ["passes", "cse_ms", "10000"], "ms"),
+    ("CSEPass, 100k-node duplicate chain", "BM_CSE_Chain/100000", "cpu", 1, None, "ms"),
+    ("CSEPass, ResNet-50 graph", "BM_CSE_ResNet50", "cpu", 1, ["passes", "cse_resnet50_ms"], "ms"),
     # python/bench/shape_prop_baseline.py: resnet50, 224x224
-    ("resnet50 eager forward (the reference)", "BM_ShapePropForward", "cpu", 1, ["shape_prop", "forward_ms"], "ms"),
-    ("ShapeProp resnet50, real data", "BM_ShapePropReal", "cpu", 1, ["shape_prop", "shape_prop_ms"], "ms"),
-    ("ShapeProp resnet50, meta (no data)", "BM_ShapePropMeta", "cpu", 1, ["shape_prop", "shape_prop_meta_ms"], "ms"),
+    ("resnet50 eager forward (the reference)", "BM_ShapePropForward/min_time:2.000", "cpu", 1, ["shape_prop", "forward_ms"], "ms"),
+    ("ShapeProp resnet50, real data", "BM_ShapePropReal/min_time:2.000", "cpu", 1, ["shape_prop", "shape_prop_ms"], "ms"),
+    ("ShapeProp resnet50, meta (no data)", "BM_ShapePropMeta/min_time:2.000", "cpu", 1, ["shape_prop", "shape_prop_meta_ms"], "ms"),
     # python/bench/foldnorm_baseline.py
     ("split_const_subgraphs, 1k nodes", "BM_ConstFold/1000", "cpu", 1, ["foldnorm", "const_fold_1000_ms"], "ms"),
     ("split_const_subgraphs, 10k nodes", "BM_ConstFold/10000", "cpu", 1, ["foldnorm", "const_fold_10000_ms"], "ms"),
@@ -72,6 +72,7 @@ ROWS = [
     ("CapabilityBasedPartitioner, 1k side outputs", "BM_PartitionerSideOutputs/1000", "cpu", 1,
      ["split", "partitioner_side_outputs_1000_ms"], "ms"),
     ("CapabilityBasedPartitioner, 100k chain", "BM_PartitionerChain/100000", "cpu", 1, None, "ms"),
+    ("GraphModule construction, 10k get_attr targets", "BM_GraphModuleConstruct/10000", "cpu", 1, None, "ms"),
     # python/bench/subgraph_rewriter_baseline.py: conv2d -> batch_norm -> relu replaced by conv2d -> relu
     ("replace_pattern, 1k-node synthetic", "BM_ReplacePattern_Synthetic/nodes:1000/recompile:0", "cpu", 1,
      ["subgraph_rewriter", "synthetic_ms", "1000"], "ms"),

@@ -202,40 +202,60 @@ PassResult CSEPass::call(std::shared_ptr<GraphModule> gm) {
   g.lint();  // refuse a broken graph before the first edit
   merged_ = 0;
 
+  // What a node's target allows, decided once per (opcode, target): the
+  // schema look-ups behind it take locks and build strings.
+  struct TargetFacts {
+    bool mutates = false;
+    bool may_alias = false;
+    bool mergeable = false;
+  };
+  std::unordered_map<std::string, TargetFacts> facts_cache;
+  auto facts = [&](const Node* n) -> const TargetFacts& {
+    std::string key = std::to_string(static_cast<int>(n->op())) + n->target();
+    auto it = facts_cache.find(key);
+    if (it != facts_cache.end()) return it->second;
+    TargetFacts f;
+    f.mutates = mutates_input(n);
+    f.may_alias = may_alias_input(n);
+    switch (n->op()) {
+      case Opcode::GetAttr: f.mergeable = true; break;
+      case Opcode::CallFunction: {
+        const std::string base = base_name(n->target());
+        if (banned_ops_.count(n->target()) || banned_ops_.count(base) || f.mutates) break;
+        if (detail::is_builtin(n->target())) {
+          f.mergeable = true;
+          break;
+        }
+        f.mergeable = !get_CSE_banned_ops().count(base) && !n->is_impure() && !is_random_function(n->target());
+        break;
+      }
+      case Opcode::CallMethod: {
+        std::string op = "aten::" + n->target();
+        f.mergeable = !banned_ops_.count(op) && !get_CSE_banned_ops().count(op) && !f.mutates &&
+                      !is_random_function(op);
+        break;
+      }
+      default: break;  // placeholder, output, call_module
+    }
+    return facts_cache.emplace(std::move(key), f).first->second;
+  };
+
   // Values that may be mutated: every input of a mutating node, and,
   // through nodes whose value may alias an input, what they were made from.
   std::vector<uint8_t> mutated(g.max_node_id(), 0);
   std::vector<Node*> work;
   for (Node* n : g.nodes())
-    if (mutates_input(n))
+    if (facts(n).mutates)
       for (Node* in : n->all_input_nodes()) work.push_back(in);
   while (!work.empty()) {
     Node* v = work.back();
     work.pop_back();
     if (mutated[v->id()]) continue;
     mutated[v->id()] = 1;
-    if (may_alias_input(v))
+    if (facts(v).may_alias)
       for (Node* in : v->all_input_nodes()) work.push_back(in);
   }
-
-  auto mergeable = [&](const Node* n) {
-    if (mutated[n->id()]) return false;
-    switch (n->op()) {
-      case Opcode::GetAttr: return true;
-      case Opcode::CallFunction:
-        if (banned_ops_.count(n->target()) || banned_ops_.count(base_name(n->target()))) return false;
-        if (mutates_input(n)) return false;
-        if (detail::is_builtin(n->target())) return true;
-        if (get_CSE_banned_ops().count(base_name(n->target()))) return false;
-        return !mutates_input(n) && !n->is_impure() && !is_random_function(n->target());
-      case Opcode::CallMethod: {
-        std::string op = "aten::" + n->target();
-        if (banned_ops_.count(op) || get_CSE_banned_ops().count(op)) return false;
-        return !mutates_input(n) && !is_random_function(op);
-      }
-      default: return false;  // placeholder, output, call_module
-    }
-  };
+  auto mergeable = [&](const Node* n) { return !mutated[n->id()] && facts(n).mergeable; };
 
   std::unordered_multimap<size_t, Node*> seen;
   seen.reserve(g.nodes().size());
