@@ -1,11 +1,13 @@
 // fxcpp: capture, read, rewrite and run PyTorch graphs from the command line.
 #include "command.h"
+#include "model_io.h"
 
 #include <fx/error.h>
 
 #include <algorithm>
 #include <exception>
 #include <iostream>
+#include <new>
 
 namespace fx::cli {
 
@@ -45,8 +47,16 @@ int main(int argc, char** argv) {
   } catch (const fx::Error& e) {
     std::cerr << "fxcpp " << name << ": " << e.what() << "\n";
     return kBadInput;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "fxcpp " << name << ": out of memory\n";
+    return kBadInput;
   } catch (const std::exception& e) {
-    std::cerr << "fxcpp " << name << ": error: " << e.what() << "\n";
-    return 1;
+    // libtorch errors (c10::Error) that no command turned into fx::Error: one
+    // line without the backtrace, still "bad input" (exit 2).
+    std::cerr << "fxcpp " << name << ": " << one_line_error(e) << "\n";
+    return kBadInput;
+  } catch (...) {
+    std::cerr << "fxcpp " << name << ": unknown error\n";
+    return kBadInput;
   }
 }

@@ -108,6 +108,7 @@ std::string one_line_error(const std::exception& e) {
   if (cause.empty()) {
     for (const auto& l : lines) {
       if (l.rfind("While executing", 0) == 0 || l.rfind("The following operation failed", 0) == 0 ||
+          l.find("Could this error message be improved?") != std::string::npos ||
           l.rfind("Traceback", 0) == 0 || l.rfind("Exception raised from", 0) == 0)
         continue;
       cause = l;
@@ -115,6 +116,16 @@ std::string one_line_error(const std::exception& e) {
     }
   }
   if (cause.empty()) cause = lines.front();
+  // "[enforce fail at inline_container.cc:222] . file not found: x" -> "file not found: x"
+  if (cause.rfind("[enforce fail at ", 0) == 0 && cause.find(']') != std::string::npos) {
+    cause = cause.substr(cause.find(']') + 1);
+    size_t b = cause.find_first_not_of(" .");
+    cause = b == std::string::npos ? std::string("internal check failed") : cause.substr(b);
+  }
+  size_t boilerplate = cause.find("Could this error message be improved?");
+  if (boilerplate != std::string::npos) cause = cause.substr(0, boilerplate);
+  while (!cause.empty() && (cause.back() == ' ' || cause.back() == '.')) cause.pop_back();
+  if (cause.empty()) cause = "unknown error";
   if (!node.empty()) {
     size_t colon = node.find(" : ");
     cause += " (while executing " + node.substr(0, colon) + ")";
