@@ -18,6 +18,9 @@ Writes into the directory given as argument:
   short_weight.pt        linear.pt with the weight's storage record cut to 16 bytes
   no_pickle.zip          a zip archive without data.pkl
   input.fifo             a FIFO (reading it would block forever)
+  pickle_underflow.pt    good.input.pt whose data.pkl is PROTO 2, REDUCE, STOP (an empty stack)
+  pickle_bad_get.pt      ... PROTO 2, BINGET 5, STOP (a memo slot never PUT)
+  pickle_opcode.pt       ... PROTO 2, INT "1", STOP (an opcode torch never writes)
 Tensors whose storage does not match their sizes cannot be made by torch's
 own API; they are pickled through _rebuild_tensor_v2 directly, as a hostile
 file would. Run with Debian's python3 (python3-torch). Deterministic; nothing
@@ -92,6 +95,9 @@ def main(out):
     rewrite_zip(p("linear.pt"), p("short_weight.pt"),
                 lambda n, d: d[:16] if "/data/" in n and len(d) == 48 else d)
     rewrite_zip(p("good.input.pt"), p("no_pickle.zip"), lambda n, d: None if n.endswith("data.pkl") else d)
+    for name, pkl in [("pickle_underflow.pt", b"\x80\x02R."), ("pickle_bad_get.pt", b"\x80\x02h\x05."),
+                      ("pickle_opcode.pt", b"\x80\x02I1\n.")]:
+        rewrite_zip(p("good.input.pt"), p(name), lambda n, d, pkl=pkl: pkl if n.endswith("data.pkl") else d)
     if not os.path.exists(p("input.fifo")):
         os.mkfifo(p("input.fifo"))
 

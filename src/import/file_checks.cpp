@@ -115,12 +115,13 @@ std::vector<ZipRecord> parse_zip(const std::string& path, uint64_t size, const R
     if (method == 0) {
       if (csize != usize)
         damaged(path, rec + ": stored size " + std::to_string(csize) + " differs from its size " + std::to_string(usize));
-    } else if (method == 8) {
+    } else if (method == 8) {  // deflate (TorchScript code): at most 1032:1
       if (usize / 1032 > csize + 1)
         damaged(path, rec + ": " + std::to_string(usize) + " bytes cannot come from " + std::to_string(csize) +
                           " compressed bytes");
     } else {
-      damaged(path, rec + " uses compression method " + std::to_string(method) + "; only stored and deflate records can be read");
+      damaged(path, rec + " uses compression method " + std::to_string(method) +
+                        "; only stored and deflate records can be read");
     }
     if (lho > cd_offset || cd_offset - lho < 30) damaged(path, rec + ": local header outside the file");
     const std::string local = read(lho, 30);
@@ -131,6 +132,7 @@ std::vector<ZipRecord> parse_zip(const std::string& path, uint64_t size, const R
                         ") runs past the end of the data; the file is truncated or damaged");
     r.data_offset = data;
     r.size = usize;
+    r.compressed = method != 0;
     records.push_back(std::move(r));
     p += 46 + nlen + xlen + clen;
   }

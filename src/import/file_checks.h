@@ -15,6 +15,7 @@ struct ZipRecord {
   std::string name;
   uint64_t data_offset = 0;  ///< where the (stored) bytes start
   uint64_t size = 0;         ///< uncompressed size
+  bool compressed = false;   ///< deflate (TorchScript writes its code so)
 };
 
 /// Throws fx::ImportError unless `path` names a readable regular file of at
@@ -28,7 +29,8 @@ std::vector<char> read_file(const std::string& path, uint64_t size);
 
 /// Parses and checks the zip directory of `data` (a whole file in memory):
 /// end-of-central-directory record (zip64 included), every entry's header,
-/// name, local header, compression method and extent. Throws
+/// name, local header, extent; stored or deflate records only (a deflate
+/// record may not claim more than 1032 bytes per compressed byte). Throws
 /// fx::ImportError "PATH: damaged zip archive (...)" on the first problem.
 std::vector<ZipRecord> check_zip(const std::string& path, const char* data, uint64_t size);
 

@@ -3,6 +3,7 @@
 #include <fx/tensor_file.h>
 
 #include "file_checks.h"
+#include "pickle_check.h"
 
 #include <torch/csrc/jit/serialization/import.h>
 
@@ -74,6 +75,19 @@ torch::jit::Module load_torchscript(const std::string& path) {
     throw ImportError(path + ": not a TorchScript file (a zip archive without TorchScript code; torch.save "
                              "files need torch.jit.script/trace and .save): no " +
                       std::string(has_code ? "constants.pkl" : "code/") + " record");
+  }
+  // Every pickle walked (opcodes, stack, memo) and every storage it names
+  // checked against its record, before libtorch's Unpickler runs.
+  {
+    std::ifstream in(path, std::ios::binary);
+    import_detail::check_pickles(path, records, [&](const import_detail::ZipRecord& r) {
+      std::string bytes(static_cast<size_t>(r.size), '\0');
+      in.clear();
+      in.seekg(static_cast<std::streamoff>(r.data_offset));
+      in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+      if (static_cast<uint64_t>(in.gcount()) != r.size) throw ImportError(path + ": read failed (the file changed?)");
+      return bytes;
+    });
   }
   torch::jit::Module module;
   try {

@@ -2,6 +2,7 @@
 #include <fx/tensor_file.h>
 
 #include "file_checks.h"
+#include "pickle_check.h"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/jit/serialization/pickle.h>
@@ -110,6 +111,9 @@ c10::IValue load_value(const std::string& path) {
     if (slash != std::string::npos && r.name.compare(slash + 1, std::string::npos, "data.pkl") == 0) has_pickle = true;
   }
   if (!has_pickle) throw ImportError(path + ": not a torch.save file (no data.pkl record in the zip archive)");
+  import_detail::check_pickles(path, records, [&](const import_detail::ZipRecord& r) {
+    return std::string(data.data() + r.data_offset, static_cast<size_t>(r.size));
+  });
   c10::IValue value;
   try {
     value = torch::jit::pickle_load(data);

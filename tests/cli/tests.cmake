@@ -39,8 +39,8 @@ function(fx_cli_one_line name expect)
 endfunction()
 fx_cli_one_line(run_short_storage "fxcpp run: [^\n]*short_storage.pt: tensor 0 needs 400 bytes of storage but has 16"
                 run ${FX_CORRUPT_DIR}/linear.pt --input ${FX_CORRUPT_DIR}/short_storage.pt)
-fx_cli_one_line(run_huge_size "huge_size.pt: tensor 0 has too many elements"
-                run ${FX_CORRUPT_DIR}/linear.pt --input ${FX_CORRUPT_DIR}/huge_size.pt)
+fx_cli_one_line(run_huge_numel "huge_numel.pt: tensor 0 needs 17179869184 bytes of storage but has 16"
+                run ${FX_CORRUPT_DIR}/linear.pt --input ${FX_CORRUPT_DIR}/huge_numel.pt)
 fx_cli_one_line(run_input_dev_zero "/dev/zero: is a character device, not a torch.save file"
                 run ${FX_CORRUPT_DIR}/linear.pt --input /dev/zero)
 fx_cli_one_line(run_input_fifo "input.fifo: is a FIFO, not a torch.save file"
@@ -51,7 +51,7 @@ fx_cli_one_line(run_input_truncated "truncated.input.pt: damaged zip archive \\(
                 run ${FX_CORRUPT_DIR}/linear.pt --input ${FX_CORRUPT_DIR}/truncated.input.pt)
 fx_cli_one_line(run_input_record_past_end "record_past_end.pt: damaged zip archive \\(record 'good.input/data/0'"
                 run ${FX_CORRUPT_DIR}/linear.pt --input ${FX_CORRUPT_DIR}/record_past_end.pt)
-fx_cli_one_line(inspect_short_weight "short_weight.pt: attribute 'weight' needs 48 bytes of storage but has 16"
+fx_cli_one_line(inspect_short_weight "short_weight.pt: storage '0' \\(FloatStorage of 12 elements\\) needs 48 bytes but its record 'linear/data/0' has 16"
                 inspect ${FX_CORRUPT_DIR}/short_weight.pt)
 fx_cli_one_line(inspect_dev_zero "/dev/zero: is a character device, not a TorchScript file"
                 inspect /dev/zero)

@@ -103,6 +103,20 @@ TEST(FileBoundary, DamagedZipArchives) {
             p("no_pickle.zip") + ": not a torch.save file (no data.pkl record in the zip archive)");
 }
 
+// Pickles libtorch's Unpickler would run with an empty stack or an unset memo
+// slot (undefined behaviour there): refused by the walker first.
+TEST(FileBoundary, MalformedPickles) {
+  auto p = corrupt_path;
+  EXPECT_EQ(load_error(p("pickle_underflow.pt")),
+            p("pickle_underflow.pt") + ": damaged pickle in record 'good.input/data.pkl' at byte 2 (stack underflow)");
+  EXPECT_EQ(load_error(p("pickle_bad_get.pt")),
+            p("pickle_bad_get.pt") +
+                ": damaged pickle in record 'good.input/data.pkl' at byte 2 (GET of memo slot 5 that was never PUT)");
+  EXPECT_EQ(load_error(p("pickle_opcode.pt")),
+            p("pickle_opcode.pt") +
+                ": damaged pickle in record 'good.input/data.pkl' at byte 2 (opcode 0x49 is not one torch writes)");
+}
+
 TEST(FileBoundary, NotRegularFiles) {
   const std::string dir = FX_BINARY_DIR;
   EXPECT_EQ(load_error(dir), dir + ": is a directory, not a torch.save file");
@@ -126,7 +140,10 @@ TEST(FileBoundary, HugeFileIsRefusedUnread) {
 
 TEST(FileBoundary, ModelParameterWithShortStorage) {
   const std::string p = corrupt_path("short_weight.pt");
-  EXPECT_EQ(model_error(p), p + ": attribute 'weight' needs 48 bytes of storage but has 16");
+  // torch::jit::load would size the storage from the pickle (48 bytes) over a
+  // 16-byte record and read past it: refused from the record sizes.
+  EXPECT_EQ(model_error(p),
+            p + ": storage '0' (FloatStorage of 12 elements) needs 48 bytes but its record 'linear/data/0' has 16");
   // The good model imports and runs.
   auto gm = fx::import_torchscript(corrupt_path("linear.pt"));
   auto in = fx::load_inputs(corrupt_path("linear.input.pt"));
