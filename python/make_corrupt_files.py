@@ -18,6 +18,10 @@ Writes into the directory given as argument:
   short_weight.pt        linear.pt with the weight's storage record cut to 16 bytes
   no_pickle.zip          a zip archive without data.pkl
   input.fifo             a FIFO (reading it would block forever)
+  bad_code.pt            linear.pt whose code calls torch.linear with an unknown keyword
+  syntax_error.pt        linear.pt whose code misses a closing parenthesis
+  bad_debug_pkl.pt       linear.pt whose (stored) debug_pkl record is garbage
+  bad_debug_pkl_deflated.pt  the same, deflated as torch.jit.save writes it (read lazily by libtorch)
   pickle_underflow.pt    good.input.pt whose data.pkl is PROTO 2, REDUCE, STOP (an empty stack)
   pickle_bad_get.pt      ... PROTO 2, BINGET 5, STOP (a memo slot never PUT)
   pickle_opcode.pt       ... PROTO 2, INT "1", STOP (an opcode torch never writes)
@@ -47,13 +51,15 @@ class RawTensor:
                 (self.storage, self.offset, self.size, self.stride, False, collections.OrderedDict()))
 
 
-def rewrite_zip(src, dst, change):
-    """Copies zip `src` to `dst` (stored records), `change(name, bytes)` -> bytes or None to drop."""
+def rewrite_zip(src, dst, change, deflate=()):
+    """Copies zip `src` to `dst` (stored records, deflated when the name ends with
+    one of `deflate`), `change(name, bytes)` -> bytes or None to drop."""
     with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_STORED) as zout:
         for info in zin.infolist():
             data = change(info.filename, zin.read(info.filename))
             if data is not None:
-                zout.writestr(info.filename, data)
+                method = zipfile.ZIP_DEFLATED if info.filename.endswith(tuple(deflate)) else zipfile.ZIP_STORED
+                zout.writestr(info.filename, data, compress_type=method)
 
 
 def main(out):
@@ -95,6 +101,12 @@ def main(out):
     rewrite_zip(p("linear.pt"), p("short_weight.pt"),
                 lambda n, d: d[:16] if "/data/" in n and len(d) == 48 else d)
     rewrite_zip(p("good.input.pt"), p("no_pickle.zip"), lambda n, d: None if n.endswith("data.pkl") else d)
+    code = lambda old, new: lambda n, d: d.replace(old, new) if n.endswith("linear.py") else d
+    rewrite_zip(p("linear.pt"), p("bad_code.pt"), code(b"linear(input, weight, bias)", b"linear(input, weight, bias, frob=1)"))
+    rewrite_zip(p("linear.pt"), p("syntax_error.pt"), code(b"linear(input, weight, bias)", b"linear(input, weight, bias"))
+    rewrite_zip(p("linear.pt"), p("bad_debug_pkl.pt"), lambda n, d: b"\x80\x02garbage" if n.endswith("debug_pkl") else d)
+    rewrite_zip(p("linear.pt"), p("bad_debug_pkl_deflated.pt"),
+                lambda n, d: b"\x80\x02garbage" if n.endswith("debug_pkl") else d, deflate=("debug_pkl",))
     for name, pkl in [("pickle_underflow.pt", b"\x80\x02R."), ("pickle_bad_get.pt", b"\x80\x02h\x05."),
                       ("pickle_opcode.pt", b"\x80\x02I1\n.")]:
         rewrite_zip(p("good.input.pt"), p(name), lambda n, d, pkl=pkl: pkl if n.endswith("data.pkl") else d)

@@ -6,6 +6,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -89,7 +90,10 @@ std::vector<ZipRecord> parse_zip(const std::string& path, uint64_t size, const R
     ZipRecord r;
     r.name = cd.substr(p + 46, nlen);
     const std::string rec = "record '" + r.name + "'";
-    if (r.name.empty() || r.name.find('\0') != std::string::npos) damaged(path, entry + ": bad name");
+    if (r.name.empty() || std::any_of(r.name.begin(), r.name.end(), [](char c) {
+          return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+        }))
+      damaged(path, entry + ": a name that is empty or has control characters");
     if (!names.insert(r.name).second) damaged(path, rec + " appears twice");
     // zip64 extra field: the 64-bit values of the fields that are 0xFFFFFFFF, in this order.
     size_t x = p + 46 + nlen;
@@ -197,7 +201,7 @@ std::vector<ZipRecord> check_zip_file(const std::string& path, uint64_t size) {
 std::string clean_torch_message(const std::string& message) {
   std::vector<std::string> lines;
   std::istringstream in(message);
-  std::string position;
+  std::string position, source, reason;
   for (std::string line; std::getline(in, line);) {
     const size_t b = line.find_first_not_of(" \t");
     if (b == std::string::npos) continue;
@@ -205,11 +209,17 @@ std::string clean_torch_message(const std::string& message) {
     while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.pop_back();
     if (line.rfind("Exception raised from", 0) == 0 || line.rfind("frame #", 0) == 0) break;
     if (line.find("Could this error message be improved?") != std::string::npos) continue;
-    if (line.rfind("File \"", 0) == 0 && position.empty()) {
-      position = line;
+    // TorchScript: 'File "code/x.py", line 14' (also after "Serialized"), then
+    // source lines, then a "~~~~ <--- HERE" marker under the culprit.
+    const size_t file = line.find("File \"");
+    if (file != std::string::npos && line.find("\", line ", file) != std::string::npos) {
+      if (position.empty()) position = line.substr(file);
       continue;
     }
-    if (line.find_first_not_of("~^<-HERE ") == std::string::npos) continue;
+    if (line.find("<--- HERE") != std::string::npos || line.find_first_not_of("~^") == std::string::npos) {
+      if (source.empty() && !lines.empty() && !position.empty()) source = lines.back();
+      continue;
+    }
     lines.push_back(line);
   }
   std::string out = lines.empty() ? std::string("unknown error") : lines.front();
@@ -224,8 +234,19 @@ std::string clean_torch_message(const std::string& message) {
   }
   if (out.find("Could this error message be improved?") != std::string::npos)
     out = out.substr(0, out.find("Could this error message be improved?"));
-  while (!out.empty() && (out.back() == ' ' || out.back() == '.')) out.pop_back();
-  if (!position.empty()) out += " (" + position + ")";
+  if (out.size() > 5 && out.compare(out.size() - 5, 5, "here:") == 0) out.resize(out.size() - 5);
+  while (!out.empty() && (out.back() == ' ' || out.back() == '.' || out.back() == ':')) out.pop_back();
+  // "Arguments for call are not valid." + variants: the first variant's reason.
+  for (size_t i = 0; i + 2 < lines.size(); ++i) {
+    if (lines[i] == "The following variants are available:") {
+      const std::string& schema = lines[i + 1];
+      reason = schema.substr(0, schema.find('(')) + ": " + lines[i + 2];
+      while (!reason.empty() && reason.back() == '.') reason.pop_back();
+      break;
+    }
+  }
+  if (!reason.empty()) out += " (" + reason + ")";
+  if (!position.empty()) out += " at " + position + (source.empty() ? "" : ": " + source);
   return out;
 }
 

@@ -61,3 +61,12 @@ fx_cli_one_line(profile_short_storage "short_storage.pt: tensor 0 needs 400 byte
                 profile ${FX_CORRUPT_DIR}/linear.pt --input ${FX_CORRUPT_DIR}/short_storage.pt)
 add_test(NAME cli.run_linear_good COMMAND ${FX_CLI} run ${FX_CORRUPT_DIR}/linear.pt --input ${FX_CORRUPT_DIR}/linear.input.pt)
 set_tests_properties(cli.run_linear_good PROPERTIES FIXTURES_REQUIRED fx_corrupt_files PASS_REGULAR_EXPRESSION "tensor \\[2, 3\\] Float")
+fx_cli_one_line(inspect_bad_code "bad_code.pt: cannot load TorchScript: Arguments for call are not valid \\(aten::linear: Keyword argument frob unknown\\) at File .*line 14: return torch.linear"
+                inspect ${FX_CORRUPT_DIR}/bad_code.pt)
+fx_cli_one_line(inspect_bad_debug_pkl "bad_debug_pkl_deflated.pt: cannot import TorchScript: Unknown opcode for unpickling"
+                inspect ${FX_CORRUPT_DIR}/bad_debug_pkl_deflated.pt)
+# The crash guard: a command that dies from a signal (FXCPP_TEST_CRASH raises
+# SIGSEGV where the command records what it does) is one line and exit 2.
+fx_cli_one_line(crash_guard "fxcpp run: crashed \\(Segmentation fault, signal 11\\) while reading [^ ]*linear.pt; the file is damaged"
+                run ${FX_CORRUPT_DIR}/linear.pt --input ${FX_CORRUPT_DIR}/linear.input.pt)
+set_tests_properties(cli.crash_guard PROPERTIES ENVIRONMENT "FXCPP_TEST_CRASH=1")

@@ -151,6 +151,27 @@ TEST(FileBoundary, ModelParameterWithShortStorage) {
   EXPECT_EQ(out.sizes(), (std::vector<int64_t>{2, 3}));
 }
 
+// TorchScript compile errors keep what is useful on one line: the reason,
+// the first overload's complaint, the file position and the source line.
+TEST(FileBoundary, TorchScriptErrorTexts) {
+  auto p = corrupt_path;
+  EXPECT_EQ(model_error(p("bad_code.pt")),
+            p("bad_code.pt") + ": cannot load TorchScript: Arguments for call are not valid (aten::linear: Keyword "
+                               "argument frob unknown) at File \"code/__torch__/torch/nn/modules/linear.py\", line 14: "
+                               "return torch.linear(input, weight, bias, frob=1)");
+  EXPECT_EQ(model_error(p("syntax_error.pt")),
+            p("syntax_error.pt") + ": cannot load TorchScript: expected ) but found 'eof' at File "
+                                   "\"code/__torch__/torch/nn/modules/linear.py\", line 15");
+  // A stored debug_pkl is walked before libtorch sees it; a deflated one is
+  // read lazily by libtorch while the graph is built: its error still names the file.
+  EXPECT_EQ(model_error(p("bad_debug_pkl.pt")),
+            p("bad_debug_pkl.pt") + ": damaged pickle in record "
+                                    "'linear/code/__torch__/torch/nn/modules/linear.py.debug_pkl' at byte 2 (opcode "
+                                    "0x67 is not one torch writes)");
+  EXPECT_EQ(model_error(p("bad_debug_pkl_deflated.pt")),
+            p("bad_debug_pkl_deflated.pt") + ": cannot import TorchScript: Unknown opcode for unpickling at 0x67: 103");
+}
+
 TEST(FileBoundary, ModelNotAZipOrDamaged) {
   const std::string input = corrupt_path("good.input.pt");
   EXPECT_EQ(model_error(input),

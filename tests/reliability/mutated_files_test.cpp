@@ -10,6 +10,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <random>
@@ -37,6 +39,12 @@ double touch(const c10::IValue& v) {
     for (const auto& e : v.toListRef()) s += touch(e);
   }
   return s;
+}
+
+// FXCPP_MUTATIONS=N scales the runs (a long local run); the default keeps ctest fast.
+int scaled(int count) {
+  const char* env = std::getenv("FXCPP_MUTATIONS");
+  return env ? std::max(1, std::atoi(env)) : count;
 }
 
 struct Outcome {
@@ -77,10 +85,12 @@ TEST(MutatedFiles, TensorFiles) {
   const std::string good = read_all(corrupt_path("good.input.pt"));
   ASSERT_FALSE(good.empty());
   const std::string path = std::string(FX_BINARY_DIR) + "/mutant_" + std::to_string(getpid()) + ".input.pt";
-  Outcome o = mutate(good, 600, 12, path, [](const std::string& p) { touch(fx::load_value(p)); });
+  Outcome o = mutate(good, scaled(600), 12, path, [](const std::string& p) { touch(fx::load_value(p)); });
   EXPECT_EQ(o.other, 0);
   EXPECT_GT(o.fx_errors, 0);
-  EXPECT_GT(o.loaded, 0);  // bytes inside tensor data change values, not validity
+  EXPECT_GT(o.loaded, 0);
+  RecordProperty("loaded", o.loaded);
+  RecordProperty("fx_errors", o.fx_errors);  // bytes inside tensor data change values, not validity
 }
 
 TEST(MutatedFiles, TorchScriptFiles) {
@@ -88,7 +98,7 @@ TEST(MutatedFiles, TorchScriptFiles) {
   ASSERT_FALSE(good.empty());
   const std::vector<c10::IValue> inputs = fx::load_inputs(corrupt_path("linear.input.pt"));
   const std::string path = std::string(FX_BINARY_DIR) + "/mutant_" + std::to_string(getpid()) + ".pt";
-  Outcome o = mutate(good, 150, 12, path, [&](const std::string& p) {
+  Outcome o = mutate(good, scaled(150), 12, path, [&](const std::string& p) {
     auto gm = fx::import_torchscript(p);
     try {
       touch(gm->forward(inputs));
@@ -98,6 +108,8 @@ TEST(MutatedFiles, TorchScriptFiles) {
   });
   EXPECT_EQ(o.other, 0);
   EXPECT_GT(o.fx_errors, 0);
+  RecordProperty("loaded", o.loaded);
+  RecordProperty("fx_errors", o.fx_errors);
 }
 
 }  // namespace
