@@ -21,7 +21,8 @@ Writes into the directory given as argument:
   bad_code.pt            linear.pt whose code calls torch.linear with an unknown keyword
   syntax_error.pt        linear.pt whose code misses a closing parenthesis
   bad_debug_pkl.pt       linear.pt whose (stored) debug_pkl record is garbage
-  bad_debug_pkl_deflated.pt  the same, deflated as torch.jit.save writes it (read lazily by libtorch)
+  bad_debug_pkl_deflated.pt  linear.pt whose deflated debug_pkl (read lazily by libtorch) is a
+                         well-formed pickle of the int 1 instead of source ranges
   pickle_underflow.pt    good.input.pt whose data.pkl is PROTO 2, REDUCE, STOP (an empty stack)
   pickle_bad_get.pt      ... PROTO 2, BINGET 5, STOP (a memo slot never PUT)
   pickle_opcode.pt       ... PROTO 2, INT "1", STOP (an opcode torch never writes)
@@ -106,7 +107,7 @@ def main(out):
     rewrite_zip(p("linear.pt"), p("syntax_error.pt"), code(b"linear(input, weight, bias)", b"linear(input, weight, bias"))
     rewrite_zip(p("linear.pt"), p("bad_debug_pkl.pt"), lambda n, d: b"\x80\x02garbage" if n.endswith("debug_pkl") else d)
     rewrite_zip(p("linear.pt"), p("bad_debug_pkl_deflated.pt"),
-                lambda n, d: b"\x80\x02garbage" if n.endswith("debug_pkl") else d, deflate=("debug_pkl",))
+                lambda n, d: b"\x80\x02K\x01." if n.endswith("debug_pkl") else d, deflate=("debug_pkl",))
     for name, pkl in [("pickle_underflow.pt", b"\x80\x02R."), ("pickle_bad_get.pt", b"\x80\x02h\x05."),
                       ("pickle_opcode.pt", b"\x80\x02I1\n.")]:
         rewrite_zip(p("good.input.pt"), p(name), lambda n, d, pkl=pkl: pkl if n.endswith("data.pkl") else d)

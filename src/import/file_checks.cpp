@@ -5,6 +5,7 @@
 #include <fx/error.h>
 
 #include <c10/util/Exception.h>
+#include <caffe2/serialize/inline_container.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,6 +14,7 @@
 #include <functional>
 #include <new>
 #include <sstream>
+#include <tuple>
 #include <sys/stat.h>
 #include <unordered_set>
 
@@ -198,6 +200,31 @@ std::vector<ZipRecord> check_zip_file(const std::string& path, uint64_t size) {
   });
 }
 
+std::string read_record(const std::string& path, const ZipRecord& r, std::shared_ptr<void>& reader_cache) {
+  if (!r.compressed) {
+    std::ifstream in(path, std::ios::binary);
+    std::string bytes(static_cast<size_t>(r.size), '\0');
+    in.seekg(static_cast<std::streamoff>(r.data_offset));
+    in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!in || static_cast<uint64_t>(in.gcount()) != r.size) throw ImportError(path + ": read failed (the file changed?)");
+    return bytes;
+  }
+  try {
+    if (!reader_cache) reader_cache = std::make_shared<caffe2::serialize::PyTorchStreamReader>(path);
+    auto& reader = *std::static_pointer_cast<caffe2::serialize::PyTorchStreamReader>(reader_cache);
+    // getRecord takes names under the archive's folder ("code/x.py.debug_pkl").
+    const size_t slash = r.name.find('/');
+    at::DataPtr data;
+    size_t size = 0;
+    std::tie(data, size) = reader.getRecord(r.name.substr(slash + 1));
+    return std::string(static_cast<const char*>(data.get()), size);
+  } catch (const ImportError&) {
+    throw;
+  } catch (...) {
+    throw ImportError(path + ": record '" + r.name + "' cannot be read: " + current_exception_text());
+  }
+}
+
 std::string clean_torch_message(const std::string& message) {
   std::vector<std::string> lines;
   std::istringstream in(message);
@@ -231,6 +258,16 @@ std::string clean_torch_message(const std::string& message) {
       size_t b = out.find_first_not_of(" .");
       out = b == std::string::npos ? std::string("internal check failed") : out.substr(b);
     }
+  }
+  // "isTuple() INTERNAL ASSERT FAILED at "x.h":1949, please report a bug to PyTorch. Expected Tuple but got Int"
+  // -> "libtorch internal check isTuple() failed: Expected Tuple but got Int" (a damaged file, not a bug to report)
+  const size_t assert_at = out.find(" INTERNAL ASSERT FAILED at ");
+  const size_t report_at = out.find("please report a bug to PyTorch.");
+  if (assert_at != std::string::npos && report_at != std::string::npos && report_at > assert_at) {
+    std::string rest = out.substr(report_at + std::strlen("please report a bug to PyTorch."));
+    const size_t b = rest.find_first_not_of(' ');
+    rest = b == std::string::npos ? std::string() : rest.substr(b);
+    out = "libtorch internal check " + out.substr(0, assert_at) + " failed" + (rest.empty() ? "" : ": " + rest);
   }
   if (out.find("Could this error message be improved?") != std::string::npos)
     out = out.substr(0, out.find("Could this error message be improved?"));

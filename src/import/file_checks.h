@@ -5,6 +5,7 @@
 // error texts are turned into one line naming the file.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,11 @@ std::vector<ZipRecord> check_zip(const std::string& path, const char* data, uint
 
 /// The same for a file on disk, reading only the directory and headers.
 std::vector<ZipRecord> check_zip_file(const std::string& path, uint64_t size);
+
+/// The bytes of record `r` of the checked archive `path` (stored records are
+/// read directly; deflated ones through libtorch's zip reader, created once
+/// in `reader_cache`). Throws fx::ImportError.
+std::string read_record(const std::string& path, const ZipRecord& r, std::shared_ptr<void>& reader_cache);
 
 /// libtorch's message without backtrace, "[enforce fail at ...]" prefixes,
 /// "Could this error message be improved?" boilerplate and

@@ -79,14 +79,9 @@ torch::jit::Module load_torchscript(const std::string& path) {
   // Every pickle walked (opcodes, stack, memo) and every storage it names
   // checked against its record, before libtorch's Unpickler runs.
   {
-    std::ifstream in(path, std::ios::binary);
+    std::shared_ptr<void> reader;
     import_detail::check_pickles(path, records, [&](const import_detail::ZipRecord& r) {
-      std::string bytes(static_cast<size_t>(r.size), '\0');
-      in.clear();
-      in.seekg(static_cast<std::streamoff>(r.data_offset));
-      in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-      if (static_cast<uint64_t>(in.gcount()) != r.size) throw ImportError(path + ": read failed (the file changed?)");
-      return bytes;
+      return import_detail::read_record(path, r, reader);
     });
   }
   torch::jit::Module module;

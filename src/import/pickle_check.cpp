@@ -244,7 +244,6 @@ void check_pickles(const std::string& path, const std::vector<ZipRecord>& record
   for (const ZipRecord& r : records) by_name[r.name] = &r;
   for (const ZipRecord& r : records) {
     if (!ends_with(r.name, ".pkl") && !ends_with(r.name, "debug_pkl")) continue;
-    if (r.compressed) continue;  // debug_pkl: deflated by torch.jit.save; libtorch reads it lazily
     const std::string bytes = read(r);
     const std::vector<StorageRef> storages = check_pickle(path, r.name, bytes.data(), bytes.size());
     if (storages.empty()) continue;

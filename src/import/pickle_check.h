@@ -28,9 +28,8 @@ struct StorageRef {
 /// fx::ImportError "PATH: damaged pickle in record 'RECORD' at byte N (...)".
 std::vector<StorageRef> check_pickle(const std::string& path, const std::string& record, const char* data, size_t size);
 
-/// check_pickle on every stored (uncompressed) "*.pkl" / "*.debug_pkl"
-/// record of the archive (torch.jit.save deflates debug_pkl records: those
-/// are left to libtorch, whose errors on them are caught), and
+/// check_pickle on every "*.pkl" / "*.debug_pkl" record of the archive
+/// (`read` inflates deflated ones: torch.jit.save deflates debug_pkl), and
 /// each referenced storage against its record: present, and at least
 /// numel × itemsize bytes. `read` gives a record's bytes.
 void check_pickles(const std::string& path, const std::vector<ZipRecord>& records,

@@ -111,7 +111,9 @@ c10::IValue load_value(const std::string& path) {
     if (slash != std::string::npos && r.name.compare(slash + 1, std::string::npos, "data.pkl") == 0) has_pickle = true;
   }
   if (!has_pickle) throw ImportError(path + ": not a torch.save file (no data.pkl record in the zip archive)");
+  std::shared_ptr<void> reader;
   import_detail::check_pickles(path, records, [&](const import_detail::ZipRecord& r) {
+    if (r.compressed) return import_detail::read_record(path, r, reader);
     return std::string(data.data() + r.data_offset, static_cast<size_t>(r.size));
   });
   c10::IValue value;

@@ -63,7 +63,7 @@ add_test(NAME cli.run_linear_good COMMAND ${FX_CLI} run ${FX_CORRUPT_DIR}/linear
 set_tests_properties(cli.run_linear_good PROPERTIES FIXTURES_REQUIRED fx_corrupt_files PASS_REGULAR_EXPRESSION "tensor \\[2, 3\\] Float")
 fx_cli_one_line(inspect_bad_code "bad_code.pt: cannot load TorchScript: Arguments for call are not valid \\(aten::linear: Keyword argument frob unknown\\) at File .*line 14: return torch.linear"
                 inspect ${FX_CORRUPT_DIR}/bad_code.pt)
-fx_cli_one_line(inspect_bad_debug_pkl "bad_debug_pkl_deflated.pt: cannot import TorchScript: Unknown opcode for unpickling"
+fx_cli_one_line(inspect_bad_debug_pkl "bad_debug_pkl_deflated.pt: cannot import TorchScript: libtorch internal check isTuple\\(\\) failed: Expected Tuple but got Int"
                 inspect ${FX_CORRUPT_DIR}/bad_debug_pkl_deflated.pt)
 # The crash guard: a command that dies from a signal (FXCPP_TEST_CRASH raises
 # SIGSEGV where the command records what it does) is one line and exit 2.

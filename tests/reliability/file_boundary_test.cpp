@@ -162,14 +162,18 @@ TEST(FileBoundary, TorchScriptErrorTexts) {
   EXPECT_EQ(model_error(p("syntax_error.pt")),
             p("syntax_error.pt") + ": cannot load TorchScript: expected ) but found 'eof' at File "
                                    "\"code/__torch__/torch/nn/modules/linear.py\", line 15");
-  // A stored debug_pkl is walked before libtorch sees it; a deflated one is
-  // read lazily by libtorch while the graph is built: its error still names the file.
+  // debug_pkl records are walked before libtorch sees them (inflated when
+  // deflated, as torch.jit.save writes them).
   EXPECT_EQ(model_error(p("bad_debug_pkl.pt")),
             p("bad_debug_pkl.pt") + ": damaged pickle in record "
                                     "'linear/code/__torch__/torch/nn/modules/linear.py.debug_pkl' at byte 2 (opcode "
                                     "0x67 is not one torch writes)");
+  // A well-formed pickle of the wrong value: libtorch reads it lazily while
+  // the graph is built (source positions); the error still names the file,
+  // on one line, without "please report a bug to PyTorch".
   EXPECT_EQ(model_error(p("bad_debug_pkl_deflated.pt")),
-            p("bad_debug_pkl_deflated.pt") + ": cannot import TorchScript: Unknown opcode for unpickling at 0x67: 103");
+            p("bad_debug_pkl_deflated.pt") +
+                ": cannot import TorchScript: libtorch internal check isTuple() failed: Expected Tuple but got Int");
 }
 
 TEST(FileBoundary, ModelNotAZipOrDamaged) {

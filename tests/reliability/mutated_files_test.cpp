@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <random>
@@ -66,6 +67,7 @@ Outcome mutate(const std::string& original, int count, unsigned seed, const std:
       for (int j = 0; j < k; ++j) data[rng() % data.size()] = static_cast<char>(rng() & 0xFF);
     }
     { std::ofstream(path, std::ios::binary | std::ios::trunc).write(data.data(), static_cast<std::streamsize>(data.size())); }
+    if (std::getenv("FXCPP_MUTATIONS_TRACE")) std::fprintf(stderr, "mutant %d\n", i);
     try {
       use(path);
       ++o.loaded;
