@@ -90,12 +90,18 @@ constexpr uint64_t kMaxModelFileBytes = uint64_t{16} << 30;
 /// What is guaranteed for untrusted files: the path is checked to be a
 /// regular file of bounded size before it is opened for libtorch; the zip
 /// directory is parsed and checked (every record and header inside the file,
-/// stored sizes consistent) before torch::jit::load sees it; any c10::Error
-/// or std::bad_alloc from libtorch becomes one fx::ImportError line; no
-/// loaded tensor reaches a kernel unless validated. Not guaranteed: the
-/// pickle and TorchScript source bytes inside valid records are still parsed
-/// by libtorch's own unpickler and compiler, which may misbehave on input
-/// crafted against them.
+/// sizes consistent, stored or deflate only) before torch::jit::load sees it;
+/// every pickle record (data.pkl, constants.pkl, the debug_pkl records, also
+/// when deflated) is walked first with an opcode whitelist and a simulated
+/// stack and memo, and every storage it names must have a record at least as
+/// large as the storage claims; any c10::Error or std::bad_alloc from
+/// libtorch becomes one fx::ImportError line; no loaded tensor reaches a
+/// kernel unless validated (fx::validate_tensor). Not guaranteed: the
+/// TorchScript source inside valid records is still compiled by libtorch,
+/// which can crash on some damaged sources (seen only after thousands of
+/// damaged loads in one process: ScriptTypeParser::parseClassConstant). A
+/// caller that must survive that runs the load in a child process, as the
+/// fxcpp command line does (tools/fxcpp/main.cpp).
 torch::jit::Module load_torchscript(const std::string& path);
 
 /// Imports the TorchScript file at `path` (see load_torchscript). Errors

@@ -4,13 +4,13 @@
 /// outputs, and what tests compare against PyTorch's eager results.
 ///
 /// Untrusted files: load_value checks, before libtorch parses anything, that
-/// the path is a regular file of at most kMaxTensorFileBytes and that its zip
-/// directory is consistent (every record inside the file, plausible sizes);
-/// after parsing, every tensor goes through validate_tensor, so no tensor
-/// whose sizes / strides / offset need more storage than it has reaches a
-/// kernel. Every problem is one fx::ImportError line naming the file (and the
-/// tensor). libtorch's unpickler itself still parses the pickle bytes; a
-/// pickle crafted to crash it is outside what is checked here.
+/// the path is a regular file of at most kMaxTensorFileBytes, that its zip
+/// directory is consistent (every record inside the file, plausible sizes)
+/// and that its pickle is well formed (opcode whitelist, simulated stack and
+/// memo, every storage's record large enough); after parsing, every tensor
+/// goes through validate_tensor, so no tensor whose sizes / strides / offset
+/// need more storage than it has reaches a kernel. Every problem is one
+/// fx::ImportError line naming the file (and the tensor).
 
 #include <fx/error.h>
 

@@ -87,7 +87,7 @@ TEST(MutatedFiles, TensorFiles) {
   const std::string good = read_all(corrupt_path("good.input.pt"));
   ASSERT_FALSE(good.empty());
   const std::string path = std::string(FX_BINARY_DIR) + "/mutant_" + std::to_string(getpid()) + ".input.pt";
-  Outcome o = mutate(good, scaled(600), 12, path, [](const std::string& p) { touch(fx::load_value(p)); });
+  Outcome o = mutate(good, scaled(2000), 12, path, [](const std::string& p) { touch(fx::load_value(p)); });
   EXPECT_EQ(o.other, 0);
   EXPECT_GT(o.fx_errors, 0);
   EXPECT_GT(o.loaded, 0);
@@ -100,7 +100,7 @@ TEST(MutatedFiles, TorchScriptFiles) {
   ASSERT_FALSE(good.empty());
   const std::vector<c10::IValue> inputs = fx::load_inputs(corrupt_path("linear.input.pt"));
   const std::string path = std::string(FX_BINARY_DIR) + "/mutant_" + std::to_string(getpid()) + ".pt";
-  Outcome o = mutate(good, scaled(150), 12, path, [&](const std::string& p) {
+  Outcome o = mutate(good, scaled(500), 12, path, [&](const std::string& p) {
     auto gm = fx::import_torchscript(p);
     try {
       touch(gm->forward(inputs));

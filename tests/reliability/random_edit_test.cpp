@@ -228,9 +228,9 @@ class Editor {
 
 TEST(RandomEdits, EveryEditIsCleanOrRefusedWithoutChange) {
   Stats stats;
-  for (uint64_t seed = 1; seed <= 25; ++seed) {
+  for (uint64_t seed = 1; seed <= 60; ++seed) {
     Editor e(seed);
-    for (int i = 0; i < 24; ++i) {
+    for (int i = 0; i < 30; ++i) {
       e.step(stats, i);
       if (::testing::Test::HasFatalFailure()) {
         ADD_FAILURE() << "seed " << seed;
@@ -238,8 +238,8 @@ TEST(RandomEdits, EveryEditIsCleanOrRefusedWithoutChange) {
       }
     }
   }
-  EXPECT_GT(stats.applied, 200);
-  EXPECT_GT(stats.refused, 50);
+  EXPECT_GT(stats.applied, 800);
+  EXPECT_GT(stats.refused, 200);
   RecordProperty("applied", stats.applied);
   RecordProperty("refused", stats.refused);
 }
