@@ -92,9 +92,8 @@ std::vector<ZipRecord> parse_zip(const std::string& path, uint64_t size, const R
     ZipRecord r;
     r.name = cd.substr(p + 46, nlen);
     const std::string rec = "record '" + r.name + "'";
-    if (r.name.empty() || std::any_of(r.name.begin(), r.name.end(), [](char c) {
-          return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
-        }))
+    if (r.name.empty() || std::any_of(r.name.begin(), r.name.end(),
+                                      [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
       damaged(path, entry + ": a name that is empty or has control characters");
     if (!names.insert(r.name).second) damaged(path, rec + " appears twice");
     // zip64 extra field: the 64-bit values of the fields that are 0xFFFFFFFF, in this order.
@@ -120,7 +119,8 @@ std::vector<ZipRecord> parse_zip(const std::string& path, uint64_t size, const R
     if (flags & 0x1) damaged(path, rec + " is encrypted");
     if (method == 0) {
       if (csize != usize)
-        damaged(path, rec + ": stored size " + std::to_string(csize) + " differs from its size " + std::to_string(usize));
+        damaged(path,
+                rec + ": stored size " + std::to_string(csize) + " differs from its size " + std::to_string(usize));
     } else if (method == 8) {  // deflate (TorchScript code): at most 1032:1
       if (usize / 1032 > csize + 1)
         damaged(path, rec + ": " + std::to_string(usize) + " bytes cannot come from " + std::to_string(csize) +
@@ -206,7 +206,8 @@ std::string read_record(const std::string& path, const ZipRecord& r, std::shared
     std::string bytes(static_cast<size_t>(r.size), '\0');
     in.seekg(static_cast<std::streamoff>(r.data_offset));
     in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!in || static_cast<uint64_t>(in.gcount()) != r.size) throw ImportError(path + ": read failed (the file changed?)");
+    if (!in || static_cast<uint64_t>(in.gcount()) != r.size)
+      throw ImportError(path + ": read failed (the file changed?)");
     return bytes;
   }
   try {

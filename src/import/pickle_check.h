@@ -18,10 +18,10 @@ namespace fx::import_detail {
 
 /// A storage a pickle references by persistent id.
 struct StorageRef {
-  std::string key;       ///< the record name under the archive's tensor folder ("0")
-  std::string type;      ///< "FloatStorage"
-  uint64_t numel = 0;    ///< elements it claims
-  uint64_t itemsize = 0; ///< bytes per element of `type`
+  std::string key;        ///< the record name under the archive's tensor folder ("0")
+  std::string type;       ///< "FloatStorage"
+  uint64_t numel = 0;     ///< elements it claims
+  uint64_t itemsize = 0;  ///< bytes per element of `type`
 };
 
 /// Walks the pickle `data` (record `record` of file `path`). Throws

@@ -34,8 +34,10 @@ TEST(Corpus, EveryReproducerIsAnErrorOrLoads) {
   for (const std::string& f : files) {
     for (int as_model = 0; as_model < 2; ++as_model) {
       try {
-        if (as_model) fx::import_torchscript(f);
-        else fx::load_value(f);
+        if (as_model)
+          fx::import_torchscript(f);
+        else
+          fx::load_value(f);
       } catch (const fx::Error& e) {
         const std::string msg = e.what();
         EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;

@@ -17,9 +17,9 @@ inline const std::string& corrupt_dir() {
     const std::string d = std::string(FX_BINARY_DIR) + "/corrupt_files";
     const std::string script = std::string(FX_SOURCE_DIR) + "/python/make_corrupt_files.py";
     const std::string stamp = d + "/.done";
-    const std::string cmd = "mkdir -p '" + d + "' && flock '" + d + "/.lock' sh -c \"[ '" + stamp + "' -nt '" +
-                            script + "' ] || (/usr/bin/python3 '" + script + "' '" + d + "' >/dev/null && touch '" +
-                            stamp + "')\"";
+    const std::string cmd = "mkdir -p '" + d + "' && flock '" + d + "/.lock' sh -c \"[ '" + stamp + "' -nt '" + script +
+                            "' ] || (/usr/bin/python3 '" + script + "' '" + d + "' >/dev/null && touch '" + stamp +
+                            "')\"";
     if (std::system(cmd.c_str()) != 0) return std::string();
     return d;
   }();

@@ -59,7 +59,8 @@ TEST(FileBoundary, PickleLoadAcceptsShortStorageFxDoesNot) {
 
 TEST(FileBoundary, InconsistentTensors) {
   auto p = corrupt_path;
-  EXPECT_EQ(load_error(p("empty_storage.pt")), p("empty_storage.pt") + ": the tensor needs 12 bytes of storage but has 0");
+  EXPECT_EQ(load_error(p("empty_storage.pt")),
+            p("empty_storage.pt") + ": the tensor needs 12 bytes of storage but has 0");
   EXPECT_EQ(load_error(p("offset_past_end.pt")),
             p("offset_past_end.pt") + ": tensor 0 needs 20 bytes of storage but has 16");
   // libtorch's unpickler checks the element count itself (its text, one line).
@@ -92,11 +93,13 @@ TEST(FileBoundary, ValidateTensorDirectly) {
 
 TEST(FileBoundary, DamagedZipArchives) {
   auto p = corrupt_path;
-  EXPECT_EQ(load_error(p("truncated.input.pt")),
-            p("truncated.input.pt") + ": damaged zip archive (no end of central directory record; the file is truncated)");
+  EXPECT_EQ(
+      load_error(p("truncated.input.pt")),
+      p("truncated.input.pt") + ": damaged zip archive (no end of central directory record; the file is truncated)");
   const std::string past = load_error(p("record_past_end.pt"));
-  EXPECT_NE(past.find(p("record_past_end.pt") + ": damaged zip archive (record 'good.input/data/0' (2147483647 bytes at "),
-            std::string::npos)
+  EXPECT_NE(
+      past.find(p("record_past_end.pt") + ": damaged zip archive (record 'good.input/data/0' (2147483647 bytes at "),
+      std::string::npos)
       << past;
   EXPECT_NE(past.find(") runs past the end of the data; the file is truncated or damaged)"), std::string::npos) << past;
   EXPECT_EQ(load_error(p("no_pickle.zip")),
@@ -134,7 +137,8 @@ TEST(FileBoundary, HugeFileIsRefusedUnread) {
   ASSERT_EQ(truncate(big.c_str(), 0) == 0 || errno == ENOENT, true);
   { std::ofstream(big, std::ios::binary) << "PK"; }
   ASSERT_EQ(truncate(big.c_str(), int64_t{5} << 30), 0);
-  EXPECT_EQ(load_error(big), big + ": is 5368709120 bytes, more than the limit of 4294967296 bytes for a torch.save file");
+  EXPECT_EQ(load_error(big),
+            big + ": is 5368709120 bytes, more than the limit of 4294967296 bytes for a torch.save file");
   std::remove(big.c_str());
 }
 
@@ -156,18 +160,20 @@ TEST(FileBoundary, ModelParameterWithShortStorage) {
 TEST(FileBoundary, TorchScriptErrorTexts) {
   auto p = corrupt_path;
   EXPECT_EQ(model_error(p("bad_code.pt")),
-            p("bad_code.pt") + ": cannot load TorchScript: Arguments for call are not valid (aten::linear: Keyword "
-                               "argument frob unknown) at File \"code/__torch__/torch/nn/modules/linear.py\", line 14: "
-                               "return torch.linear(input, weight, bias, frob=1)");
-  EXPECT_EQ(model_error(p("syntax_error.pt")),
-            p("syntax_error.pt") + ": cannot load TorchScript: expected ) but found 'eof' at File "
-                                   "\"code/__torch__/torch/nn/modules/linear.py\", line 15");
+            p("bad_code.pt") +
+                ": cannot load TorchScript: Arguments for call are not valid (aten::linear: Keyword "
+                "argument frob unknown) at File \"code/__torch__/torch/nn/modules/linear.py\", line 14: "
+                "return torch.linear(input, weight, bias, frob=1)");
+  EXPECT_EQ(model_error(p("syntax_error.pt")), p("syntax_error.pt") +
+                                                   ": cannot load TorchScript: expected ) but found 'eof' at File "
+                                                   "\"code/__torch__/torch/nn/modules/linear.py\", line 15");
   // debug_pkl records are walked before libtorch sees them (inflated when
   // deflated, as torch.jit.save writes them).
   EXPECT_EQ(model_error(p("bad_debug_pkl.pt")),
-            p("bad_debug_pkl.pt") + ": damaged pickle in record "
-                                    "'linear/code/__torch__/torch/nn/modules/linear.py.debug_pkl' at byte 2 (opcode "
-                                    "0x67 is not one torch writes)");
+            p("bad_debug_pkl.pt") +
+                ": damaged pickle in record "
+                "'linear/code/__torch__/torch/nn/modules/linear.py.debug_pkl' at byte 2 (opcode "
+                "0x67 is not one torch writes)");
   // A well-formed pickle of the wrong value: libtorch reads it lazily while
   // the graph is built (source positions); the error still names the file,
   // on one line, without "please report a bug to PyTorch".
@@ -179,11 +185,13 @@ TEST(FileBoundary, TorchScriptErrorTexts) {
 TEST(FileBoundary, ModelNotAZipOrDamaged) {
   const std::string input = corrupt_path("good.input.pt");
   EXPECT_EQ(model_error(input),
-            input + ": not a TorchScript file (a zip archive without TorchScript code; torch.save files need "
-                    "torch.jit.script/trace and .save): no code/ record");
+            input +
+                ": not a TorchScript file (a zip archive without TorchScript code; torch.save files need "
+                "torch.jit.script/trace and .save): no code/ record");
   const std::string trunc = corrupt_path("truncated.input.pt");
-  EXPECT_EQ(model_error(trunc), trunc + ": truncated or damaged zip archive (no end of central directory record; "
-                                        "the file is truncated)");
+  EXPECT_EQ(model_error(trunc), trunc +
+                                    ": truncated or damaged zip archive (no end of central directory record; "
+                                    "the file is truncated)");
 }
 
 }  // namespace

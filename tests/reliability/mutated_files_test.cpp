@@ -66,7 +66,10 @@ Outcome mutate(const std::string& original, int count, unsigned seed, const std:
       const int k = 1 + static_cast<int>(rng() % 4);
       for (int j = 0; j < k; ++j) data[rng() % data.size()] = static_cast<char>(rng() & 0xFF);
     }
-    { std::ofstream(path, std::ios::binary | std::ios::trunc).write(data.data(), static_cast<std::streamsize>(data.size())); }
+    {
+      std::ofstream(path, std::ios::binary | std::ios::trunc)
+          .write(data.data(), static_cast<std::streamsize>(data.size()));
+    }
     if (std::getenv("FXCPP_MUTATIONS_TRACE")) std::fprintf(stderr, "mutant %d\n", i);
     try {
       use(path);

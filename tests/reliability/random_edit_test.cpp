@@ -33,24 +33,39 @@ c10::IValue reference(fx::GraphModule& gm, const std::map<fx::Node*, at::Tensor>
   auto lookup = [&](fx::Node* n) { return env.at(n); };
   for (fx::Node* n : gm.graph().nodes()) {
     switch (n->op()) {
-      case fx::Opcode::Placeholder: env[n] = inputs.at(n); break;
-      case fx::Opcode::GetAttr: env[n] = gm.fetch_attr(n->target()); break;
-      case fx::Opcode::Output: return n->args().at(0).to_ivalue(lookup);
+      case fx::Opcode::Placeholder:
+        env[n] = inputs.at(n);
+        break;
+      case fx::Opcode::GetAttr:
+        env[n] = gm.fetch_attr(n->target());
+        break;
+      case fx::Opcode::Output:
+        return n->args().at(0).to_ivalue(lookup);
       default: {
         std::vector<c10::IValue> a;
         for (const auto& x : n->args()) a.push_back(x.to_ivalue(lookup));
         const std::string& t = n->target();
         const at::Tensor x = a.at(0).toTensor();
-        auto other = [&](size_t i) { return a.at(i).isTensor() ? a[i].toTensor() : at::scalar_tensor(a[i].toDouble()); };
+        auto other = [&](size_t i) {
+          return a.at(i).isTensor() ? a[i].toTensor() : at::scalar_tensor(a[i].toDouble());
+        };
         at::Tensor r;
-        if (t == "aten::relu") r = at::relu(x);
-        else if (t == "aten::tanh") r = at::tanh(x);
-        else if (t == "aten::sigmoid") r = at::sigmoid(x);
-        else if (t == "aten::neg") r = at::neg(x);
-        else if (t == "aten::abs") r = at::abs(x);
-        else if (t == "aten::mul") r = at::mul(x, other(1));
-        else if (t == "aten::sub") r = at::sub(x, other(1));
-        else if (t == "aten::maximum") r = at::maximum(x, other(1));
+        if (t == "aten::relu")
+          r = at::relu(x);
+        else if (t == "aten::tanh")
+          r = at::tanh(x);
+        else if (t == "aten::sigmoid")
+          r = at::sigmoid(x);
+        else if (t == "aten::neg")
+          r = at::neg(x);
+        else if (t == "aten::abs")
+          r = at::abs(x);
+        else if (t == "aten::mul")
+          r = at::mul(x, other(1));
+        else if (t == "aten::sub")
+          r = at::sub(x, other(1));
+        else if (t == "aten::maximum")
+          r = at::maximum(x, other(1));
         else if (t == "aten::add") {
           double alpha = 1;
           for (const auto& kv : n->kwargs())
@@ -72,7 +87,8 @@ void expect_same(const c10::IValue& a, const c10::IValue& b, const std::string& 
   const auto& y = b.toTupleRef().elements();
   ASSERT_EQ(x.size(), y.size()) << what;
   for (size_t i = 0; i < x.size(); ++i)
-    EXPECT_TRUE(at::allclose(x[i].toTensor(), y[i].toTensor(), 1e-5, 1e-6, /*equal_nan=*/true)) << what << " [" << i << "]";
+    EXPECT_TRUE(at::allclose(x[i].toTensor(), y[i].toTensor(), 1e-5, 1e-6, /*equal_nan=*/true))
+        << what << " [" << i << "]";
 }
 
 struct Stats {
@@ -135,8 +151,10 @@ class Editor {
         size_t k = 1 + pick(last);
         auto guard = graph().inserting_before(nodes[k]);
         fx::Node* a = nodes[pick(k)];
-        if (pick(2)) graph().call_function(unary[pick(3)], {a});
-        else graph().call_function("aten::add", {a, nodes[pick(k)]}, {{"alpha", 0.25}});
+        if (pick(2))
+          graph().call_function(unary[pick(3)], {a});
+        else
+          graph().call_function("aten::add", {a, nodes[pick(k)]}, {{"alpha", 0.25}});
         return "insert before " + nodes[k]->name();
       }
       case 1: {  // erase: refused when the node has users
@@ -197,10 +215,18 @@ class Editor {
         // the create+erase pair leaves the graph's text as it was: compared by step()
         fx::Node* live = nodes[pick(last)];
         switch (pick(4)) {
-          case 0: dead->prepend(live); break;
-          case 1: dead->append(live); break;
-          case 2: live->prepend(dead); break;
-          default: dead->replace_all_uses_with(live); break;
+          case 0:
+            dead->prepend(live);
+            break;
+          case 1:
+            dead->append(live);
+            break;
+          case 2:
+            live->prepend(dead);
+            break;
+          default:
+            dead->replace_all_uses_with(live);
+            break;
         }
         return "expect-error: edit through erased node";
       }
