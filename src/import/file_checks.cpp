@@ -8,6 +8,7 @@
 #include <caffe2/serialize/inline_container.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -139,6 +140,7 @@ std::vector<ZipRecord> parse_zip(const std::string& path, uint64_t size, const R
     r.data_offset = data;
     r.size = usize;
     r.compressed = method != 0;
+    r.crc32 = static_cast<uint32_t>(le(cd, p + 16, 4));
     records.push_back(std::move(r));
     p += 46 + nlen + xlen + clen;
   }
@@ -200,14 +202,30 @@ std::vector<ZipRecord> check_zip_file(const std::string& path, uint64_t size) {
   });
 }
 
-std::string read_record(const std::string& path, const ZipRecord& r, std::shared_ptr<void>& reader_cache) {
+uint32_t crc32(const char* data, size_t n) {
+  static const auto table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  uint32_t c = 0xFFFFFFFFu;
+  for (size_t i = 0; i < n; ++i) c = table[(c ^ static_cast<unsigned char>(data[i])) & 0xFF] ^ (c >> 8);
+  return c ^ 0xFFFFFFFFu;
+}
+
+namespace {
+
+std::string read_record_bytes(const std::string& path, const ZipRecord& r, std::shared_ptr<void>& reader_cache) {
   if (!r.compressed) {
     std::ifstream in(path, std::ios::binary);
     std::string bytes(static_cast<size_t>(r.size), '\0');
     in.seekg(static_cast<std::streamoff>(r.data_offset));
     in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!in || static_cast<uint64_t>(in.gcount()) != r.size)
-      throw ImportError(path + ": read failed (the file changed?)");
+    if (!in || static_cast<uint64_t>(in.gcount()) != r.size) throw ImportError(path + ": read failed (the file changed?)");
     return bytes;
   }
   try {
@@ -224,6 +242,15 @@ std::string read_record(const std::string& path, const ZipRecord& r, std::shared
   } catch (...) {
     throw ImportError(path + ": record '" + r.name + "' cannot be read: " + current_exception_text());
   }
+}
+
+}  // namespace
+
+std::string read_record(const std::string& path, const ZipRecord& r, std::shared_ptr<void>& reader_cache) {
+  std::string bytes = read_record_bytes(path, r, reader_cache);
+  if (bytes.size() != r.size || crc32(bytes.data(), bytes.size()) != r.crc32)
+    throw ImportError(path + ": damaged zip archive (record '" + r.name + "' does not match its CRC-32)");
+  return bytes;
 }
 
 std::string clean_torch_message(const std::string& message) {

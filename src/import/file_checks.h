@@ -17,6 +17,7 @@ struct ZipRecord {
   uint64_t data_offset = 0;  ///< where the (stored) bytes start
   uint64_t size = 0;         ///< uncompressed size
   bool compressed = false;   ///< deflate (TorchScript writes its code so)
+  uint32_t crc32 = 0;        ///< CRC-32 of the uncompressed bytes
 };
 
 /// Throws fx::ImportError unless `path` names a readable regular file of at
@@ -40,8 +41,13 @@ std::vector<ZipRecord> check_zip_file(const std::string& path, uint64_t size);
 
 /// The bytes of record `r` of the checked archive `path` (stored records are
 /// read directly; deflated ones through libtorch's zip reader, created once
-/// in `reader_cache`). Throws fx::ImportError.
+/// in `reader_cache`), checked against the record's CRC-32 (libtorch's zip
+/// reader is built without CRC checks and inflates damaged data to garbage).
+/// Throws fx::ImportError.
 std::string read_record(const std::string& path, const ZipRecord& r, std::shared_ptr<void>& reader_cache);
+
+/// CRC-32 (zip's polynomial) of `n` bytes.
+uint32_t crc32(const char* data, size_t n);
 
 /// libtorch's message without backtrace, "[enforce fail at ...]" prefixes,
 /// "Could this error message be improved?" boilerplate and

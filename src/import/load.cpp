@@ -83,6 +83,10 @@ torch::jit::Module load_torchscript(const std::string& path) {
     import_detail::check_pickles(path, records, [&](const import_detail::ZipRecord& r) {
       return import_detail::read_record(path, r, reader);
     });
+    // Deflated records (the TorchScript code): libtorch's zip reader does not
+    // check CRCs and hands damaged data, inflated to garbage, to its lexer.
+    for (const auto& r : records)
+      if (r.compressed && r.name.find("debug_pkl") == std::string::npos) import_detail::read_record(path, r, reader);
   }
   torch::jit::Module module;
   try {

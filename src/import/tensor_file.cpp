@@ -114,7 +114,10 @@ c10::IValue load_value(const std::string& path) {
   std::shared_ptr<void> reader;
   import_detail::check_pickles(path, records, [&](const import_detail::ZipRecord& r) {
     if (r.compressed) return import_detail::read_record(path, r, reader);
-    return std::string(data.data() + r.data_offset, static_cast<size_t>(r.size));
+    std::string bytes(data.data() + r.data_offset, static_cast<size_t>(r.size));
+    if (import_detail::crc32(bytes.data(), bytes.size()) != r.crc32)
+      throw ImportError(path + ": damaged zip archive (record '" + r.name + "' does not match its CRC-32)");
+    return bytes;
   });
   c10::IValue value;
   try {
