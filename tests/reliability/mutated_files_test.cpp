@@ -48,6 +48,12 @@ int scaled(int count) {
   return env ? std::max(1, std::atoi(env)) : count;
 }
 
+// FXCPP_MUTATION_SEED=S replaces the fixed seed 12 (long local runs).
+unsigned seed() {
+  const char* env = std::getenv("FXCPP_MUTATION_SEED");
+  return env ? static_cast<unsigned>(std::strtoul(env, nullptr, 10)) : 12u;
+}
+
 struct Outcome {
   int loaded = 0, fx_errors = 0, other = 0;
 };
@@ -90,7 +96,7 @@ TEST(MutatedFiles, TensorFiles) {
   const std::string good = read_all(corrupt_path("good.input.pt"));
   ASSERT_FALSE(good.empty());
   const std::string path = std::string(FX_BINARY_DIR) + "/mutant_" + std::to_string(getpid()) + ".input.pt";
-  Outcome o = mutate(good, scaled(2000), 12, path, [](const std::string& p) { touch(fx::load_value(p)); });
+  Outcome o = mutate(good, scaled(2000), seed(), path, [](const std::string& p) { touch(fx::load_value(p)); });
   EXPECT_EQ(o.other, 0);
   EXPECT_GT(o.fx_errors, 0);
   EXPECT_GT(o.loaded, 0);
@@ -103,7 +109,7 @@ TEST(MutatedFiles, TorchScriptFiles) {
   ASSERT_FALSE(good.empty());
   const std::vector<c10::IValue> inputs = fx::load_inputs(corrupt_path("linear.input.pt"));
   const std::string path = std::string(FX_BINARY_DIR) + "/mutant_" + std::to_string(getpid()) + ".pt";
-  Outcome o = mutate(good, scaled(500), 12, path, [&](const std::string& p) {
+  Outcome o = mutate(good, scaled(500), seed(), path, [&](const std::string& p) {
     auto gm = fx::import_torchscript(p);
     try {
       touch(gm->forward(inputs));
