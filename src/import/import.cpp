@@ -1,6 +1,7 @@
 // fx::import_torchscript and the default leaf rule.
 #include <fx/import.h>
 
+#include "import/file_checks.h"
 #include "import/importer.h"
 
 #include <torch/csrc/jit/api/module.h>
@@ -42,6 +43,12 @@ std::shared_ptr<GraphModule> import_torchscript(const std::string& path, const I
     return import_torchscript(module, options);
   } catch (const ImportError& e) {
     throw ImportError(path + ": " + e.what());
+  } catch (const Error&) {
+    throw;
+  } catch (...) {
+    // libtorch reads some records lazily (debug_pkl for source positions):
+    // their errors come only now.
+    throw ImportError(path + ": cannot import TorchScript: " + import_detail::current_exception_text());
   }
 }
 

@@ -1,54 +1,113 @@
 // Loading TorchScript files, with one-line errors for bad files.
 #include <fx/import.h>
+#include <fx/tensor_file.h>
+
+#include "file_checks.h"
+#include "pickle_check.h"
 
 #include <torch/csrc/jit/serialization/import.h>
 
 #include <fstream>
-#include <sys/stat.h>
 
 namespace fx {
 namespace {
 
-std::string first_line(const std::string& s) {
-  size_t nl = s.find('\n');
-  return s.substr(0, nl);
+// Every tensor the module holds (parameters, buffers, tensor attributes, also
+// inside lists / dicts) and every tensor constant of its methods' code.
+void validate_module_tensors(const torch::jit::Module& module, const std::string& path) {
+  for (const auto& a : module.named_attributes(/*recurse=*/true)) {
+    if (a.value.isModule()) continue;
+    validate_value(a.value, path + ": attribute '" + a.name + "'");
+  }
+  size_t constant = 0;
+  for (const auto& m : module.modules()) {
+    for (const auto& method : m.get_methods()) {
+      std::vector<torch::jit::Block*> blocks{method.graph()->block()};
+      while (!blocks.empty()) {
+        torch::jit::Block* b = blocks.back();
+        blocks.pop_back();
+        for (torch::jit::Node* n : b->nodes()) {
+          for (torch::jit::Block* sub : n->blocks()) blocks.push_back(sub);
+          if (n->kind() != c10::prim::Constant || !n->hasAttribute(c10::attr::value) ||
+              n->kindOf(c10::attr::value) != torch::jit::AttributeKind::t)
+            continue;
+          validate_tensor(n->t(c10::attr::value), path + ": tensor constant " + std::to_string(constant++) +
+                                                       " of " + method.name());
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
 
 torch::jit::Module load_torchscript(const std::string& path) {
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) throw ImportError(path + ": no such file");
-  if (S_ISDIR(st.st_mode)) throw ImportError(path + ": is a directory, not a TorchScript file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ImportError(path + ": cannot be opened for reading");
-  char magic[4] = {0, 0, 0, 0};
-  in.read(magic, 4);
-  if (in.gcount() < 4 || magic[0] != 'P' || magic[1] != 'K' || magic[2] != 3 || magic[3] != 4) {
-    throw ImportError(path + ": not a TorchScript file (not a zip archive; expected a file saved by "
-                             "torch.jit.save or ScriptModule.save)");
+  const uint64_t size = import_detail::check_regular_file(path, kMaxModelFileBytes, "a TorchScript file");
+  {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw ImportError(path + ": cannot be opened for reading");
+    char magic[4] = {0, 0, 0, 0};
+    in.read(magic, 4);
+    if (in.gcount() < 4 || magic[0] != 'P' || magic[1] != 'K' || magic[2] != 3 || magic[3] != 4) {
+      throw ImportError(path + ": not a TorchScript file (not a zip archive; expected a file saved by "
+                               "torch.jit.save or ScriptModule.save)");
+    }
   }
-  in.close();
+  // The zip directory first: libtorch trusts record sizes and offsets.
+  std::vector<import_detail::ZipRecord> records;
+  try {
+    records = import_detail::check_zip_file(path, size);
+  } catch (const ImportError& e) {
+    const std::string msg = e.what();
+    const std::string prefix = path + ": damaged zip archive";
+    throw ImportError(path + ": truncated or damaged zip archive" +
+                      (msg.rfind(prefix, 0) == 0 ? msg.substr(prefix.size()) : ": " + msg));
+  }
+  bool has_code = false, has_constants = false;
+  for (const auto& r : records) {
+    const size_t slash = r.name.find('/');
+    if (slash == std::string::npos) continue;
+    const std::string rest = r.name.substr(slash + 1);
+    if (rest.rfind("code/", 0) == 0) has_code = true;
+    if (rest == "constants.pkl") has_constants = true;
+  }
+  if (!has_code || !has_constants) {
+    throw ImportError(path + ": not a TorchScript file (a zip archive without TorchScript code; torch.save "
+                             "files need torch.jit.script/trace and .save): no " +
+                      std::string(has_code ? "constants.pkl" : "code/") + " record");
+  }
+  // Every pickle walked (opcodes, stack, memo) and every storage it names
+  // checked against its record, before libtorch's Unpickler runs.
+  {
+    std::shared_ptr<void> reader;
+    import_detail::check_pickles(path, records, [&](const import_detail::ZipRecord& r) {
+      return import_detail::read_record(path, r, reader);
+    });
+    // Deflated records (the TorchScript code): libtorch's zip reader does not
+    // check CRCs and hands damaged data, inflated to garbage, to its lexer.
+    for (const auto& r : records)
+      if (r.compressed && r.name.find("debug_pkl") == std::string::npos) import_detail::read_record(path, r, reader);
+  }
   torch::jit::Module module;
   try {
     module = torch::jit::load(path, c10::Device(c10::kCPU));
-  } catch (const c10::Error& e) {
-    const std::string msg = e.what_without_backtrace();
+  } catch (...) {
+    const std::string msg = import_detail::current_exception_text();
     if (msg.find("central directory") != std::string::npos || msg.find("failed reading") != std::string::npos ||
         msg.find("file read failed") != std::string::npos || msg.find("invalid header") != std::string::npos) {
-      throw ImportError(path + ": truncated or damaged zip archive (" + first_line(msg) + ")");
+      throw ImportError(path + ": truncated or damaged zip archive (" + msg + ")");
     }
-    if (msg.find("constants.pkl") != std::string::npos || msg.find("code/") != std::string::npos ||
-        msg.find("not found") != std::string::npos) {
-      throw ImportError(path + ": not a TorchScript file (a zip archive without TorchScript code; torch.save "
-                               "files need torch.jit.script/trace and .save): " + first_line(msg));
-    }
-    throw ImportError(path + ": cannot load TorchScript: " + first_line(msg));
-  } catch (const std::exception& e) {
-    throw ImportError(path + ": cannot load TorchScript: " + first_line(e.what()));
+    throw ImportError(path + ": cannot load TorchScript: " + msg);
   }
-  if (!module.type()->findMethod("forward")) {
-    throw ImportError(path + ": the module (" + demangled_type_name(module) + ") has no forward method");
+  try {
+    if (!module.type()->findMethod("forward")) {
+      throw ImportError(path + ": the module (" + demangled_type_name(module) + ") has no forward method");
+    }
+    validate_module_tensors(module, path);
+  } catch (const Error&) {
+    throw;
+  } catch (...) {
+    throw ImportError(path + ": cannot load TorchScript: " + import_detail::current_exception_text());
   }
   return module;
 }

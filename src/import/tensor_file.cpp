@@ -1,30 +1,132 @@
 // torch.save files: reading inputs, writing outputs, comparing results.
 #include <fx/tensor_file.h>
 
+#include "file_checks.h"
+#include "pickle_check.h"
+
 #include <ATen/ATen.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
-#include <iterator>
 #include <sstream>
+#include <unistd.h>
 
 namespace fx {
 
+namespace {
+
+std::string sizes_text(c10::IntArrayRef v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+void validate_in(const c10::IValue& v, const std::string& where, const std::string& name, int depth) {
+  if (depth > 100) throw ImportError(where + ": values nested more than 100 deep");
+  auto child = [&](const std::string& part) { return name.empty() ? part : name + "." + part; };
+  if (v.isTensor()) {
+    validate_tensor(v.toTensor(), where + ": " + (name.empty() ? std::string("the tensor") : "tensor " + name));
+  } else if (v.isTuple()) {
+    const auto& e = v.toTupleRef().elements();
+    for (size_t i = 0; i < e.size(); ++i) validate_in(e[i], where, child(std::to_string(i)), depth + 1);
+  } else if (v.isList()) {
+    auto l = v.toListRef();
+    for (size_t i = 0; i < l.size(); ++i) validate_in(l[i], where, child(std::to_string(i)), depth + 1);
+  } else if (v.isGenericDict()) {
+    size_t i = 0;
+    for (const auto& kv : v.toGenericDict()) {
+      const std::string key = kv.key().isString() ? "'" + kv.key().toStringRef() + "'" : std::to_string(i);
+      validate_in(kv.key(), where, child(key), depth + 1);
+      validate_in(kv.value(), where, child(key), depth + 1);
+      ++i;
+    }
+  } else if (v.isObject()) {
+    const auto& obj = v.toObjectRef();
+    for (size_t i = 0; i < obj.slots().size(); ++i) {
+      validate_in(obj.getSlot(i), where, child(obj.type()->getAttributeName(i)), depth + 1);
+    }
+  }
+}
+
+}  // namespace
+
+void validate_tensor(const at::Tensor& t, const std::string& where) {
+  if (!t.defined()) return;
+  if (t.layout() != at::kStrided) {
+    std::ostringstream os;
+    os << where << " has layout " << t.layout() << "; only dense (strided) tensors can be used";
+    throw ImportError(os.str());
+  }
+  if (!t.device().is_cpu()) throw ImportError(where + " is on device " + t.device().str() + ", not the CPU");
+  const int64_t dim = t.dim();
+  if (dim > kMaxTensorRank)
+    throw ImportError(where + " has " + std::to_string(dim) + " dimensions (at most " +
+                      std::to_string(kMaxTensorRank) + ")");
+  const c10::IntArrayRef sizes = t.sizes(), strides = t.strides();
+  for (int64_t i = 0; i < dim; ++i) {
+    if (sizes[i] < 0) throw ImportError(where + " has a negative size: " + sizes_text(sizes));
+    if (strides[i] < 0) throw ImportError(where + " has a negative stride: " + sizes_text(strides));
+  }
+  const int64_t offset = t.storage_offset();
+  if (offset < 0) throw ImportError(where + " has a negative storage offset " + std::to_string(offset));
+  // Element count and the last element's index, with overflow checks.
+  int64_t numel = 1;
+  int64_t last = offset;
+  for (int64_t i = 0; i < dim; ++i) {
+    if (__builtin_mul_overflow(numel, sizes[i], &numel))
+      throw ImportError(where + " has too many elements: sizes " + sizes_text(sizes));
+  }
+  if (numel == 0) return;  // as torch: an empty tensor needs no storage
+  const int64_t item = static_cast<int64_t>(t.dtype().itemsize());
+  int64_t needed = 0;
+  for (int64_t i = 0; i < dim; ++i) {
+    int64_t span = 0;
+    if (__builtin_mul_overflow(sizes[i] - 1, strides[i], &span) || __builtin_add_overflow(last, span, &last))
+      throw ImportError(where + " spans more memory than can be addressed: sizes " + sizes_text(sizes) +
+                        ", strides " + sizes_text(strides));
+  }
+  if (__builtin_add_overflow(last, int64_t{1}, &needed) || __builtin_mul_overflow(needed, item, &needed))
+    throw ImportError(where + " spans more memory than can be addressed: sizes " + sizes_text(sizes) + ", strides " +
+                      sizes_text(strides));
+  const int64_t have = t.has_storage() ? static_cast<int64_t>(t.storage().nbytes()) : 0;
+  if (needed > have || (have > 0 && t.storage().data() == nullptr))
+    throw ImportError(where + " needs " + std::to_string(needed) + " bytes of storage but has " +
+                      std::to_string(have));
+}
+
+void validate_value(const c10::IValue& value, const std::string& where) { validate_in(value, where, "", 0); }
+
 c10::IValue load_value(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ImportError(path + ": cannot be opened for reading");
-  std::vector<char> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const uint64_t size = import_detail::check_regular_file(path, kMaxTensorFileBytes, "a torch.save file");
+  std::vector<char> data = import_detail::read_file(path, size);
   if (data.size() < 4 || data[0] != 'P' || data[1] != 'K')
     throw ImportError(path + ": not a torch.save file (not a zip archive)");
-  try {
-    return torch::jit::pickle_load(data);
-  } catch (const c10::Error& e) {
-    std::string msg = e.what_without_backtrace();
-    throw ImportError(path + ": cannot read a torch.save file: " + msg.substr(0, msg.find('\n')));
-  } catch (const std::exception& e) {
-    std::string msg = e.what();
-    throw ImportError(path + ": cannot read a torch.save file: " + msg.substr(0, msg.find('\n')));
+  const auto records = import_detail::check_zip(path, data.data(), data.size());
+  bool has_pickle = false;
+  for (const auto& r : records) {
+    const size_t slash = r.name.find('/');
+    if (slash != std::string::npos && r.name.compare(slash + 1, std::string::npos, "data.pkl") == 0) has_pickle = true;
   }
+  if (!has_pickle) throw ImportError(path + ": not a torch.save file (no data.pkl record in the zip archive)");
+  std::shared_ptr<void> reader;
+  import_detail::check_pickles(path, records, [&](const import_detail::ZipRecord& r) {
+    if (r.compressed) return import_detail::read_record(path, r, reader);
+    std::string bytes(data.data() + r.data_offset, static_cast<size_t>(r.size));
+    if (import_detail::crc32(bytes.data(), bytes.size()) != r.crc32)
+      throw ImportError(path + ": damaged zip archive (record '" + r.name + "' does not match its CRC-32)");
+    return bytes;
+  });
+  c10::IValue value;
+  try {
+    value = torch::jit::pickle_load(data);
+  } catch (...) {
+    throw ImportError(path + ": cannot read a torch.save file: " + import_detail::current_exception_text());
+  }
+  validate_value(value, path);
+  return value;
 }
 
 std::vector<c10::IValue> load_inputs(const std::string& path) {
@@ -42,10 +144,25 @@ std::vector<c10::IValue> load_inputs(const std::string& path) {
 
 void save_value(const std::string& path, const c10::IValue& value) {
   std::vector<char> data = torch::jit::pickle_save(value);
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw ImportError(path + ": cannot be opened for writing");
-  out.write(data.data(), static_cast<std::streamsize>(data.size()));
-  if (!out) throw ImportError(path + ": write failed");
+  // Written next to the target, then renamed over it: a failed write never
+  // leaves a partial file or clobbers an existing one.
+  const std::string tmp = path + ".fxcpp-tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw ImportError(path + ": cannot be opened for writing");
+    out.write(data.data(), static_cast<std::streamsize>(data.size()));
+    out.flush();
+    if (!out) {
+      out.close();
+      std::remove(tmp.c_str());
+      throw ImportError(path + ": write failed");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    throw ImportError(path + ": cannot be written: " + why);
+  }
 }
 
 namespace {

@@ -1,11 +1,20 @@
 // fxcpp: capture, read, rewrite and run PyTorch graphs from the command line.
 #include "command.h"
+#include "model_io.h"
 
 #include <fx/error.h>
 
 #include <algorithm>
 #include <exception>
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
 #include <iostream>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <new>
 
 namespace fx::cli {
 
@@ -21,6 +30,69 @@ static int usage(std::ostream& os) {
     for (size_t n = std::string(c.usage).size(); n < 40; ++n) os << ' ';
     os << c.summary << "\n";
   }
+  return kBadInput;
+}
+
+// Runs one command; every exception becomes one line on stderr.
+static int run_command(const Command& c, const std::string& name, const std::vector<std::string>& args) {
+  try {
+    return c.run(args);
+  } catch (const fx::Error& e) {
+    std::cerr << "fxcpp " << name << ": " << e.what() << "\n";
+    return kBadInput;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "fxcpp " << name << ": out of memory\n";
+    return kBadInput;
+  } catch (const std::exception& e) {
+    // libtorch errors (c10::Error) that no command turned into fx::Error: one
+    // line without the backtrace, still "bad input" (exit 2).
+    std::cerr << "fxcpp " << name << ": " << one_line_error(e) << "\n";
+    return kBadInput;
+  } catch (...) {
+    std::cerr << "fxcpp " << name << ": unknown error\n";
+    return kBadInput;
+  }
+}
+
+// The crash guard: libtorch's TorchScript parser and unpickler can still die
+// from a signal on some damaged files that pass fxcpp's checks. The command
+// runs in a child process (forked before libtorch starts any thread); if the
+// child dies from a signal, the parent says in one line what it was doing
+// (set_activity) and exits 2. FXCPP_NO_CRASH_GUARD=1 runs in-process.
+template <typename F>
+static int guarded(const std::string& name, F&& body) {
+  if (std::getenv("FXCPP_NO_CRASH_GUARD") != nullptr) return body();
+  constexpr size_t kSize = 4096;
+  void* shared = mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (shared == MAP_FAILED) return body();
+  char* activity = static_cast<char*>(shared);
+  activity[0] = '\0';
+  std::cout.flush();
+  std::cerr.flush();
+  const pid_t pid = fork();
+  if (pid < 0) return body();
+  if (pid == 0) {
+    install_activity_buffer(activity, kSize);
+    const int rc = body();
+    std::cout.flush();
+    std::cerr.flush();
+    std::exit(rc);
+  }
+  signal(SIGINT, SIG_IGN);  // Ctrl-C reaches the child; the parent reports its end
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) {
+      std::cerr << "fxcpp " << name << ": waitpid failed: " << std::strerror(errno) << "\n";
+      return 1;
+    }
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  if (sig == SIGINT || sig == SIGTERM || sig == SIGKILL || sig == SIGPIPE || sig == SIGHUP) return 128 + sig;
+  const std::string what(activity, strnlen(activity, kSize));
+  std::cerr << "fxcpp " << name << ": crashed (" << strsignal(sig) << ", signal " << sig << ") while "
+            << (what.empty() ? std::string("starting") : what)
+            << "; the file is damaged or uses something libtorch cannot read\n";
   return kBadInput;
 }
 
@@ -40,13 +112,5 @@ int main(int argc, char** argv) {
     std::cerr << "fxcpp: unknown command '" << name << "'\n";
     return usage(std::cerr);
   }
-  try {
-    return it->run(std::vector<std::string>(argv + 2, argv + argc));
-  } catch (const fx::Error& e) {
-    std::cerr << "fxcpp " << name << ": " << e.what() << "\n";
-    return kBadInput;
-  } catch (const std::exception& e) {
-    std::cerr << "fxcpp " << name << ": error: " << e.what() << "\n";
-    return 1;
-  }
+  return guarded(name, [&] { return run_command(*it, name, std::vector<std::string>(argv + 2, argv + argc)); });
 }

@@ -6,7 +6,11 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 namespace fx::cli {
@@ -54,7 +58,26 @@ ModelArgs parse_model_args(const std::vector<std::string>& args, const std::vect
   return out;
 }
 
+namespace {
+char* activity_buffer = nullptr;
+size_t activity_size = 0;
+}  // namespace
+
+void install_activity_buffer(char* buffer, size_t size) {
+  activity_buffer = buffer;
+  activity_size = size;
+}
+
+void set_activity(const std::string& what) {
+  if (activity_buffer == nullptr || activity_size == 0) return;
+  const size_t n = std::min(what.size(), activity_size - 1);
+  std::memcpy(activity_buffer, what.data(), n);
+  activity_buffer[n] = '\0';
+  if (!what.empty() && std::getenv("FXCPP_TEST_CRASH") != nullptr) std::raise(SIGSEGV);
+}
+
 std::shared_ptr<GraphModule> import_model(const std::string& path, double* import_ms) {
+  set_activity("reading " + path);
   auto t0 = std::chrono::steady_clock::now();
   auto gm = import_torchscript(path);
   if (import_ms) *import_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -62,6 +85,7 @@ std::shared_ptr<GraphModule> import_model(const std::string& path, double* impor
 }
 
 std::vector<c10::IValue> load_model_inputs(GraphModule& gm, const std::string& path) {
+  set_activity("reading " + path);
   std::vector<c10::IValue> inputs = load_inputs(path);
   auto placeholders = gm.graph().find_nodes(Opcode::Placeholder);
   size_t required = 0;
@@ -108,6 +132,7 @@ std::string one_line_error(const std::exception& e) {
   if (cause.empty()) {
     for (const auto& l : lines) {
       if (l.rfind("While executing", 0) == 0 || l.rfind("The following operation failed", 0) == 0 ||
+          l.find("Could this error message be improved?") != std::string::npos ||
           l.rfind("Traceback", 0) == 0 || l.rfind("Exception raised from", 0) == 0)
         continue;
       cause = l;
@@ -115,6 +140,16 @@ std::string one_line_error(const std::exception& e) {
     }
   }
   if (cause.empty()) cause = lines.front();
+  // "[enforce fail at inline_container.cc:222] . file not found: x" -> "file not found: x"
+  if (cause.rfind("[enforce fail at ", 0) == 0 && cause.find(']') != std::string::npos) {
+    cause = cause.substr(cause.find(']') + 1);
+    size_t b = cause.find_first_not_of(" .");
+    cause = b == std::string::npos ? std::string("internal check failed") : cause.substr(b);
+  }
+  size_t boilerplate = cause.find("Could this error message be improved?");
+  if (boilerplate != std::string::npos) cause = cause.substr(0, boilerplate);
+  while (!cause.empty() && (cause.back() == ' ' || cause.back() == '.')) cause.pop_back();
+  if (cause.empty()) cause = "unknown error";
   if (!node.empty()) {
     size_t colon = node.find(" : ");
     cause += " (while executing " + node.substr(0, colon) + ")";

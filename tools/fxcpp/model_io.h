@@ -36,6 +36,15 @@ std::shared_ptr<GraphModule> import_model(const std::string& path, double* impor
 /// file recorded them); throws fx::Error naming the problem.
 std::vector<c10::IValue> load_model_inputs(GraphModule& gm, const std::string& path);
 
+/// Records what the command is doing ("reading m.pt") in the shared buffer
+/// the crash guard of main.cpp reads if the process dies from a signal.
+/// Testing hook: with FXCPP_TEST_CRASH set in the environment, the process
+/// raises SIGSEGV right after recording (to test the guard).
+void set_activity(const std::string& what);
+
+/// Installs the shared buffer set_activity writes into (main.cpp, before fork).
+void install_activity_buffer(char* buffer, size_t size);
+
 /// One line saying what went wrong in a run (the root cause of a TorchScript
 /// or ATen error, without backtraces), with the node being executed if known.
 std::string one_line_error(const std::exception& e);

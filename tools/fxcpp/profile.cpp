@@ -22,6 +22,7 @@ int run_profile(const std::vector<std::string>& argv) {
   auto gm = import_model(args.model);
   std::vector<c10::IValue> inputs = load_model_inputs(*gm, args.get("input"));
 
+  set_activity("running " + args.model + " on " + args.get("input"));
   ProfilingInterpreter interp(gm);
   torch::NoGradGuard no_grad;
   try {

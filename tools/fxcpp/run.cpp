@@ -39,6 +39,7 @@ int run_run(const std::vector<std::string>& argv) {
   c10::IValue out;
   try {
     torch::NoGradGuard no_grad;
+    set_activity("running " + args.model + " on " + args.get("input"));
     out = args.has("interpreter") ? Interpreter(gm).run(inputs) : gm->forward(inputs);
   } catch (const std::exception& e) {
     std::cerr << "fxcpp run: " << args.get("input") << ": bad input for " << args.model << ": " << one_line_error(e)
