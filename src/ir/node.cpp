@@ -63,6 +63,37 @@ Node* Node::next() const { return next_ == graph_->root_ ? nullptr : next_; }
 
 void Node::touch() { ++graph_->version_; }
 
+const std::string& Node::set_name(const std::string& candidate) {
+  graph_->check_alive(this);
+  if (candidate == name_) return name_;
+  if (candidate.empty()) throw Error("Node " + name_ + ": set_name needs a non-empty name");
+  name_ = graph_->unique_name(candidate);
+  touch();
+  return name_;
+}
+
+void Node::set_target(const std::string& target) {
+  graph_->check_alive(this);
+  if (target == target_) return;
+  if (target.empty() && op_ != Opcode::Output)
+    throw Error(std::string("Node ") + name_ + ": a " + to_string(op_) + " node needs a target");
+  if (op_ == Opcode::CallFunction) {
+    try {
+      check_function_target(target);
+    } catch (const TargetError& e) {
+      throw TargetError("Node " + name_ + ": cannot retarget to " + target + ": " + e.what());
+    }
+  }
+  target_ = target;
+  touch();
+}
+
+void Node::set_type(std::string type_expr) {
+  graph_->check_alive(this);
+  type_ = std::move(type_expr);
+  touch();
+}
+
 void Node::unlink_uses() {
   for (Use& u : inputs_) {
     Users& list = u.input->users_;
@@ -199,7 +230,8 @@ void Node::prepend(Node* x) {
 }
 
 std::string Node::format_node() const {
-  const std::string users = "[#users=" + std::to_string(users_.size()) + "]";
+  // torch.fx prints the type annotation before the user count.
+  const std::string users = (type_.empty() ? "" : type_ + " ") + "[#users=" + std::to_string(users_.size()) + "]";
   switch (op_) {
     case Opcode::Placeholder: {
       std::string s = "%" + name_ + " : " + users + " = placeholder[target=" + target_ + "]";
