@@ -89,6 +89,26 @@ TEST(ApiSliceRun, BadSlicesFailLikePython) {
                 bad->format_node());
 }
 
+TEST(ApiNodeEdits, RetargetAndRenameReachTheCompiledModule) {
+  // torch.fx: add.target = torch.mul; add.name = 'prod'; gm.recompile().
+  auto g = std::make_shared<Graph>();
+  Node* x = g->placeholder("x");
+  Node* add = g->call_function("aten::add", {x, x});
+  g->output(add);
+  auto gm = module_of(g);
+  at::Tensor t = at::full({2}, 3.0f);
+  EXPECT_TRUE(same(run(gm, {t}).toTensor(), at::full({2}, 6.0f)));
+  add->set_target("aten::mul");
+  add->set_name("prod");
+  EXPECT_TRUE(same(run(gm, {t}).toTensor(), at::full({2}, 9.0f)));  // no stale plan
+  EXPECT_TRUE(same(fx::Interpreter(gm).run({t}).toTensor(), at::full({2}, 9.0f)));
+  EXPECT_EQ(gm->code(),
+            "\n\n\ndef forward(self, x):\n"
+            "    prod = torch.ops.aten.mul(x, x);  x = None\n"
+            "    return prod\n"
+            "    ");
+}
+
 TEST(ApiOwningModule, IsTheOnlyGraphModuleOnTheGraph) {
   // torch.fx: g.owning_module is gm; after a second GraphModule(…, g) it is None.
   auto g = std::make_shared<Graph>();
