@@ -129,7 +129,7 @@ class Node {
   void set_target(const std::string& target);
   /// The type annotation (torch.fx node.type), as generated code prints it
   /// ("torch.Tensor"); empty when the node has none.
-  const std::string& type() const { return type_; }
+  const std::string& type() const;
   /// Sets the type annotation; "" removes it.
   void set_type(std::string type_expr);
   /// Positional arguments (read-only: change them with set_args / update_arg).
@@ -201,6 +201,9 @@ class Node {
   ~Node();
   /// Sets args and kwargs together, unlinking the old uses and linking the new.
   void set_args_kwargs(ArgList args, Kwargs kwargs);
+  /// Throws fx::Error (naming node `name`) unless every Node* inside is a
+  /// live node of `graph`.
+  static void check_inputs(const Graph* graph, const std::string& name, const ArgList& args, const Kwargs& kwargs);
   void unlink_uses();
   void link_uses();
   void touch();
@@ -210,7 +213,7 @@ class Node {
   Opcode op_;
   std::string name_;
   std::string target_;
-  std::string type_;
+  std::unique_ptr<std::string> type_;  // most nodes have none: a pointer keeps Node small
   ArgList args_;
   Kwargs kwargs_;
   c10::SmallVector<Use, 2> inputs_;  // one per distinct input node; linked into input->users_

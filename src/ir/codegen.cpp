@@ -167,7 +167,9 @@ PythonCode Graph::python_code(const std::string& root_module, bool verbose) cons
       }
     }
     // torch.fx emit_node: `name : type = ...` when the node has a type.
-    const std::string name = node->type().empty() ? node->name() : node->name() + " : " + node->type();
+    std::string typed;
+    if (!node->type().empty()) typed = node->name() + " : " + node->type();
+    const std::string& name = node->type().empty() ? node->name() : typed;
     const ArgList& args = node->args();
     switch (node->op()) {
       case Opcode::Placeholder: {

@@ -141,11 +141,14 @@ Node* Graph::create_node(Opcode op, const std::string& target, ArgList args, Kwa
     last_name_target_ = op == Opcode::CallFunction ? target : std::string();  // other opcodes: no cache
   }
   const std::string& candidate = name ? *name : last_name_candidate_;
+  Node::check_inputs(this, candidate, args, kwargs);  // errors name the node to be
   void* slot = allocate_node();
-  // Named after its candidate until it gets its unique name, so that errors name it.
-  Node* n = new (slot) Node(this, next_id_, op, candidate, target);
+  Node* n = new (slot) Node(this, next_id_, op, std::string(), target);
   try {
-    n->set_args_kwargs(std::move(args), std::move(kwargs));  // validates the inputs
+    n->args_ = std::move(args);
+    n->kwargs_ = std::move(kwargs);
+    n->link_uses();
+    n->touch();
   } catch (...) {
     destroy_node(n);  // not linked anywhere yet: the graph is unchanged
     spare_ = slot;
@@ -153,7 +156,7 @@ Node* Graph::create_node(Opcode op, const std::string& target, ArgList args, Kwa
   }
   ++next_id_;
   n->name_ = unique_name(candidate);
-  if (type_expr) n->type_ = std::move(*type_expr);
+  if (type_expr && !type_expr->empty()) n->type_ = std::make_unique<std::string>(std::move(*type_expr));
   insert(n);
   ++size_;
   return n;
@@ -222,10 +225,10 @@ void Graph::erase_node(Node* n) {
 
 Node* Graph::node_copy(const Node* node, const std::function<Argument(Node*)>& arg_transform) {
   if (node == nullptr) throw Error("node_copy: null Node*");
-  const std::function<Argument(Node*)> identity = [](Node* n) -> Argument { return n; };
+  static const std::function<Argument(Node*)> identity = [](Node* n) -> Argument { return n; };
   const auto& fn = arg_transform ? arg_transform : identity;
   Node* copy = create_node(node->op(), node->target(), map_arg(node->args(), fn), map_arg(node->kwargs(), fn),
-                           node->name(), node->type_.empty() ? std::nullopt : std::optional<std::string>(node->type_));
+                           node->name(), node->type_ ? std::optional<std::string>(*node->type_) : std::nullopt);
   if (node->meta_) copy->meta_ = std::make_unique<Meta>(*node->meta_);
   return copy;
 }

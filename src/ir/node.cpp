@@ -88,9 +88,18 @@ void Node::set_target(const std::string& target) {
   touch();
 }
 
+const std::string& Node::type() const {
+  static const std::string none;
+  return type_ ? *type_ : none;
+}
+
 void Node::set_type(std::string type_expr) {
   graph_->check_alive(this);
-  type_ = std::move(type_expr);
+  if (type_expr.empty()) {
+    type_.reset();
+  } else {
+    type_ = std::make_unique<std::string>(std::move(type_expr));
+  }
   touch();
 }
 
@@ -131,17 +140,21 @@ void Node::link_uses() {
   }
 }
 
+void Node::check_inputs(const Graph* graph, const std::string& name, const ArgList& args, const Kwargs& kwargs) {
+  for_each_node(args, kwargs, [&](Node* n) {
+    if (n == nullptr) throw Error("Node " + name + ": an argument is a null Node*");
+    if (&n->graph() != graph)
+      throw Error("Argument " + n->name() + " of Node " + name +
+                  " does not belong to this Graph, but was used as an argument! If you are copying nodes "
+                  "from another graph, make sure to use arg_transform on node_copy() to remap values");
+    graph->check_alive(n);
+  });
+}
+
 void Node::set_args_kwargs(ArgList args, Kwargs kwargs) {
   graph_->check_alive(this);
   // Validate before touching anything: a failed edit leaves the node as it was.
-  for_each_node(args, kwargs, [&](Node* n) {
-    if (n == nullptr) throw Error("Node " + name_ + ": an argument is a null Node*");
-    if (&n->graph() != graph_)
-      throw Error("Argument " + n->name() + " of Node " + name_ +
-                  " does not belong to this Graph, but was used as an argument! If you are copying nodes "
-                  "from another graph, make sure to use arg_transform on node_copy() to remap values");
-    graph_->check_alive(n);
-  });
+  check_inputs(graph_, name_, args, kwargs);
   unlink_uses();
   args_ = std::move(args);
   kwargs_ = std::move(kwargs);
@@ -231,7 +244,7 @@ void Node::prepend(Node* x) {
 
 std::string Node::format_node() const {
   // torch.fx prints the type annotation before the user count.
-  const std::string users = (type_.empty() ? "" : type_ + " ") + "[#users=" + std::to_string(users_.size()) + "]";
+  const std::string users = (type_ ? *type_ + " " : "") + "[#users=" + std::to_string(users_.size()) + "]";
   switch (op_) {
     case Opcode::Placeholder: {
       std::string s = "%" + name_ + " : " + users + " = placeholder[target=" + target_ + "]";

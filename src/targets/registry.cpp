@@ -218,8 +218,8 @@ void check_function_target(const std::string& target) {
 }
 
 bool is_impure_function(const std::string& target) {
-  if (target == "torch._assert") return true;  // torch.fx _side_effectful_functions, however it was registered
-  if (const auto* f = detail::find_registered_function(target)) return f->impure;
+  // torch._assert is in torch.fx's _side_effectful_functions, however it was registered.
+  if (const auto* f = detail::find_registered_function(target)) return f->impure || target == "torch._assert";
   if (detail::is_builtin(target)) {
     // x += y on a tensor writes to x (torch.fx counts these as pure, so its
     // DCE may drop an in-place update whose result is unused).
