@@ -123,9 +123,11 @@ class Node {
   /// What to call or fetch; meaning depends on op().
   const std::string& target() const { return target_; }
   /// Retargets the node in place (torch.fx `node.target = t`, e.g. add → mul).
-  /// A call_function target is checked as create_node checks it: an unknown
-  /// one throws fx::TargetError naming the node, and the node is unchanged
-  /// (torch.fx accepts anything and fails only when the code runs).
+  /// A call_function target is checked as create_node checks it, and for an
+  /// operator the current args/kwargs must fit one of its schemas (count and
+  /// keyword names; types are known only at run time): otherwise
+  /// fx::TargetError naming the node, and the node is unchanged (torch.fx
+  /// accepts anything and fails only when the code runs).
   void set_target(const std::string& target);
   /// The type annotation (torch.fx node.type), as generated code prints it
   /// ("torch.Tensor"); empty when the node has none.

@@ -4,7 +4,11 @@
 #include <fx/node.h>
 #include <fx/target.h>
 
+#include "targets/registry.h"
+
 #include <c10/util/SmallVector.h>
+
+#include <sstream>
 
 #include <algorithm>
 #include <ostream>
@@ -72,6 +76,30 @@ const std::string& Node::set_name(const std::string& candidate) {
   return name_;
 }
 
+namespace {
+
+/// Whether a call with `num_args` positional arguments and these keyword
+/// names can bind to `schema` (types are unknown while nodes stand for values).
+bool arity_fits(const c10::FunctionSchema& schema, size_t num_args, const Kwargs& kwargs) {
+  const auto& formals = schema.arguments();
+  size_t positional = 0;
+  for (const auto& f : formals)
+    if (!f.kwarg_only()) ++positional;
+  if (num_args > positional) return false;
+  for (const auto& kv : kwargs) {
+    auto it = std::find_if(formals.begin(), formals.end(), [&](const c10::Argument& f) { return f.name() == kv.first; });
+    if (it == formals.end() || static_cast<size_t>(it - formals.begin()) < num_args) return false;
+  }
+  for (size_t i = num_args; i < formals.size(); ++i) {
+    if (formals[i].default_value() || find_kwarg(kwargs, formals[i].name())) continue;
+    if (formals[i].type()->kind() == c10::TypeKind::OptionalType) continue;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 void Node::set_target(const std::string& target) {
   graph_->check_alive(this);
   if (target == target_) return;
@@ -82,6 +110,23 @@ void Node::set_target(const std::string& target) {
       check_function_target(target);
     } catch (const TargetError& e) {
       throw TargetError("Node " + name_ + ": cannot retarget to " + target + ": " + e.what());
+    }
+    // Revalidate the arguments against the new operator's schemas (arity and
+    // keyword names: the values' types are known only when the graph runs).
+    const auto overloads = detail::operator_overloads(target);
+    if (!overloads.empty() &&
+        std::none_of(overloads.begin(), overloads.end(),
+                     [&](const c10::OperatorHandle& op) { return arity_fits(op.schema(), args_.size(), kwargs_); })) {
+      std::ostringstream msg;
+      msg << "Node " << name_ << ": cannot retarget to " << target << ": no overload takes " << args_.size()
+          << " positional argument" << (args_.size() == 1 ? "" : "s");
+      if (!kwargs_.empty()) {
+        msg << " and keyword arguments";
+        for (size_t i = 0; i < kwargs_.size(); ++i) msg << (i ? ", " : " ") << kwargs_[i].first;
+      }
+      msg << "; schemas:";
+      for (const auto& op : overloads) msg << "\n  " << op.schema();
+      throw TargetError(msg.str());
     }
   }
   target_ = target;

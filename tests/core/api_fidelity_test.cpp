@@ -268,6 +268,21 @@ TEST(ApiNode, SetTargetRetargetsInPlaceAndRejectsUnknownTargets) {
     EXPECT_EQ(std::string(e.what()).rfind("Node add: cannot retarget to aten::mull: ", 0), 0u) << e.what();
   }
   EXPECT_EQ(g.str(), before);  // unchanged
+  // Revalidated against the new schemas: aten::neg takes one argument.
+  // (torch.fx accepts node.target = torch.neg and fails only when it runs.)
+  const std::string msg = error_of([&] { add->set_target("aten::neg"); });
+  EXPECT_EQ(msg.substr(0, msg.find(';')),
+            "Node add: cannot retarget to aten::neg: no overload takes 2 positional arguments");
+  EXPECT_NE(msg.find("\n  aten::neg(Tensor self) -> Tensor"), std::string::npos) << msg;
+  EXPECT_EQ(g.str(), before);
+  add->update_kwarg("alpha", 2);
+  const std::string div_msg = error_of([&] { add->set_target("aten::div"); });
+  EXPECT_EQ(div_msg.substr(0, div_msg.find(';')),
+            "Node add: cannot retarget to aten::div: no overload takes 2 positional arguments and keyword arguments "
+            "alpha");
+  add->set_target("aten::sub");  // sub(Tensor self, Tensor other, *, Scalar alpha=1)
+  EXPECT_EQ(add->target(), "aten::sub");
+  add->set_kwargs({});
   EXPECT_EQ(error_of([&] { x->set_target(""); }), "Node x: a placeholder node needs a target");
   g.erase_node(g.output_node());
   g.erase_node(add);
