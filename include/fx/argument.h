@@ -4,7 +4,8 @@
 ///
 /// An Argument is an immutable value: None, bool, int, double, string, a
 /// `Node*`, a dtype, device, layout or memory format, a constant `IValue`,
-/// or a list / tuple / string-keyed ordered dict of Arguments. Copies are
+/// a Python slice (start/stop/step, each an Argument) or Ellipsis, or a
+/// list / tuple / string-keyed ordered dict of Arguments. Copies are
 /// cheap (aggregates share their immutable payload). Every traversal of the
 /// nodes inside an argument goes through map_arg / for_each_node, so use
 /// lists, copying, printing and execution agree on what "an input" is.
@@ -51,6 +52,8 @@ class Argument {
     List,
     Tuple,
     Dict,
+    Slice,     ///< Python slice(start, stop, step): x[:, 0] traces to getitem(x, (slice(None, None, None), 0))
+    Ellipsis,  ///< Python Ellipsis (x[..., 1])
   };
 
   /// None.
@@ -90,6 +93,11 @@ class Argument {
   static Argument tuple(std::vector<Argument> items);
   /// A Python dict with string keys, in the given order.
   static Argument dict(Kwargs items);
+  /// A Python slice(start, stop, step); each part is None, an int or a Node
+  /// (other values are kept and rejected when the slice is used, as Python does).
+  static Argument slice(Argument start, Argument stop, Argument step);
+  /// Python's Ellipsis (`...` in an index).
+  static Argument ellipsis();
 
   /// What this holds.
   Kind kind() const { return kind_; }
@@ -98,6 +106,7 @@ class Argument {
   /// A list or a tuple.
   bool is_sequence() const { return kind_ == Kind::List || kind_ == Kind::Tuple; }
   bool is_dict() const { return kind_ == Kind::Dict; }
+  bool is_slice() const { return kind_ == Kind::Slice; }
 
   /// The value; each throws fx::Error if the kind differs.
   bool to_bool() const;
@@ -115,6 +124,8 @@ class Argument {
   const std::vector<Argument>& items() const;
   /// Entries of a dict.
   const Kwargs& dict_items() const;
+  /// {start, stop, step} of a slice.
+  const std::vector<Argument>& slice_parts() const;
 
   /// The argument as an IValue, with every node replaced by lookup(node).
   /// Lists of ints/doubles/bools/tensors become typed lists, as the
@@ -146,7 +157,7 @@ class Argument {
     c10::MemoryFormat memory_format;
   } s_{};
   c10::Device device_{c10::kCPU};
-  std::shared_ptr<const Payload> payload_;  // String, Constant, List, Tuple, Dict
+  std::shared_ptr<const Payload> payload_;  // String, Constant, List, Tuple, Dict, Slice
 };
 
 /// Calls fn(Node*) on every Node* inside arg, depth first, left to right.
@@ -161,6 +172,9 @@ void for_each_node(const Argument& arg, F&& fn) {
     case Argument::Kind::Dict:
       for (const auto& kv : arg.dict_items()) for_each_node(kv.second, fn);
       return;
+    case Argument::Kind::Slice:
+      for (const auto& a : arg.slice_parts()) for_each_node(a, fn);
+      return;
     default: return;
   }
 }
@@ -172,7 +186,7 @@ void for_each_node(const ArgList& args, const Kwargs& kwargs, F&& fn) {
 }
 
 /// torch.fx map_aggregate: rebuilds arg with fn applied to every leaf
-/// (everything that is not a list, tuple or dict).
+/// (everything that is not a list, tuple, dict or slice).
 Argument map_aggregate(const Argument& arg, const std::function<Argument(const Argument&)>& fn);
 /// torch.fx map_arg: rebuilds arg with every Node* replaced by fn(node).
 Argument map_arg(const Argument& arg, const std::function<Argument(Node*)>& fn);
@@ -192,6 +206,16 @@ std::string format_kwargs(const Kwargs& kwargs);
 std::string python_float_repr(double v);
 /// torch's name of a dtype ("torch.float32").
 std::string python_dtype_repr(c10::ScalarType t);
+
+/// How a slice travels at run time: an IValue named tuple `fx.slice(start,
+/// stop, step)` (IValue has no slice type); operator.getitem understands it.
+c10::IValue make_slice_ivalue(c10::IValue start, c10::IValue stop, c10::IValue step);
+/// Whether `v` was made by make_slice_ivalue.
+bool is_slice_ivalue(const c10::IValue& v);
+/// How Ellipsis travels at run time: an empty named tuple `fx.ellipsis`.
+c10::IValue ellipsis_ivalue();
+/// Whether `v` is ellipsis_ivalue().
+bool is_ellipsis_ivalue(const c10::IValue& v);
 
 /// Looks up a keyword argument; nullptr when absent.
 const Argument* find_kwarg(const Kwargs& kwargs, const std::string& key);

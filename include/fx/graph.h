@@ -21,6 +21,7 @@
 namespace fx {
 
 class Graph;
+class GraphModule;
 namespace detail {
 class NameTable;
 }
@@ -55,8 +56,10 @@ struct PythonCode {
 /// An ordered list of nodes; the IR of fxcpp.
 class Graph {
  public:
-  /// Iterates over nodes in program order (or reverse). Erasing the node the
-  /// iterator points at is safe; the iterator has already read its successor.
+  /// Iterates over nodes in program order (or reverse), as torch.fx's
+  /// _node_list does: the successor is read when the iterator advances, so
+  /// nodes erased during the loop (the current one or any other) are
+  /// skipped and nodes inserted after the current one are visited.
   class iterator {
    public:
     using value_type = Node*;
@@ -72,7 +75,6 @@ class Graph {
 
    private:
     Node* cur_;
-    Node* following_;
     const Node* root_;
     bool reverse_;
   };
@@ -105,8 +107,10 @@ class Graph {
   NodeList nodes() const { return NodeList(this, false); }
 
   /// Adds an input named `name` (made unique if taken); a default value
-  /// makes the argument optional when the graph runs.
-  Node* placeholder(const std::string& name, std::optional<Argument> default_value = std::nullopt);
+  /// makes the argument optional when the graph runs. type_expr annotates
+  /// it in generated code (`def forward(self, x : torch.Tensor)`).
+  Node* placeholder(const std::string& name, std::optional<Argument> default_value = std::nullopt,
+                    std::optional<std::string> type_expr = std::nullopt);
   /// Fetches the parameter, buffer or attribute at `qualified_name`.
   Node* get_attr(const std::string& qualified_name);
   /// Calls a function: an ATen operator ("aten::add", "aten::add.Tensor"), a
@@ -117,12 +121,15 @@ class Graph {
   Node* call_module(const std::string& module_name, ArgList args = {}, Kwargs kwargs = {});
   /// Calls method `method_name` on args[0] ("view", "size" ...).
   Node* call_method(const std::string& method_name, ArgList args = {}, Kwargs kwargs = {});
-  /// Marks `result` as the graph's output.
-  Node* output(Argument result);
+  /// Marks `result` as the graph's output; type_expr becomes the return
+  /// annotation of generated code (`-> torch.Tensor`).
+  Node* output(Argument result, std::optional<std::string> type_expr = std::nullopt);
   /// Creates a node of any opcode at the insertion point. `name` defaults to
-  /// one derived from the target (add, add_1, layer1_0_conv1 ...).
+  /// one derived from the target (add, add_1, layer1_0_conv1 ...); type_expr
+  /// is torch.fx's type_expr (Node::type()).
   Node* create_node(Opcode op, const std::string& target, ArgList args = {}, Kwargs kwargs = {},
-                    std::optional<std::string> name = std::nullopt);
+                    std::optional<std::string> name = std::nullopt,
+                    std::optional<std::string> type_expr = std::nullopt);
 
   /// New nodes go right before `n` until the guard dies (nullptr: the graph's start).
   InsertPoint inserting_before(Node* n = nullptr);
@@ -134,8 +141,9 @@ class Graph {
   /// Removes `n`; throws fx::Error (and changes nothing) while it has users.
   void erase_node(Node* n);
   /// Copies `node` (of any graph) to the insertion point, mapping its input
-  /// nodes with arg_transform.
-  Node* node_copy(const Node* node, const std::function<Argument(Node*)>& arg_transform);
+  /// nodes with arg_transform (by default the identity, as in torch.fx: only
+  /// right for a node of this graph). Name, type and meta are copied.
+  Node* node_copy(const Node* node, const std::function<Argument(Node*)>& arg_transform = nullptr);
   /// Copies every node of `g` except its output into this graph; val_map
   /// maps g's nodes to the copies (pre-filled entries are used as is).
   /// Returns g's output value mapped, or nullopt if g has no output.
@@ -156,10 +164,24 @@ class Graph {
   /// Prints tabular() to `os` (stdout by default).
   void print_tabular(std::ostream& os) const;
   void print_tabular() const;
-  /// The forward function torch.fx would generate for this graph.
-  PythonCode python_code(const std::string& root_module = "self") const;
+  /// The forward function torch.fx would generate for this graph. With
+  /// verbose (what print_readable uses), each run of nodes with the same
+  /// stack trace is preceded by torch.fx's summary comment
+  /// ("# File: m.py:4, code: y = x + 1"), or "# No stacktrace found for
+  /// following nodes" once a node without one follows.
+  PythonCode python_code(const std::string& root_module = "self", bool verbose = false) const;
   /// torch.fx str(graph): "graph():" then one format_node() line per node.
   std::string str() const;
+
+  /// The GraphModule built on this graph (torch.fx graph.owning_module), or
+  /// nullptr if none or several are: a non-owning back-pointer, cleared when
+  /// that module dies. As in torch.fx, once a second module has used the
+  /// graph it stays nullptr.
+  GraphModule* owning_module() const { return owning_module_; }
+  /// Called by GraphModule when it starts (owner != nullptr) using this graph.
+  void add_owner(GraphModule* owner);
+  /// Called by GraphModule when it stops using this graph.
+  void remove_owner(GraphModule* owner);
 
   /// Increases with every edit of the graph or its nodes.
   uint64_t version() const { return version_; }
@@ -191,6 +213,8 @@ class Graph {
   InsertPoint::Where insert_{nullptr, false};
   std::vector<Node*> erased_;  // owned; kept so that stale Node* never dangle
   std::unique_ptr<detail::NameTable> names_;
+  GraphModule* owning_module_ = nullptr;
+  size_t owners_ = 0;
   std::string last_checked_target_;  // call_function target validated last (chains repeat targets)
   std::string last_name_target_;     // the target whose name candidate was derived last ...
   std::string last_name_candidate_;  // ... and that candidate

@@ -230,8 +230,9 @@ class GraphModule : public torch::nn::Module {
   void recompile();
   /// The generated forward text (torch.fx gm.code), always current.
   std::string code();
-  /// The class with its forward, as torch.fx print_readable() shows it
-  /// (nested GraphModules follow, indented).
+  /// The class with its forward, as torch.fx print_readable() shows it:
+  /// verbose code with the stack-trace summary comments (see
+  /// Graph::python_code), nested GraphModules' plain code following, indented.
   std::string print_readable();
 
   /// The tensor at `qualified_name` ("layer1.0.conv1.weight"); throws

@@ -140,7 +140,10 @@ class Transformer {
   /// Runs the transformation and returns the new module (same root attributes).
   std::shared_ptr<GraphModule> transform();
 
-  /// Maps one node of the old graph into the new one.
+  /// Maps one node of the old graph into the new one. Like torch.fx 1.13,
+  /// no meta is copied onto the new node (tensor_meta may no longer hold
+  /// after an override); only the stack trace is kept, as torch.fx keeps it
+  /// under fx.traceback.override_stack_trace.
   virtual Argument run_node(Node* n);
   /// A new placeholder (default value: args[0], if any).
   virtual Argument placeholder(const std::string& target, const ArgList& args, const Kwargs& kwargs);

@@ -113,8 +113,27 @@ class Node {
   Opcode op() const { return op_; }
   /// The unique name, used in printing and generated code.
   const std::string& name() const { return name_; }
+  /// Renames the node (torch.fx `node.name = candidate`) and returns the new
+  /// name. Unlike torch.fx 1.13, whose plain attribute lets two nodes share a
+  /// name (lint then fails with "Node redefined name"), the candidate is made
+  /// unique in the graph's namespace as create_node does (torch.fx 2.x
+  /// Node._rename): renaming to a taken name gives name_1 ... Renaming to
+  /// the current name changes nothing; the old name stays reserved.
+  const std::string& set_name(const std::string& candidate);
   /// What to call or fetch; meaning depends on op().
   const std::string& target() const { return target_; }
+  /// Retargets the node in place (torch.fx `node.target = t`, e.g. add → mul).
+  /// A call_function target is checked as create_node checks it, and for an
+  /// operator the current args/kwargs must fit one of its schemas (count and
+  /// keyword names; types are known only at run time): otherwise
+  /// fx::TargetError naming the node, and the node is unchanged (torch.fx
+  /// accepts anything and fails only when the code runs).
+  void set_target(const std::string& target);
+  /// The type annotation (torch.fx node.type), as generated code prints it
+  /// ("torch.Tensor"); empty when the node has none.
+  const std::string& type() const;
+  /// Sets the type annotation; "" removes it.
+  void set_type(std::string type_expr);
   /// Positional arguments (read-only: change them with set_args / update_arg).
   const ArgList& args() const { return args_; }
   /// Keyword arguments (read-only: change them with set_kwargs / update_kwarg).
@@ -184,6 +203,9 @@ class Node {
   ~Node();
   /// Sets args and kwargs together, unlinking the old uses and linking the new.
   void set_args_kwargs(ArgList args, Kwargs kwargs);
+  /// Throws fx::Error (naming node `name`) unless every Node* inside is a
+  /// live node of `graph`.
+  static void check_inputs(const Graph* graph, const std::string& name, const ArgList& args, const Kwargs& kwargs);
   void unlink_uses();
   void link_uses();
   void touch();
@@ -193,6 +215,7 @@ class Node {
   Opcode op_;
   std::string name_;
   std::string target_;
+  std::unique_ptr<std::string> type_;  // most nodes have none: a pointer keeps Node small
   ArgList args_;
   Kwargs kwargs_;
   c10::SmallVector<Use, 2> inputs_;  // one per distinct input node; linked into input->users_

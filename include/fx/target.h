@@ -48,8 +48,11 @@ void check_function_target(const std::string& target);
 
 /// Whether a call_function of `target` has side effects: a registered impure
 /// function, an operator whose schema writes to an input (aten::add_,
-/// aten::copy_; the out= overloads do not count), or an in-place builtin
-/// (operator.iadd, isub, imul, itruediv).
+/// aten::copy_; the out= overloads do not count), an in-place builtin
+/// (operator.iadd, isub, imul, itruediv), torch.fx's side-effectful
+/// functions (torch._assert when registered impure, every profiler:: op,
+/// the record_function enter/exit ops), or an operator that returns nothing
+/// (aten::_assert_async: torch.fx 1.13 does not list those, fxcpp keeps them).
 bool is_impure_function(const std::string& target);
 
 /// Up to `n` known call_function target names closest to `target`.

@@ -268,10 +268,18 @@ void CompiledPlan::rethrow_in_step(size_t step) const {
 }
 
 c10::IValue CompiledPlan::run(std::vector<c10::IValue>& inputs) const {
-  if (inputs.size() > inputs_.size())
-    throw Error("forward() takes " + std::to_string(inputs_.size()) + " positional argument" +
-                (inputs_.size() == 1 ? "" : "s") + " but " + std::to_string(inputs.size()) +
-                (inputs.size() == 1 ? " was" : " were") + " given");
+  if (inputs.size() > inputs_.size()) {
+    // CPython's text, which counts `self`: "forward() takes 2 positional
+    // arguments but 3 were given", "takes from 2 to 3 ..." with defaults.
+    size_t required = 1;
+    for (const PlanInput& in : inputs_)
+      if (!in.default_value) ++required;
+    const size_t total = inputs_.size() + 1, given = inputs.size() + 1;
+    const std::string takes = required == total ? std::to_string(total) + " positional argument" + (total == 1 ? "" : "s")
+                                                : "from " + std::to_string(required) + " to " + std::to_string(total) +
+                                                      " positional arguments";
+    throw Error("forward() takes " + takes + " but " + std::to_string(given) + " were given");
+  }
   std::vector<c10::IValue> frame_storage(num_slots_);
   c10::IValue* frame = frame_storage.data();
   std::vector<std::string> missing;

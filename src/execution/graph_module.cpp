@@ -190,13 +190,20 @@ GraphModule::GraphModule(const std::shared_ptr<torch::nn::Module>& root, std::sh
                   " but that target was not found in root (root is null)");
     copy_attr(index, *root, *this, *n);
   }
+  graph_->add_owner(this);  // last: a constructor that throws registers nothing
 }
 
-GraphModule::~GraphModule() = default;
+GraphModule::~GraphModule() {
+  if (graph_) graph_->remove_owner(this);
+}
 
 void GraphModule::set_graph(std::shared_ptr<Graph> graph) {
   if (!graph) throw Error("GraphModule::set_graph: graph is null");
   std::lock_guard<std::mutex> lock(compile_mutex_);
+  if (graph != graph_) {
+    graph_->remove_owner(this);
+    graph->add_owner(this);
+  }
   graph_ = std::move(graph);
   touch();
 }
@@ -253,17 +260,25 @@ std::string GraphModule::code() {
   return code_;
 }
 
-std::string GraphModule::print_readable() {
-  std::string src = code();
+namespace {
+
+/// torch.fx print_readable (verbose: stack-trace summary comments) and
+/// __nested_code (the children's plain code).
+std::string readable_code(GraphModule& gm, bool verbose) {
+  std::string src = verbose ? gm.graph().python_code("self", /*verbose=*/true).src : gm.code();
   size_t start = src.find_first_not_of('\n');
   src = start == std::string::npos ? std::string() : src.substr(start);
-  std::string module_code = add_indent("class " + class_name_ + "(torch.nn.Module):\n" + src, 4);
+  std::string module_code = add_indent("class " + gm.class_name() + "(torch.nn.Module):\n" + src, 4);
   std::string submodule_code;
-  for (const auto& child : children()) {
-    if (auto gm = std::dynamic_pointer_cast<GraphModule>(child)) submodule_code += "\n" + gm->print_readable();
+  for (const auto& child : gm.children()) {
+    if (auto sub = std::dynamic_pointer_cast<GraphModule>(child)) submodule_code += "\n" + readable_code(*sub, false);
   }
   return module_code + add_indent(submodule_code, 4);
 }
+
+}  // namespace
+
+std::string GraphModule::print_readable() { return readable_code(*this, true); }
 
 at::Tensor GraphModule::fetch_attr(const std::string& qualified_name) const {
   auto atoms = split_name(qualified_name);

@@ -51,9 +51,14 @@ Argument Transformer::run_node(Node* n) {
   Kwargs kwargs = map_arg(n->kwargs(), lookup);
   if (n->op() == Opcode::Output) return output(n->target(), args, kwargs);
   Argument out = detail::call_opcode_method(*this, n, args, kwargs);
-  // Keep the node's metadata (stack trace, tensor_meta ...) on its copy.
-  if (out.is_node() && &out.to_node()->graph() == new_graph_.get() && out.to_node()->meta().empty())
-    out.to_node()->meta() = n->meta();
+  // torch.fx 1.13 copies no meta onto the new nodes: tensor_meta, val ...
+  // may be stale once an override changed the op. Only the stack trace is
+  // kept (what torch.fx does under fx.traceback.override_stack_trace), so
+  // generated code and errors still point at the source line.
+  if (out.is_node() && &out.to_node()->graph() == new_graph_.get() && out.to_node()->stack_trace().empty()) {
+    std::string trace = n->stack_trace();
+    if (!trace.empty()) out.to_node()->set_stack_trace(std::move(trace));
+  }
   return out;
 }
 

@@ -36,6 +36,8 @@ const char* kind_name(Argument::Kind k) {
     case Argument::Kind::List: return "list";
     case Argument::Kind::Tuple: return "tuple";
     case Argument::Kind::Dict: return "dict";
+    case Argument::Kind::Slice: return "slice";
+    case Argument::Kind::Ellipsis: return "ellipsis";
   }
   return "?";
 }
@@ -139,11 +141,52 @@ std::string to_python(const Argument& a, bool top_str) {
       }
       return s + "}";
     }
+    case Argument::Kind::Slice: {
+      // Python prints slice parts with repr, also under str().
+      const auto& p = a.slice_parts();
+      return "slice(" + to_python(p[0], false) + ", " + to_python(p[1], false) + ", " + to_python(p[2], false) + ")";
+    }
+    case Argument::Kind::Ellipsis: return "Ellipsis";
   }
   return "?";
 }
 
+const c10::TupleTypePtr& slice_type() {
+  static const c10::TupleTypePtr t = c10::TupleType::createNamed(
+      c10::QualifiedName("fx.slice"), std::vector<std::string>{"start", "stop", "step"},
+      // Named tuples may not hold Any; the parts are checked when the slice is used.
+      std::vector<c10::TypePtr>{c10::OptionalType::create(c10::IntType::get()),
+                                c10::OptionalType::create(c10::IntType::get()),
+                                c10::OptionalType::create(c10::IntType::get())});
+  return t;
+}
+
+const c10::TupleTypePtr& ellipsis_type() {
+  static const c10::TupleTypePtr t = c10::TupleType::createNamed(
+      c10::QualifiedName("fx.ellipsis"), std::vector<std::string>{}, std::vector<c10::TypePtr>{});
+  return t;
+}
+
+bool is_named_tuple(const c10::IValue& v, size_t size, const c10::TupleTypePtr& type) {
+  if (!v.isTuple()) return false;
+  const auto& t = v.toTupleRef();
+  return t.size() == size && t.type().get() == type.get();
+}
+
 }  // namespace
+
+c10::IValue make_slice_ivalue(c10::IValue start, c10::IValue stop, c10::IValue step) {
+  return c10::ivalue::Tuple::createNamed({std::move(start), std::move(stop), std::move(step)}, slice_type());
+}
+
+bool is_slice_ivalue(const c10::IValue& v) { return is_named_tuple(v, 3, slice_type()); }
+
+c10::IValue ellipsis_ivalue() {
+  static const c10::IValue e = c10::ivalue::Tuple::createNamed(std::vector<c10::IValue>{}, ellipsis_type());
+  return e;
+}
+
+bool is_ellipsis_ivalue(const c10::IValue& v) { return is_named_tuple(v, 0, ellipsis_type()); }
 
 Argument::Argument(const char* v) : Argument(std::string(v)) {}
 
@@ -160,6 +203,11 @@ Argument Argument::from_ivalue(const c10::IValue& v) {
   if (v.isDouble()) return Argument(v.toDouble());
   if (v.isString()) return Argument(v.toStringRef());
   if (v.isDevice()) return Argument(v.toDevice());
+  if (is_slice_ivalue(v)) {
+    const auto& e = v.toTupleRef().elements();
+    return slice(from_ivalue(e[0]), from_ivalue(e[1]), from_ivalue(e[2]));
+  }
+  if (is_ellipsis_ivalue(v)) return ellipsis();
   if (v.isTuple()) {
     std::vector<Argument> items;
     for (const auto& e : v.toTupleRef().elements()) items.push_back(from_ivalue(e));
@@ -199,6 +247,18 @@ Argument Argument::dict(Kwargs items) {
   auto p = std::make_shared<Payload>();
   p->dict = std::move(items);
   a.payload_ = std::move(p);
+  return a;
+}
+
+Argument Argument::slice(Argument start, Argument stop, Argument step) {
+  Argument a = list({std::move(start), std::move(stop), std::move(step)});
+  a.kind_ = Kind::Slice;
+  return a;
+}
+
+Argument Argument::ellipsis() {
+  Argument a;
+  a.kind_ = Kind::Ellipsis;
   return a;
 }
 
@@ -245,6 +305,10 @@ const c10::IValue& Argument::to_constant() const {
 }
 const std::vector<Argument>& Argument::items() const {
   if (!is_sequence()) wrong_kind(kind_, "list or tuple");
+  return payload_->items;
+}
+const std::vector<Argument>& Argument::slice_parts() const {
+  if (kind_ != Kind::Slice) wrong_kind(kind_, "slice");
   return payload_->items;
 }
 const Kwargs& Argument::dict_items() const {
@@ -313,6 +377,11 @@ c10::IValue Argument::to_ivalue(const std::function<c10::IValue(Node*)>& lookup)
       for (const auto& kv : payload_->dict) d.insert(kv.first, kv.second.to_ivalue(lookup));
       return d;
     }
+    case Kind::Slice: {
+      const auto& p = payload_->items;
+      return make_slice_ivalue(p[0].to_ivalue(lookup), p[1].to_ivalue(lookup), p[2].to_ivalue(lookup));
+    }
+    case Kind::Ellipsis: return ellipsis_ivalue();
   }
   return c10::IValue();
 }
@@ -340,6 +409,8 @@ bool Argument::operator==(const Argument& o) const {
     case Kind::List:
     case Kind::Tuple: return payload_->items == o.payload_->items;
     case Kind::Dict: return payload_->dict == o.payload_->dict;
+    case Kind::Slice: return payload_->items == o.payload_->items;
+    case Kind::Ellipsis: return true;
   }
   return false;
 }
@@ -363,6 +434,10 @@ Argument map_aggregate(const Argument& arg, const std::function<Argument(const A
       for (const auto& kv : arg.dict_items()) items.emplace_back(kv.first, map_aggregate(kv.second, fn));
       return Argument::dict(std::move(items));
     }
+    case Argument::Kind::Slice: {
+      const auto& p = arg.slice_parts();
+      return Argument::slice(map_aggregate(p[0], fn), map_aggregate(p[1], fn), map_aggregate(p[2], fn));
+    }
     default: return fn(arg);
   }
 }
@@ -372,7 +447,8 @@ Argument map_arg(const Argument& arg, const std::function<Argument(Node*)>& fn) 
     case Argument::Kind::Node: return fn(arg.to_node());
     case Argument::Kind::List:
     case Argument::Kind::Tuple:
-    case Argument::Kind::Dict: {
+    case Argument::Kind::Dict:
+    case Argument::Kind::Slice: {
       // Aggregates without nodes are shared, not rebuilt.
       bool has_node = false;
       for_each_node(arg, [&](Node*) { has_node = true; });

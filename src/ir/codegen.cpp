@@ -86,7 +86,56 @@ std::string global_name(const std::string& target) {
 
 }  // namespace
 
-PythonCode Graph::python_code(const std::string& root_module) const {
+namespace {
+
+std::string strip(const std::string& s) {
+  const char* ws = " \t\n\r\f\v";
+  size_t b = s.find_first_not_of(ws);
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(ws) - b + 1);
+}
+
+/// torch.fx append_stacktrace_summary: "# <context>, File: <file>:<line>, code: <code>".
+std::string stacktrace_summary(const std::string& trace) {
+  std::vector<std::string> lines;
+  const std::string t = strip(trace);
+  size_t start = 0;
+  while (true) {
+    size_t nl = t.find('\n', start);
+    lines.push_back(t.substr(start, nl == std::string::npos ? std::string::npos : nl - start));
+    if (nl == std::string::npos) break;
+    start = nl + 1;
+  }
+  size_t idx = 0;
+  std::string context;
+  for (; idx < lines.size(); ++idx) {
+    std::string line = strip(lines[idx]);
+    if (line.rfind("File ", 0) == 0) break;
+    context += (context.empty() ? "" : ", ") + line;
+  }
+  std::vector<std::string> summary;
+  if (idx > 0) summary.push_back(context);
+  if (idx + 1 < lines.size()) {
+    // ^File "(.+)", line (\d+), in (.+)$
+    const std::string line = strip(lines[idx]);
+    const size_t q = line.find("\", line ");
+    const size_t in = q == std::string::npos ? q : line.find(", in ", q + 8);
+    if (line.rfind("File \"", 0) == 0 && q != std::string::npos && q > 6 && in != std::string::npos &&
+        in > q + 8 && in + 5 < line.size()) {
+      const std::string lineno = line.substr(q + 8, in - q - 8);
+      if (lineno.find_first_not_of("0123456789") == std::string::npos)
+        summary.push_back("File: " + line.substr(6, q - 6) + ":" + lineno);
+    }
+    summary.push_back("code: " + strip(lines[idx + 1]));
+  }
+  std::string out;
+  for (const auto& s : summary) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+}  // namespace
+
+PythonCode Graph::python_code(const std::string& root_module, bool verbose) const {
   // For every node, the values whose last use it is (torch.fx user_to_last_uses).
   std::unordered_map<const Node*, std::vector<Node*>> last_uses;
   {
@@ -102,13 +151,31 @@ PythonCode Graph::python_code(const std::string& root_module) const {
   }
   std::vector<std::string> free_vars;
   std::string body;
+  std::string return_annotation;
+  std::optional<std::string> prev_stacktrace;  // None until the first node that has or lacks one
   for (Node* node : nodes()) {
-    const std::string& name = node->name();
+    if (verbose && node->op() != Opcode::Placeholder && node->op() != Opcode::Output) {
+      const std::string trace = node->stack_trace();
+      if (!trace.empty()) {
+        if (trace != prev_stacktrace) {
+          prev_stacktrace = trace;
+          body += "\n# " + stacktrace_summary(trace) + "\n";
+        }
+      } else if (prev_stacktrace != std::string()) {
+        prev_stacktrace = std::string();
+        body += "\n# No stacktrace found for following nodes \n";
+      }
+    }
+    // torch.fx emit_node: `name : type = ...` when the node has a type.
+    std::string typed;
+    if (!node->type().empty()) typed = node->name() + " : " + node->type();
+    const std::string& name = node->type().empty() ? node->name() : typed;
     const ArgList& args = node->args();
     switch (node->op()) {
       case Opcode::Placeholder: {
-        free_vars.push_back(node->target() + (args.empty() ? "" : " = " + args[0].repr()));
-        if (node->target() != name) body += name + " = " + node->target() + "\n";
+        free_vars.push_back(node->target() + (node->type().empty() ? "" : " : " + node->type()) +
+                            (args.empty() ? "" : " = " + args[0].repr()));
+        if (node->target() != node->name()) body += node->name() + " = " + node->target() + "\n";
         continue;  // placeholders free nothing
       }
       case Opcode::CallMethod:
@@ -138,6 +205,7 @@ PythonCode Graph::python_code(const std::string& root_module) const {
         break;
       case Opcode::GetAttr: body += name + " = " + format_target(root_module, node->target()); break;
       case Opcode::Output:
+        if (!node->type().empty()) return_annotation = " -> " + node->type();
         body += "return " + (args.empty() ? std::string("None") : args[0].repr()) + "\n";
         continue;
     }
@@ -161,7 +229,7 @@ PythonCode Graph::python_code(const std::string& root_module) const {
     code += "\n";
     start = nl + 1;
   }
-  return PythonCode{"\n\n\ndef forward(" + params + "):\n" + code};
+  return PythonCode{"\n\n\ndef forward(" + params + ")" + return_annotation + ":\n" + code};
 }
 
 }  // namespace fx

@@ -28,16 +28,20 @@ InsertPoint::~InsertPoint() {
 
 // ---- iteration -------------------------------------------------------------
 
-Graph::iterator::iterator(Node* cur, const Node* root, bool reverse)
-    : cur_(cur), following_(nullptr), root_(root), reverse_(reverse) {
+Graph::iterator::iterator(Node* cur, const Node* root, bool reverse) : cur_(cur), root_(root), reverse_(reverse) {
+  while (cur_ && cur_ != root_ && cur_->erased_) cur_ = reverse_ ? cur_->prev_ : cur_->next_;
   if (cur_ == root_) cur_ = nullptr;
-  if (cur_) following_ = reverse_ ? cur_->prev_ : cur_->next_;
 }
 
 Graph::iterator& Graph::iterator::operator++() {
-  // The successor was read before the caller could erase the current node.
-  cur_ = following_ == root_ ? nullptr : following_;
-  following_ = cur_ ? (reverse_ ? cur_->prev_ : cur_->next_) : nullptr;
+  // torch.fx _node_list.__iter__: the successor is read only now, so nodes
+  // inserted after the current one are visited and nodes erased meanwhile
+  // are skipped. An erased node keeps its old links (erase_node only relinks
+  // its neighbours), so erasing the current node is safe too.
+  do {
+    cur_ = reverse_ ? cur_->prev_ : cur_->next_;
+  } while (cur_ != root_ && cur_->erased_);
+  if (cur_ == root_) cur_ = nullptr;
   return *this;
 }
 
@@ -125,41 +129,44 @@ InsertPoint Graph::inserting_after(Node* n) {
 }
 
 Node* Graph::create_node(Opcode op, const std::string& target, ArgList args, Kwargs kwargs,
-                         std::optional<std::string> name) {
+                         std::optional<std::string> name, std::optional<std::string> type_expr) {
   if (op == Opcode::CallFunction && target != last_checked_target_) {
     check_function_target(target);
     last_checked_target_ = target;
   }
   if (target.empty() && op != Opcode::Output)
     throw Error(std::string("create_node: a ") + to_string(op) + " node needs a target");
+  if (!name && (target != last_name_target_ || last_name_target_.empty())) {
+    last_name_candidate_ = detail::name_from_target(op, target);
+    last_name_target_ = op == Opcode::CallFunction ? target : std::string();  // other opcodes: no cache
+  }
+  const std::string& candidate = name ? *name : last_name_candidate_;
+  Node::check_inputs(this, candidate, args, kwargs);  // errors name the node to be
   void* slot = allocate_node();
   Node* n = new (slot) Node(this, next_id_, op, std::string(), target);
   try {
-    n->set_args_kwargs(std::move(args), std::move(kwargs));  // validates the inputs
+    n->args_ = std::move(args);
+    n->kwargs_ = std::move(kwargs);
+    n->link_uses();
+    n->touch();
   } catch (...) {
     destroy_node(n);  // not linked anywhere yet: the graph is unchanged
     spare_ = slot;
     throw;
   }
   ++next_id_;
-  if (name) {
-    n->name_ = unique_name(*name);
-  } else {
-    if (target != last_name_target_ || last_name_target_.empty()) {
-      last_name_candidate_ = detail::name_from_target(op, target);
-      last_name_target_ = op == Opcode::CallFunction ? target : std::string();  // other opcodes: no cache
-    }
-    n->name_ = unique_name(last_name_candidate_);
-  }
+  n->name_ = unique_name(candidate);
+  if (type_expr && !type_expr->empty()) n->type_ = std::make_unique<std::string>(std::move(*type_expr));
   insert(n);
   ++size_;
   return n;
 }
 
-Node* Graph::placeholder(const std::string& name, std::optional<Argument> default_value) {
+Node* Graph::placeholder(const std::string& name, std::optional<Argument> default_value,
+                         std::optional<std::string> type_expr) {
   ArgList args;
   if (default_value) args.push_back(std::move(*default_value));
-  return create_node(Opcode::Placeholder, name, std::move(args));
+  return create_node(Opcode::Placeholder, name, std::move(args), {}, std::nullopt, std::move(type_expr));
 }
 
 Node* Graph::get_attr(const std::string& qualified_name) { return create_node(Opcode::GetAttr, qualified_name); }
@@ -176,7 +183,21 @@ Node* Graph::call_method(const std::string& method_name, ArgList args, Kwargs kw
   return create_node(Opcode::CallMethod, method_name, std::move(args), std::move(kwargs));
 }
 
-Node* Graph::output(Argument result) { return create_node(Opcode::Output, "output", {std::move(result)}); }
+Node* Graph::output(Argument result, std::optional<std::string> type_expr) {
+  return create_node(Opcode::Output, "output", {std::move(result)}, {}, std::nullopt, std::move(type_expr));
+}
+
+void Graph::add_owner(GraphModule* owner) {
+  if (!owner) return;
+  owning_module_ = owners_ == 0 ? owner : nullptr;  // torch.fx owning_module.setter
+  ++owners_;
+}
+
+void Graph::remove_owner(GraphModule* owner) {
+  if (!owner || owners_ == 0) return;
+  --owners_;
+  if (owning_module_ == owner) owning_module_ = nullptr;
+}
 
 std::string Graph::unique_name(const std::string& candidate) {
   return names_->create(candidate);
@@ -203,8 +224,11 @@ void Graph::erase_node(Node* n) {
 }
 
 Node* Graph::node_copy(const Node* node, const std::function<Argument(Node*)>& arg_transform) {
-  Node* copy = create_node(node->op(), node->target(), map_arg(node->args(), arg_transform),
-                           map_arg(node->kwargs(), arg_transform), node->name());
+  if (node == nullptr) throw Error("node_copy: null Node*");
+  static const std::function<Argument(Node*)> identity = [](Node* n) -> Argument { return n; };
+  const auto& fn = arg_transform ? arg_transform : identity;
+  Node* copy = create_node(node->op(), node->target(), map_arg(node->args(), fn), map_arg(node->kwargs(), fn),
+                           node->name(), node->type_ ? std::optional<std::string>(*node->type_) : std::nullopt);
   if (node->meta_) copy->meta_ = std::make_unique<Meta>(*node->meta_);
   return copy;
 }
@@ -237,11 +261,13 @@ bool Graph::eliminate_dead_code() {
   return changed;
 }
 
+// As torch.fx's lint: ownership, topological order, unique names (plus the
+// use lists). Like torch.fx it does not count output nodes: a graph under
+// construction, or one with none or two, lints fine.
 void Graph::lint() const {
   std::vector<bool> seen(next_id_, false);
   std::vector<const Node*> input_of(next_id_, nullptr);  // input id -> the node whose Uses list it
   std::unordered_set<std::string_view> names;
-  size_t outputs = 0;
   for (Node* n : nodes()) {
     if (&n->graph() != this) throw LintError("Node '" + n->name() + "' does not belong to this Graph!");
     if (n->erased_) throw LintError("Node '" + n->name() + "' was erased but is still in the graph");
@@ -276,10 +302,7 @@ void Graph::lint() const {
     }
     seen[n->id()] = true;
     if (!names.insert(n->name()).second) throw LintError("Node redefined name " + n->name() + "!");
-    if (n->op() == Opcode::Output) ++outputs;
   }
-  if (outputs == 0) throw LintError("Graph has no output node; add one with graph.output(value)\n" + str());
-  if (outputs > 1) throw LintError("Graph has " + std::to_string(outputs) + " output nodes; it must have one\n" + str());
 }
 
 std::vector<Node*> Graph::find_nodes(Opcode op, const std::optional<std::string>& target) const {

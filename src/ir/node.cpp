@@ -4,7 +4,11 @@
 #include <fx/node.h>
 #include <fx/target.h>
 
+#include "targets/registry.h"
+
 #include <c10/util/SmallVector.h>
+
+#include <sstream>
 
 #include <algorithm>
 #include <ostream>
@@ -63,6 +67,87 @@ Node* Node::next() const { return next_ == graph_->root_ ? nullptr : next_; }
 
 void Node::touch() { ++graph_->version_; }
 
+const std::string& Node::set_name(const std::string& candidate) {
+  graph_->check_alive(this);
+  if (candidate == name_) return name_;
+  if (candidate.empty()) throw Error("Node " + name_ + ": set_name needs a non-empty name");
+  name_ = graph_->unique_name(candidate);
+  touch();
+  return name_;
+}
+
+namespace {
+
+/// Whether a call with `num_args` positional arguments and these keyword
+/// names can bind to `schema` (types are unknown while nodes stand for values).
+bool arity_fits(const c10::FunctionSchema& schema, size_t num_args, const Kwargs& kwargs) {
+  const auto& formals = schema.arguments();
+  size_t positional = 0;
+  for (const auto& f : formals)
+    if (!f.kwarg_only()) ++positional;
+  if (num_args > positional) return false;
+  for (const auto& kv : kwargs) {
+    auto it = std::find_if(formals.begin(), formals.end(), [&](const c10::Argument& f) { return f.name() == kv.first; });
+    if (it == formals.end() || static_cast<size_t>(it - formals.begin()) < num_args) return false;
+  }
+  for (size_t i = num_args; i < formals.size(); ++i) {
+    if (formals[i].default_value() || find_kwarg(kwargs, formals[i].name())) continue;
+    if (formals[i].type()->kind() == c10::TypeKind::OptionalType) continue;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void Node::set_target(const std::string& target) {
+  graph_->check_alive(this);
+  if (target == target_) return;
+  if (target.empty() && op_ != Opcode::Output)
+    throw Error(std::string("Node ") + name_ + ": a " + to_string(op_) + " node needs a target");
+  if (op_ == Opcode::CallFunction) {
+    try {
+      check_function_target(target);
+    } catch (const TargetError& e) {
+      throw TargetError("Node " + name_ + ": cannot retarget to " + target + ": " + e.what());
+    }
+    // Revalidate the arguments against the new operator's schemas (arity and
+    // keyword names: the values' types are known only when the graph runs).
+    const auto overloads = detail::operator_overloads(target);
+    if (!overloads.empty() &&
+        std::none_of(overloads.begin(), overloads.end(),
+                     [&](const c10::OperatorHandle& op) { return arity_fits(op.schema(), args_.size(), kwargs_); })) {
+      std::ostringstream msg;
+      msg << "Node " << name_ << ": cannot retarget to " << target << ": no overload takes " << args_.size()
+          << " positional argument" << (args_.size() == 1 ? "" : "s");
+      if (!kwargs_.empty()) {
+        msg << " and keyword arguments";
+        for (size_t i = 0; i < kwargs_.size(); ++i) msg << (i ? ", " : " ") << kwargs_[i].first;
+      }
+      msg << "; schemas:";
+      for (const auto& op : overloads) msg << "\n  " << op.schema();
+      throw TargetError(msg.str());
+    }
+  }
+  target_ = target;
+  touch();
+}
+
+const std::string& Node::type() const {
+  static const std::string none;
+  return type_ ? *type_ : none;
+}
+
+void Node::set_type(std::string type_expr) {
+  graph_->check_alive(this);
+  if (type_expr.empty()) {
+    type_.reset();
+  } else {
+    type_ = std::make_unique<std::string>(std::move(type_expr));
+  }
+  touch();
+}
+
 void Node::unlink_uses() {
   for (Use& u : inputs_) {
     Users& list = u.input->users_;
@@ -100,17 +185,21 @@ void Node::link_uses() {
   }
 }
 
+void Node::check_inputs(const Graph* graph, const std::string& name, const ArgList& args, const Kwargs& kwargs) {
+  for_each_node(args, kwargs, [&](Node* n) {
+    if (n == nullptr) throw Error("Node " + name + ": an argument is a null Node*");
+    if (&n->graph() != graph)
+      throw Error("Argument " + n->name() + " of Node " + name +
+                  " does not belong to this Graph, but was used as an argument! If you are copying nodes "
+                  "from another graph, make sure to use arg_transform on node_copy() to remap values");
+    graph->check_alive(n);
+  });
+}
+
 void Node::set_args_kwargs(ArgList args, Kwargs kwargs) {
   graph_->check_alive(this);
   // Validate before touching anything: a failed edit leaves the node as it was.
-  for_each_node(args, kwargs, [&](Node* n) {
-    if (n == nullptr) throw Error("Node " + name_ + ": an argument is a null Node*");
-    if (&n->graph() != graph_)
-      throw Error("Argument " + n->name() + " of Node " + name_ +
-                  " does not belong to this Graph, but was used as an argument! If you are copying nodes "
-                  "from another graph, make sure to use arg_transform on node_copy() to remap values");
-    graph_->check_alive(n);
-  });
+  check_inputs(graph_, name_, args, kwargs);
   unlink_uses();
   args_ = std::move(args);
   kwargs_ = std::move(kwargs);
@@ -199,7 +288,8 @@ void Node::prepend(Node* x) {
 }
 
 std::string Node::format_node() const {
-  const std::string users = "[#users=" + std::to_string(users_.size()) + "]";
+  // torch.fx prints the type annotation before the user count.
+  const std::string users = (type_ ? *type_ + " " : "") + "[#users=" + std::to_string(users_.size()) + "]";
   switch (op_) {
     case Opcode::Placeholder: {
       std::string s = "%" + name_ + " : " + users + " = placeholder[target=" + target_ + "]";

@@ -16,13 +16,15 @@ std::ostream& operator<<(std::ostream& os, const Graph& graph) { return os << gr
 
 std::string Graph::tabular() const {
   // tabulate's "simple" format: columns two spaces apart, dashes under the
-  // headers, trailing blanks dropped.
+  // headers, trailing blanks dropped; each column at least its header + 2 wide.
   std::vector<std::vector<std::string>> rows = {{"opcode", "name", "target", "args", "kwargs"}};
   for (Node* n : nodes()) {
     rows.push_back({to_string(n->op()), n->name(), n->target(), Argument::tuple(n->args()).repr(),
                     Argument::dict(n->kwargs()).repr()});
   }
+  // tabulate pads every column to at least its header + 2 (MIN_PADDING).
   std::vector<size_t> width(5, 0);
+  for (size_t c = 0; c < 5; ++c) width[c] = rows[0][c].size() + 2;
   for (const auto& r : rows)
     for (size_t c = 0; c < 5; ++c) width[c] = std::max(width[c], r[c].size());
   auto line = [&](const std::vector<std::string>& cells) {

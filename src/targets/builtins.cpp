@@ -3,9 +3,11 @@
 
 #include "targets/schema_match.h"
 
+#include <fx/argument.h>
 #include <fx/error.h>
 
 #include <ATen/ATen.h>
+#include <ATen/TensorIndexing.h>
 
 #include <cmath>
 #include <unordered_map>
@@ -588,6 +590,28 @@ std::string python_repr_key(const c10::IValue& k) {
   return type_name(k);
 }
 
+/// One part of a slice as an index: None or an int (bools count, as in Python).
+c10::optional<int64_t> slice_part(const c10::IValue& v) {
+  if (v.isNone()) return c10::nullopt;
+  if (v.isInt()) return v.toInt();
+  if (v.isBool()) return int64_t(v.toBool());
+  throw Error("slice indices must be integers or None or have an __index__ method");
+}
+
+/// One element of a tensor index: int, None, Ellipsis, slice, bool or Tensor.
+at::indexing::TensorIndex tensor_index(const c10::IValue& e) {
+  if (e.isBool()) return at::indexing::TensorIndex(e.toBool());
+  if (e.isInt()) return at::indexing::TensorIndex(e.toInt());
+  if (e.isNone()) return at::indexing::TensorIndex(at::indexing::None);
+  if (is_ellipsis_ivalue(e)) return at::indexing::TensorIndex(at::indexing::Ellipsis);
+  if (is_slice_ivalue(e)) {
+    const auto& p = e.toTupleRef().elements();
+    return at::indexing::TensorIndex(at::indexing::Slice(slice_part(p[0]), slice_part(p[1]), slice_part(p[2])));
+  }
+  if (e.isTensor()) return at::indexing::TensorIndex(e.toTensor());
+  throw Error("operator.getitem: unsupported index of type " + type_name(e) + " into a Tensor");
+}
+
 at::Tensor tensor_getitem(const at::Tensor& t, const c10::IValue& idx) {
   if (idx.isInt()) {
     int64_t i = idx.toInt();
@@ -599,21 +623,54 @@ at::Tensor tensor_getitem(const at::Tensor& t, const c10::IValue& idx) {
   }
   if (idx.isNone()) return t.unsqueeze(0);
   if (idx.isTensor()) return at::index(t, c10::List<c10::optional<at::Tensor>>({idx.toTensor()}));
-  if (idx.isTuple() || idx.isList()) {
-    at::Tensor r = t;
-    int64_t dim = 0;
-    for (const auto& e : items_of(idx)) {
-      if (e.isInt()) {
-        r = r.select(dim, e.toInt());
-      } else if (e.isNone()) {
-        r = r.unsqueeze(dim++);
-      } else {
-        throw Error("operator.getitem: unsupported index of type " + type_name(e) + " into a Tensor");
-      }
-    }
-    return r;
+  std::vector<at::indexing::TensorIndex> indices;
+  if ((idx.isTuple() && !is_slice_ivalue(idx) && !is_ellipsis_ivalue(idx)) || idx.isList()) {
+    for (const auto& e : items_of(idx)) indices.push_back(tensor_index(e));
+  } else {
+    indices.push_back(tensor_index(idx));  // a slice, Ellipsis or bool alone
   }
-  throw Error("operator.getitem: unsupported index of type " + type_name(idx) + " into a Tensor");
+  try {
+    return t.index(indices);  // x[:, 0], x[..., 1:3], x[None, ::2]: libtorch's Python indexing
+  } catch (const c10::Error& e) {
+    throw Error(e.what_without_backtrace());
+  }
+}
+
+/// The positions slice(start, stop, step) picks from a sequence of `len`
+/// (CPython's PySlice_AdjustIndices).
+std::vector<int64_t> slice_positions(const c10::IValue& s, int64_t len) {
+  const auto& p = s.toTupleRef().elements();
+  const c10::optional<int64_t> start = slice_part(p[0]), stop = slice_part(p[1]), step_v = slice_part(p[2]);
+  const int64_t step = step_v.value_or(1);
+  if (step == 0) throw Error("slice step cannot be zero");
+  auto adjust = [&](c10::optional<int64_t> v, int64_t dflt) {
+    if (!v) return dflt;
+    int64_t i = *v;
+    if (i < 0) {
+      i += len;
+      if (i < 0) i = step < 0 ? -1 : 0;
+    } else if (i >= len) {
+      i = step < 0 ? len - 1 : len;
+    }
+    return i;
+  };
+  const int64_t b = adjust(start, step < 0 ? len - 1 : 0), e = adjust(stop, step < 0 ? -1 : len);
+  std::vector<int64_t> out;
+  for (int64_t i = b; step > 0 ? i < e : i > e; i += step) out.push_back(i);
+  return out;
+}
+
+c10::IValue sequence_slice(const c10::IValue& obj, const c10::IValue& s) {
+  if (obj.isString()) {
+    const std::string& str = obj.toStringRef();
+    std::string out;
+    for (int64_t i : slice_positions(s, static_cast<int64_t>(str.size()))) out += str[static_cast<size_t>(i)];
+    return out;
+  }
+  std::vector<c10::IValue> items = items_of(obj), out;
+  for (int64_t i : slice_positions(s, static_cast<int64_t>(items.size()))) out.push_back(items[static_cast<size_t>(i)]);
+  if (obj.isTuple()) return c10::ivalue::Tuple::create(std::move(out));
+  return make_list_like(obj, std::move(out));
 }
 
 c10::IValue op_getitem(Args a) {
@@ -626,8 +683,9 @@ c10::IValue op_getitem(Args a) {
     if (it == d.end()) throw Error(python_repr_key(idx));  // Python's KeyError('k') prints as 'k'
     return it->value();
   }
-  if (obj.isTuple() || obj.isList() || obj.isString()) {
+  if ((obj.isTuple() && !is_slice_ivalue(obj) && !is_ellipsis_ivalue(obj)) || obj.isList() || obj.isString()) {
     const char* kind = obj.isTuple() ? "tuple" : obj.isList() ? "list" : "string";
+    if (is_slice_ivalue(idx)) return sequence_slice(obj, idx);
     if (!idx.isInt() && !idx.isBool())
       throw Error(std::string(kind) + " indices must be integers or slices, not " + type_name(idx));
     int64_t i = idx.isBool() ? int64_t(idx.toBool()) : idx.toInt();

@@ -218,7 +218,8 @@ void check_function_target(const std::string& target) {
 }
 
 bool is_impure_function(const std::string& target) {
-  if (const auto* f = detail::find_registered_function(target)) return f->impure;
+  // torch._assert is in torch.fx's _side_effectful_functions, however it was registered.
+  if (const auto* f = detail::find_registered_function(target)) return f->impure || target == "torch._assert";
   if (detail::is_builtin(target)) {
     // x += y on a tensor writes to x (torch.fx counts these as pure, so its
     // DCE may drop an in-place update whose result is unused).
@@ -233,12 +234,28 @@ bool is_impure_function(const std::string& target) {
     if (it != cache.end()) return it->second;
   }
   bool impure = false;
+  const auto ref = detail::parse_operator_name(target);
+  if (ref) {
+    // torch.fx's _side_effectful_functions: the profiler's record_function
+    // enter/exit ops (and the whole profiler:: namespace) are kept even
+    // when nothing reads their result.
+    const std::string& name = ref->name;
+    const std::string base = name.substr(name.find("::") + 2);
+    if (name.compare(0, 10, "profiler::") == 0 || base == "_record_function_enter" ||
+        base == "_record_function_enter_new" || base == "_record_function_exit")
+      impure = true;
+  }
   const bool explicit_overload = detail::parse_operator_name(target).value_or(detail::OperatorRef{}).has_overload;
   for (const c10::OperatorHandle& op : detail::operator_overloads(target)) {
     // Without an explicit overload, out= variants do not count (div.out_mode
     // is one, whatever its overload name says); a named one writes its out.
     for (const auto& a : op.schema().arguments())
       if (a.alias_info() && a.alias_info()->isWrite() && (explicit_overload || !a.is_out())) impure = true;
+    // An operator that returns nothing runs only for its effect
+    // (aten::_assert_async, aten::_assert_tensor_metadata, the record_function
+    // exits): torch.fx 1.13 lists only torch._assert and the profiler ops;
+    // fxcpp keeps every such op.
+    if (op.schema().returns().empty()) impure = true;
   }
   std::lock_guard<std::mutex> lock(mutex);
   cache[target] = impure;

