@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev
   python3-torch python3-torchvision   # Python torch.fx: model exports for the tests, the baseline
+  python3-tabulate        # torch.fx print_tabular, for python/goldens/api_fidelity_goldens.py
 )
 
 missing=()
