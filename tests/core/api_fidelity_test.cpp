@@ -8,6 +8,8 @@
 #include <fx/graph.h>
 #include <fx/target.h>
 
+#include "core_test_util.h"
+
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -19,20 +21,8 @@ using fx::Graph;
 using fx::Node;
 using fx::Opcode;
 
-std::vector<std::string> node_names(const Graph& g) {
-  std::vector<std::string> out;
-  for (Node* n : g.nodes()) out.push_back(n->name());
-  return out;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const fx::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using fx_test::error_of;
+using fx_test::node_names;
 
 // ---- 1. iteration ------------------------------------------------------------
 
