@@ -4,12 +4,9 @@
 // regenerate with /usr/bin/python3 python/goldens/api_fidelity_goldens.py).
 #include <fx/graph.h>
 
-#include <fx_paths.h>
+#include "../common/golden_string.h"
 
 #include <gtest/gtest.h>
-
-#include <fstream>
-#include <sstream>
 
 namespace {
 
@@ -18,27 +15,7 @@ using fx::Graph;
 using fx::Node;
 using fx::Opcode;
 
-/// The string under `key` in tests/core/goldens/api_fidelity.json (json.dump
-/// output: \n, \" and \\ escapes).
-std::string golden(const std::string& key) {
-  std::ifstream in(std::string(FX_SOURCE_DIR) + "/tests/core/goldens/api_fidelity.json");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  const std::string needle = "\"" + key + "\": \"";
-  size_t i = text.find(needle);
-  if (i == std::string::npos) return "<no golden " + key + ">";
-  std::string out;
-  for (i += needle.size(); i < text.size() && text[i] != '"'; ++i) {
-    if (text[i] != '\\') {
-      out += text[i];
-      continue;
-    }
-    const char e = text[++i];
-    out += e == 'n' ? '\n' : e == 't' ? '\t' : e;
-  }
-  return out;
-}
+std::string golden(const std::string& key) { return fx_test::golden_string("core/goldens/api_fidelity.json", key); }
 
 std::string joined_names(const std::vector<std::string>& names) {
   std::string s;

@@ -1,18 +1,16 @@
 #pragma once
 // Helpers shared by the passes' tests: modules over graphs, error texts,
-// golden strings, flattened outputs.
+// flattened outputs (golden strings: ../common/golden_string.h).
 
 #include <fx/error.h>
 #include <fx/graph_module.h>
 
-#include <fx_paths.h>
+#include "../common/golden_string.h"
 
 #include <ATen/ATen.h>
 
-#include <fstream>
 #include <functional>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -33,28 +31,6 @@ inline std::string error_of(const std::function<void()>& f) {
     return e.what();
   }
   return "<no error>";
-}
-
-/// The string stored under `key` in tests/passes/goldens/`file` (a JSON
-/// object whose values are strings; \n and \t escapes decoded).
-inline std::string golden_string(const std::string& file, const std::string& key) {
-  std::ifstream in(std::string(FX_SOURCE_DIR) + "/tests/passes/goldens/" + file);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  const std::string needle = "\"" + key + "\": \"";
-  size_t i = text.find(needle);
-  if (i == std::string::npos) return "<no golden " + key + ">";
-  std::string out;
-  for (i += needle.size(); i < text.size() && text[i] != '"'; ++i) {
-    if (text[i] != '\\') {
-      out += text[i];
-      continue;
-    }
-    char e = text[++i];
-    out += e == 'n' ? '\n' : e == 't' ? '\t' : e;
-  }
-  return out;
 }
 
 /// Every number of a tensor or (nested) tuple of tensors, in order, as doubles.

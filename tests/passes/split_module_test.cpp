@@ -23,7 +23,7 @@
 
 namespace {
 
-std::string golden(const std::string& key) { return fx_test::golden_string("split.json", key); }
+std::string golden(const std::string& key) { return fx_test::golden_string("passes/goldens/split.json", key); }
 
 using fx::Argument;
 using fx::Graph;
