@@ -194,7 +194,8 @@ class Node {
 
   /// Whether dead code elimination must keep this node even without users:
   /// placeholders, output, call_module, and calls whose schema writes to an
-  /// input (aten::add_, aten::copy_ ...) or functions registered as impure.
+  /// input (aten::add_, aten::copy_ ..., and call_method add_ ...) or
+  /// functions registered as impure.
   bool is_impure() const;
 
  private:

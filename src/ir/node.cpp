@@ -330,6 +330,9 @@ bool Node::is_impure() const {
     case Opcode::Output:
     case Opcode::CallModule: return true;
     case Opcode::CallFunction: return is_impure_function(target_);
+    // x.add_(y) writes x like aten::add_ does (torch.fx 1.13 calls every
+    // call_method pure, so its DCE drops an unused in-place method call).
+    case Opcode::CallMethod: return is_impure_function("aten::" + target_);
     default: return false;
   }
 }

@@ -177,6 +177,10 @@ TEST(Node, IsImpure) {
   // x += y writes x (torch.fx counts it as pure).
   EXPECT_TRUE(g.call_function("operator.iadd", {x, x})->is_impure());
   EXPECT_FALSE(g.call_function("operator.add", {x, x})->is_impure());
+  // In-place methods write their self argument.
+  EXPECT_TRUE(g.call_method("add_", {x, 1})->is_impure());
+  EXPECT_FALSE(g.call_method("add", {x, 1})->is_impure());
+  EXPECT_FALSE(g.call_method("size", {x})->is_impure());
   EXPECT_TRUE(g.call_module("fc", {x})->is_impure());
   EXPECT_FALSE(g.get_attr("w")->is_impure());
   EXPECT_TRUE(g.output(x)->is_impure());
