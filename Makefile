@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all setup configure build demo test bench clean
+.PHONY: all setup configure build demo test bench goldens clean
 
 all: build
 
@@ -26,6 +26,10 @@ test: build
 
 bench: build
 	/usr/bin/python3 scripts/bench_table.py --build $(BUILD)
+
+# Regenerates the Python torch.fx goldens the differential tests compare with.
+goldens: setup
+	for g in python/goldens/*_goldens.py; do /usr/bin/python3 $$g || exit 1; done
 
 clean:
 	rm -rf $(BUILD)

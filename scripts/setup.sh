@@ -10,6 +10,8 @@ packages=(
   libbenchmark-dev
   python3-torch python3-torchvision   # Python torch.fx: model exports for the tests, the baseline
   python3-tabulate        # torch.fx print_tabular, for python/goldens/api_fidelity_goldens.py
+  nlohmann-json3-dev      # the JSON graph document of fx::save / fx::load
+  clang libclang-rt-14-dev  # libFuzzer and the sanitizers (make fuzz, make check-sanitize)
 )
 
 missing=()
