@@ -17,6 +17,7 @@
 ///  5. Names are unique within a graph and valid Python identifiers.
 
 #include <fx/argument.h>
+#include <fx/normalize.h>
 
 #include <c10/util/SmallVector.h>
 
@@ -197,6 +198,13 @@ class Node {
   /// input (aten::add_, aten::copy_ ..., and call_method add_ ...) or
   /// functions registered as impure.
   bool is_impure() const;
+
+  /// torch.fx normalized_arguments: this call's args and kwargs matched up to
+  /// its target's signature, defaults filled in (see fx/normalize.h);
+  /// nullopt for other opcodes and targets without a known signature.
+  /// `root` resolves call_module targets (fx::Error if it is null then).
+  std::optional<ArgsKwargsPair> normalized_arguments(const torch::nn::Module* root = nullptr,
+                                                     const NormalizeOptions& options = {}) const;
 
  private:
   friend class Graph;

@@ -10,13 +10,14 @@ downloaded, nothing is random.
 """
 import contextlib
 import io
-import json
 import operator
 import os
 import re
 
 import torch
 import torch.fx as fx
+
+from golden_io import write_goldens
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "core", "goldens", "api_fidelity.json")
 FUNCS = ["relu", "neg", "sin", "cos", "add"]
@@ -117,6 +118,49 @@ def types():
     return str(g), g.python_code("self").src
 
 
+def normalized():
+    """Node.normalized_arguments / normalize_function on ATen overloads and torch.nn modules."""
+    from torch.fx.node import _format_arg
+    from torch.fx.operator_schemas import normalize_function
+    aten = torch.ops.aten
+    root = torch.nn.Module()
+    root.lin = torch.nn.Linear(2, 2)
+    root.lstm = torch.nn.LSTM(2, 2)
+    root.mha = torch.nn.MultiheadAttention(4, 2)
+    root.sub = torch.nn.Module()
+    root.sub.relu = torch.nn.ReLU()
+    g = fx.Graph()
+    x, y, w = g.placeholder("x"), g.placeholder("y"), g.placeholder("w")
+    nodes = [
+        g.call_function(aten.add.Tensor, (x, y)),
+        g.call_function(aten.conv2d.default, (x, w)),
+        g.call_function(aten.sum.dim_IntList, (x, [1]), {"keepdim": True}),
+        g.call_function(aten.add.Tensor, (x,), {"other": y}),
+        g.call_function(operator.add, (x, y)),
+        g.call_module("lin", (x,)),
+        g.call_module("lstm", (x,)),
+        g.call_module("mha", (x, x, x), {"need_weights": False}),
+        g.call_module("sub.relu", (x,)),
+        g.call_function(aten.add.Tensor, (x, y, 2, 3)),
+        g.call_function(aten.to.dtype, (x, torch.float16)),
+        x,
+    ]
+
+    def fmt(r):
+        return "None" if r is None else f"{_format_arg(r.args)} {_format_arg(r.kwargs)}"
+
+    lines = [f"{i}: {fmt(n.normalized_arguments(root))}" for i, n in enumerate(nodes)]
+    lines.append("only_kwargs: " + fmt(normalize_function(aten.conv2d.default, (x, w), {"groups": 2},
+                                                          normalize_to_only_use_kwargs=True)))
+    lines.append("typed_scalar: " + fmt(normalize_function(aten.add, (x, 2), arg_types=(torch.Tensor, int))))
+    lines.append("typed_tensor: " + fmt(normalize_function(aten.add, (x, y), arg_types=(torch.Tensor, torch.Tensor))))
+    try:
+        g.call_module("nope", (x,)).normalized_arguments(root)
+    except RuntimeError as e:
+        lines.append("missing: " + str(e))
+    return "\n".join(lines)
+
+
 def main():
     changed, two_str, two_code = two_outputs()
     slice_str, slice_code = slices()
@@ -133,12 +177,9 @@ def main():
         "verbose_code": aten(verbose()),
         "types_str": aten(types_str),
         "types_code": aten(types_code),
+        "normalized": normalized(),
     }
-    os.makedirs(os.path.dirname(OUT), exist_ok=True)
-    with open(OUT, "w") as f:
-        json.dump(goldens, f, indent=1, sort_keys=True)
-        f.write("\n")
-    print(f"wrote {os.path.normpath(OUT)} ({len(goldens)} goldens)")
+    write_goldens(OUT, goldens)
 
 
 if __name__ == "__main__":

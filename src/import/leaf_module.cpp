@@ -29,6 +29,22 @@ void register_leaf_forward() {
     register_module_forward(typeid(JitLeafModule), [](torch::nn::Module& m, std::vector<c10::IValue>& args) {
       return static_cast<JitLeafModule&>(m).forward(std::move(args));
     });
+    // torch.fx normalize_module knows torch.nn classes only: so do we.
+    register_module_signature(typeid(JitLeafModule), [](const torch::nn::Module& m) {
+      const auto& leaf = static_cast<const JitLeafModule&>(m);
+      if (demangled_type_name(leaf.jit_module()).rfind("__torch__.torch.nn.modules.", 0) != 0)
+        return std::optional<std::vector<ForwardParameter>>();
+      std::vector<ForwardParameter> params;
+      const auto& arguments = leaf.jit_module().get_method("forward").function().getSchema().arguments();
+      for (size_t i = 1; i < arguments.size(); ++i) {  // without self
+        ForwardParameter p;
+        p.name = arguments[i].name();
+        if (arguments[i].default_value()) p.default_value = Argument::from_ivalue(*arguments[i].default_value());
+        p.kwarg_only = arguments[i].kwarg_only();
+        params.push_back(std::move(p));
+      }
+      return std::optional<std::vector<ForwardParameter>>(std::move(params));
+    });
   });
 }
 

@@ -87,11 +87,14 @@ bool arity_fits(const c10::FunctionSchema& schema, size_t num_args, const Kwargs
     if (!f.kwarg_only()) ++positional;
   if (num_args > positional) return false;
   for (const auto& kv : kwargs) {
-    auto it = std::find_if(formals.begin(), formals.end(), [&](const c10::Argument& f) { return f.name() == kv.first; });
+    auto it = std::find_if(formals.begin(), formals.end(), [&](const c10::Argument& f) {
+      return f.name() == kv.first || (f.name() == "self" && kv.first == "input");  // torch.fx's name for self
+    });
     if (it == formals.end() || static_cast<size_t>(it - formals.begin()) < num_args) return false;
   }
   for (size_t i = num_args; i < formals.size(); ++i) {
     if (formals[i].default_value() || find_kwarg(kwargs, formals[i].name())) continue;
+    if (formals[i].name() == "self" && find_kwarg(kwargs, "input")) continue;
     if (formals[i].type()->kind() == c10::TypeKind::OptionalType) continue;
     return false;
   }
@@ -338,5 +341,16 @@ bool Node::is_impure() const {
 }
 
 std::ostream& operator<<(std::ostream& os, const Node& node) { return os << node.name(); }
+
+std::optional<ArgsKwargsPair> Node::normalized_arguments(const torch::nn::Module* root,
+                                                         const NormalizeOptions& options) const {
+  graph_->check_alive(this);
+  if (op_ == Opcode::CallFunction) return normalize_function(target_, args_, kwargs_, options);
+  if (op_ == Opcode::CallModule) {
+    if (!root) throw Error("normalized_arguments of call_module node " + name_ + " needs the root module");
+    return normalize_module(*root, target_, args_, kwargs_, options);
+  }
+  return std::nullopt;
+}
 
 }  // namespace fx

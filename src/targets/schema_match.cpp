@@ -246,6 +246,14 @@ bool is_out_schema(const c10::FunctionSchema& schema) {
   return false;
 }
 
+namespace {
+bool has_formal(const c10::FunctionSchema& schema, const std::string& name) {
+  for (const auto& a : schema.arguments())
+    if (a.name() == name) return true;
+  return false;
+}
+}  // namespace
+
 std::optional<SchemaMatch> match_schema(const c10::FunctionSchema& schema, c10::ArrayRef<const c10::IValue*> args,
                                         c10::ArrayRef<std::string> kwarg_names,
                                         c10::ArrayRef<const c10::IValue*> kwargs) {
@@ -280,8 +288,11 @@ std::optional<SchemaMatch> match_schema(const c10::FunctionSchema& schema, c10::
       m.penalty += pen;
       continue;
     }
+    // torch.fx spells `self` as `input` (torch.add(input=x, other=y); what
+    // normalize_function gives): both name the same parameter.
+    const bool self_as_input = f.name() == "self" && !has_formal(schema, "input");
     size_t j = 0;
-    while (j < kwarg_names.size() && kwarg_names[j] != f.name()) ++j;
+    while (j < kwarg_names.size() && kwarg_names[j] != f.name() && !(self_as_input && kwarg_names[j] == "input")) ++j;
     if (j < kwarg_names.size()) {
       int pen = fit(*kwargs[j], f.type(), f.N(), s.conversion, s.repeat);
       if (pen < 0) return std::nullopt;

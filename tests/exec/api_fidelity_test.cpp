@@ -109,6 +109,31 @@ TEST(ApiNodeEdits, RetargetAndRenameReachTheCompiledModule) {
             "    ");
 }
 
+TEST(ApiNormalizedArguments, RunAsNormalizedKeywords) {
+  // torch.fx names `self` `input` (torch.add(input=x, other=y)): the keywords
+  // normalized_arguments gives run as they are, compiled and interpreted.
+  auto g = std::make_shared<Graph>();
+  Node* x = g->placeholder("x");
+  Node* y = g->placeholder("y");
+  Node* add = g->call_function("aten::add.Tensor", {x, y}, {{"alpha", 2}});
+  g->output(add);
+  auto gm = module_of(g);
+  fx::NormalizeOptions o;
+  o.normalize_to_only_use_kwargs = true;
+  auto n = add->normalized_arguments(gm.get(), o);
+  ASSERT_TRUE(n.has_value());
+  add->set_args(n->args);
+  add->set_kwargs(n->kwargs);
+  EXPECT_EQ(add->format_node(),
+            "%add : [#users=1] = call_function[target=aten::add.Tensor](args = (), kwargs = {input: %x, other: %y, "
+            "alpha: 2})");
+  at::Tensor a = at::full({2}, 1.0f), b = at::full({2}, 3.0f);
+  EXPECT_TRUE(same(run(gm, {a, b}).toTensor(), at::full({2}, 7.0f)));
+  EXPECT_TRUE(same(fx::Interpreter(gm).run({a, b}).toTensor(), at::full({2}, 7.0f)));
+  add->set_target("aten::sub.Tensor");  // retargeting checks the keywords too
+  EXPECT_TRUE(same(run(gm, {a, b}).toTensor(), at::full({2}, -5.0f)));
+}
+
 TEST(ApiOwningModule, IsTheOnlyGraphModuleOnTheGraph) {
   // torch.fx: g.owning_module is gm; after a second GraphModule(…, g) it is None.
   auto g = std::make_shared<Graph>();
