@@ -172,3 +172,36 @@ TEST(ImportCases, DemangledTypeNames) {
 }
 
 }  // namespace
+
+namespace {
+
+std::string normalized(const fx::GraphModule& gm, const std::string& target, bool only_kwargs = false) {
+  fx::NormalizeOptions options;
+  options.normalize_to_only_use_kwargs = only_kwargs;
+  for (fx::Node* n : gm.graph().find_nodes(fx::Opcode::CallModule, target)) {
+    auto r = n->normalized_arguments(&gm, options);
+    return r ? fx::format_args(r->args) + " " + fx::format_kwargs(r->kwargs) : "None";
+  }
+  return "no node";
+}
+
+}  // namespace
+
+// Imported torch.nn leaves normalize with their scripted forward's signature,
+// as torch.fx normalize_module reads the Python forward; other leaves give None.
+TEST(ImportCases, NormalizedArgumentsOfLeaves) {
+  auto gm = fx::import_torchscript(case_path("tuple_out.pt"));
+  // The importer passes every argument of a scripted call positionally.
+  EXPECT_EQ(normalized(*gm, "attn"), "(%x, %x, %x, None, False, None, True) {}") << gm->graph().str();
+  EXPECT_EQ(normalized(*gm, "attn", true),
+            "() {query: %x, key: %x, value: %x, key_padding_mask: None, need_weights: False, attn_mask: None, "
+            "average_attn_weights: True}");
+  auto simple = fx::import_torchscript(case_path("simple.pt"));
+  EXPECT_EQ(normalized(*simple, "blocks.0.conv"), "(%stem,) {}") << simple->graph().str();
+  fx::ImportOptions all_leaves;
+  all_leaves.is_leaf_module = [](const torch::jit::Module&, const std::string&, const std::string& name) {
+    return name == "blocks.0" || name == "stem" || name == "fc";
+  };
+  auto coarse = fx::import_torchscript(case_path("simple.pt"), all_leaves);
+  EXPECT_EQ(normalized(*coarse, "blocks.0"), "None") << coarse->graph().str();
+}
