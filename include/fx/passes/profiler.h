@@ -4,10 +4,18 @@
 /// profiling interpreter of torch.fx's documentation and seed 003), with a
 /// report by node and by op type and a Chrome trace (chrome://tracing,
 /// ui.perfetto.dev).
+///
+/// The trace has one track per timed run; on it, each node is a span, and
+/// inside each span the ATen operators the node ran (libtorch's
+/// RecordFunction callbacks, so also the operators inside a call_module and
+/// the ones an operator calls in turn), with their input shapes. Times are
+/// microseconds with nanosecond digits, written by nlohmann-json: exact
+/// however long the profile runs.
 
 #include <fx/interpreter.h>
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -17,15 +25,20 @@ namespace fx {
 /// Times run_node for every node; runs accumulate until reset().
 class ProfilingInterpreter : public Interpreter {
  public:
-  /// One node run, for the Chrome trace.
+  /// One node run, or one ATen operator inside it, for the Chrome trace.
   struct Event {
-    Node* node;
+    Node* node;       ///< the node (for an operator: the node that ran it)
     double start_us;  ///< since the profiler was made
     double dur_us;
     int run;          ///< which timed run (1, 2, ...)
+    /// For an operator: its name ("aten::conv2d"); empty for the node itself.
+    std::string op;
+    /// For an operator: the shapes of its tensor inputs ("[1, 3, 224, 224]"; "" for non-tensors).
+    std::vector<std::string> input_shapes;
   };
 
   using Interpreter::Interpreter;
+  ~ProfilingInterpreter() override;
 
   /// Runs and times every node; with `record` false (a warm-up) nothing is kept.
   c10::IValue profile_run(std::vector<c10::IValue> args, bool record = true);
@@ -34,8 +47,10 @@ class ProfilingInterpreter : public Interpreter {
 
   /// Total microseconds spent in each node over all recorded runs.
   const std::unordered_map<const Node*, double>& node_us() const { return node_us_; }
-  /// Every recorded node run, in order.
+  /// Every recorded node run and operator, in the order they started.
   const std::vector<Event>& events() const { return events_; }
+  /// Record the ATen operators inside each node too (default true).
+  void set_record_ops(bool on) { record_ops_ = on; }
   /// How many runs were recorded.
   int runs() const { return runs_; }
   /// Forgets every recorded run.
@@ -48,9 +63,11 @@ class ProfilingInterpreter : public Interpreter {
   /// Text tables: the `top` slowest nodes (ms per run and share of the total)
   /// and the time per op type.
   std::string report(size_t top = 20) const;
-  /// Writes the recorded runs as a Chrome trace JSON file; throws fx::Error
-  /// if the file cannot be written.
+  /// Writes the recorded runs as a Chrome trace JSON file (written to a
+  /// temporary file, then renamed); throws fx::Error if it cannot be written.
   void write_chrome_trace(const std::string& path) const;
+  /// The Chrome trace JSON of `events` (what write_chrome_trace writes).
+  static std::string chrome_trace(const std::vector<Event>& events);
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -59,6 +76,9 @@ class ProfilingInterpreter : public Interpreter {
   Clock::time_point origin_ = Clock::now();
   int runs_ = 0;
   bool record_ = false;
+  bool record_ops_ = true;
+  uint64_t ops_callback_ = 0;  // at::CallbackHandle while recording operators
+  friend struct OpRecorder;
 };
 
 }  // namespace fx
