@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all setup configure build demo test bench goldens clean
+.PHONY: all setup configure build demo test bench goldens install clean
 
 all: build
 
@@ -18,8 +18,13 @@ configure: setup $(BUILD)/build.ninja
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-demo: build
+# The demo needs only the command line: no tests or benchmarks are built first.
+demo: configure
+	cmake --build $(BUILD) -j $(JOBS) --target fxcpp_cli
 	$(BUILD)/fxcpp demo
+
+install: build
+	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

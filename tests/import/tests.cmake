@@ -5,8 +5,8 @@
 # export is a fixture of its check.
 set(FX_PYTHON /usr/bin/python3)
 
-fx_executable(check_models SOURCES ${CMAKE_SOURCE_DIR}/tests/import/models/check_models.cpp LIBS fxcpp_import)
-set_target_properties(check_models PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+fx_executable(check_models SOURCES ${FX_SRC}/tests/import/models/check_models.cpp LIBS fxcpp_import)
+set_target_properties(check_models PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${FX_BIN}/tests)
 
 set(FX_MODEL_GROUPS
   "resnet18 fx_resnet18 alexnet"
@@ -20,7 +20,7 @@ set(i 0)
 foreach(group ${FX_MODEL_GROUPS})
   separate_arguments(models UNIX_COMMAND "${group}")
   add_test(NAME import_models_export_${i}
-           COMMAND ${FX_PYTHON} ${CMAKE_SOURCE_DIR}/python/export_models.py --out ${FX_MODELS_DIR} ${models})
+           COMMAND ${FX_PYTHON} ${FX_SRC}/python/export_models.py --out ${FX_MODELS_DIR} ${models})
   set_tests_properties(import_models_export_${i} PROPERTIES FIXTURES_SETUP fx_models_${i} TIMEOUT 900
                        ENVIRONMENT "OMP_NUM_THREADS=1")
   add_test(NAME import_models_${i} COMMAND check_models ${FX_MODELS_DIR} ${models})
@@ -31,5 +31,5 @@ foreach(group ${FX_MODEL_GROUPS})
 endforeach()
 # The coverage table of all models, in one piece (rows written by the checks).
 add_test(NAME import_models_table
-         COMMAND ${FX_PYTHON} ${CMAKE_SOURCE_DIR}/python/export_models.py --table --out ${FX_MODELS_DIR})
+         COMMAND ${FX_PYTHON} ${FX_SRC}/python/export_models.py --table --out ${FX_MODELS_DIR})
 set_tests_properties(import_models_table PROPERTIES DEPENDS "${FX_MODEL_TESTS}")
