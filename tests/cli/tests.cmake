@@ -8,15 +8,15 @@ function(fx_cli_bad_input name expect)
   add_test(NAME cli.${name} COMMAND sh -c "\"$0\" \"$@\"; s=$?; [ $s -eq 2 ] || echo \"fx-cli-bad: exit status $s\"" ${FX_CLI} ${ARGN})
   set_tests_properties(cli.${name} PROPERTIES PASS_REGULAR_EXPRESSION "${expect}" FAIL_REGULAR_EXPRESSION "fx-cli-bad")
 endfunction()
-fx_cli_bad_input(inspect_not_a_zip "not a TorchScript file \\(not a zip archive" inspect ${CMAKE_SOURCE_DIR}/README.md)
-fx_cli_bad_input(inspect_missing_file "no such file" inspect ${CMAKE_BINARY_DIR}/no_such.pt)
+fx_cli_bad_input(inspect_not_a_zip "not a TorchScript file \\(not a zip archive" inspect ${FX_SRC}/README.md)
+fx_cli_bad_input(inspect_missing_file "no such file" inspect ${FX_BIN}/no_such.pt)
 fx_cli_bad_input(unknown_command "unknown command 'frobnicate'" frobnicate)
 # Real model files come from the first torchvision export group (tests/import/tests.cmake).
 add_test(NAME cli.inspect_resnet18 COMMAND ${FX_CLI} inspect ${FX_MODELS_DIR}/resnet18.pt)
 set_tests_properties(cli.inspect_resnet18 PROPERTIES FIXTURES_REQUIRED fx_models_0
                      PASS_REGULAR_EXPRESSION "call_module +layer1_0_conv1 +layer1.0.conv1.*def forward\\(self, x\\):")
 add_test(NAME cli.profile_resnet18 COMMAND ${FX_CLI} profile ${FX_MODELS_DIR}/resnet18.pt
-         --input ${FX_MODELS_DIR}/resnet18.input.pt --runs 1 --warmup 1 --top 3 --trace ${CMAKE_BINARY_DIR}/resnet18.trace.json)
+         --input ${FX_MODELS_DIR}/resnet18.input.pt --runs 1 --warmup 1 --top 3 --trace ${FX_BIN}/resnet18.trace.json)
 set_tests_properties(cli.profile_resnet18 PROPERTIES FIXTURES_REQUIRED fx_models_0
                      PASS_REGULAR_EXPRESSION "Conv2d +20 .*wrote .*resnet18.trace.json")
 fx_cli_bad_input(run_wrong_input "bad input|expected|Expected" run ${FX_MODELS_DIR}/resnet18.pt
@@ -25,10 +25,10 @@ set_tests_properties(cli.run_wrong_input PROPERTIES FIXTURES_REQUIRED fx_models_
 
 # Damaged and inconsistent files (python/make_corrupt_files.py, issue #12):
 # exactly one line on stderr and exit status 2, never a backtrace or a hang.
-set(FX_CORRUPT_DIR ${CMAKE_BINARY_DIR}/corrupt_files)
+set(FX_CORRUPT_DIR ${FX_BIN}/corrupt_files)
 add_test(NAME cli.make_corrupt_files
          COMMAND sh -c "mkdir -p '$0' && flock '$0/.lock' sh -c \"[ '$0/.done' -nt '$1' ] || (/usr/bin/python3 '$1' '$0' && touch '$0/.done')\""
-                 ${FX_CORRUPT_DIR} ${CMAKE_SOURCE_DIR}/python/make_corrupt_files.py)
+                 ${FX_CORRUPT_DIR} ${FX_SRC}/python/make_corrupt_files.py)
 set_tests_properties(cli.make_corrupt_files PROPERTIES FIXTURES_SETUP fx_corrupt_files)
 # One line of output (stdout and stderr together) and exit status 2. ctest
 # ignores the status when PASS_REGULAR_EXPRESSION is set, so sh reports it.
@@ -72,3 +72,25 @@ fx_cli_one_line(inspect_bad_debug_pkl "bad_debug_pkl_deflated.pt: cannot import 
 fx_cli_one_line(crash_guard "fxcpp run: crashed \\(Segmentation fault, signal 11\\) while reading [^ ]*linear.pt; the file is damaged"
                 run ${FX_CORRUPT_DIR}/linear.pt --input ${FX_CORRUPT_DIR}/linear.input.pt)
 set_tests_properties(cli.crash_guard PROPERTIES ENVIRONMENT "FXCPP_TEST_CRASH=1")
+
+# The command line itself (CLI11, issue #11): --version, per-command help,
+# --opt=value and -i, `--`, --warmup 0, output paths checked before any work.
+add_test(NAME cli.version COMMAND ${FX_CLI} --version)
+set_tests_properties(cli.version PROPERTIES PASS_REGULAR_EXPRESSION "^fxcpp [0-9]+\\.[0-9]+\\.[0-9]+ \\(libtorch 1\\.13\\.[0-9]+\\)")
+add_test(NAME cli.command_help COMMAND ${FX_CLI} profile --help)
+set_tests_properties(cli.command_help PROPERTIES
+                     PASS_REGULAR_EXPRESSION "-i,--input VALUE.*--warmup VALUE.*usage: fxcpp profile MODEL")
+add_test(NAME cli.opt_equals_value COMMAND ${FX_CLI} run ${FX_CORRUPT_DIR}/linear.pt --input=${FX_CORRUPT_DIR}/linear.input.pt)
+add_test(NAME cli.short_option_and_dashdash COMMAND ${FX_CLI} run -i ${FX_CORRUPT_DIR}/linear.input.pt -- ${FX_CORRUPT_DIR}/linear.pt)
+add_test(NAME cli.warmup_zero COMMAND ${FX_CLI} profile ${FX_CORRUPT_DIR}/linear.pt -i ${FX_CORRUPT_DIR}/linear.input.pt
+                 --warmup 0 --runs 1 --trace ${FX_BIN}/linear.trace.json)
+set_tests_properties(cli.opt_equals_value cli.short_option_and_dashdash PROPERTIES FIXTURES_REQUIRED fx_corrupt_files
+                     PASS_REGULAR_EXPRESSION "tensor \\[2, 3\\] Float")
+set_tests_properties(cli.warmup_zero PROPERTIES FIXTURES_REQUIRED fx_corrupt_files
+                     PASS_REGULAR_EXPRESSION "1 timed runs \\(after 0 warm-up\\)")
+fx_cli_one_line(output_dir_missing "no_such_dir/out.pt: no such directory '[^']*no_such_dir' \\(--output\\)"
+                run ${FX_CORRUPT_DIR}/linear.pt -i ${FX_CORRUPT_DIR}/linear.input.pt -o ${FX_BIN}/no_such_dir/out.pt)
+fx_cli_one_line(unknown_option "The following argument was not expected: --frobnicate"
+                run ${FX_CORRUPT_DIR}/linear.pt --frobnicate)
+fx_cli_one_line(negative_warmup "--warmup expects an integer >= 0, got '-1'"
+                profile ${FX_CORRUPT_DIR}/linear.pt -i ${FX_CORRUPT_DIR}/linear.input.pt --warmup=-1)

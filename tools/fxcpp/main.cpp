@@ -2,6 +2,8 @@
 #include "command.h"
 #include "model_io.h"
 
+#include <torch/version.h>
+
 #include <fx/error.h>
 
 #include <algorithm>
@@ -24,19 +26,28 @@ std::vector<Command>& commands() {
 }
 
 static int usage(std::ostream& os) {
-  os << "usage: fxcpp COMMAND [ARGS...]\n\ncommands:\n";
-  for (const Command& c : commands()) {
-    os << "  " << c.usage;
-    for (size_t n = std::string(c.usage).size(); n < 40; ++n) os << ' ';
-    os << c.summary << "\n";
-  }
+  os << "usage: fxcpp COMMAND [ARGS...]   (fxcpp COMMAND --help for a command's options)\n\ncommands:\n";
+  // Summaries in one column; a usage too long for it puts its summary on the next line.
+  constexpr size_t kColumn = 34;
+  auto row = [&](const std::string& left, const std::string& summary) {
+    os << "  " << left;
+    if (left.size() + 2 > kColumn) os << "\n  " << std::string(kColumn - 2, ' ');
+    else os << std::string(kColumn - 2 - left.size(), ' ');
+    os << summary << "\n";
+  };
+  for (const Command& c : commands()) row(c.usage, c.summary);
+  row("--version", "print fxcpp's and libtorch's versions");
   return kBadInput;
 }
 
 // Runs one command; every exception becomes one line on stderr.
 static int run_command(const Command& c, const std::string& name, const std::vector<std::string>& args) {
   try {
+    set_current_command(&c);
     return c.run(args);
+  } catch (const HelpRequested& h) {
+    std::cout << h.text;
+    return 0;
   } catch (const fx::Error& e) {
     std::cerr << "fxcpp " << name << ": " << e.what() << "\n";
     return kBadInput;
@@ -104,6 +115,11 @@ int main(int argc, char** argv) {
   const std::string name = argv[1];
   if (name == "-h" || name == "--help" || name == "help") {
     usage(std::cout);
+    return 0;
+  }
+  if (name == "--version" || name == "-V") {
+    std::cout << "fxcpp " << FXCPP_VERSION << " (libtorch " << TORCH_VERSION_MAJOR << "." << TORCH_VERSION_MINOR << "."
+              << TORCH_VERSION_PATCH << ")\n";
     return 0;
   }
   auto it = std::find_if(commands().begin(), commands().end(),

@@ -15,49 +15,6 @@
 
 namespace fx::cli {
 
-std::string ModelArgs::get(const std::string& name, const std::string& fallback) const {
-  auto it = values.find(name);
-  return it == values.end() ? fallback : it->second;
-}
-
-int ModelArgs::get_int(const std::string& name, int fallback) const {
-  auto it = values.find(name);
-  if (it == values.end()) return fallback;
-  try {
-    size_t used = 0;
-    int v = std::stoi(it->second, &used);
-    if (used != it->second.size() || v <= 0) throw std::invalid_argument("");
-    return v;
-  } catch (const std::exception&) {
-    throw Error("--" + name + " expects a positive integer, got '" + it->second + "'");
-  }
-}
-
-ModelArgs parse_model_args(const std::vector<std::string>& args, const std::vector<std::string>& flags,
-                           const std::vector<std::string>& switches) {
-  ModelArgs out;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a.rfind("--", 0) == 0) {
-      std::string name = a.substr(2);
-      if (std::find(switches.begin(), switches.end(), name) != switches.end()) {
-        out.values[name] = "1";
-      } else if (std::find(flags.begin(), flags.end(), name) != flags.end()) {
-        if (i + 1 >= args.size()) throw Error(a + " needs a value");
-        out.values[name] = args[++i];
-      } else {
-        throw Error("unknown option " + a);
-      }
-    } else if (out.model.empty()) {
-      out.model = a;
-    } else {
-      throw Error("unexpected argument '" + a + "'");
-    }
-  }
-  if (out.model.empty()) throw Error("no model file given (MODEL.pt)");
-  return out;
-}
-
 namespace {
 char* activity_buffer = nullptr;
 size_t activity_size = 0;

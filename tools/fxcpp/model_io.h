@@ -3,6 +3,8 @@
 // importing a .pt file, reading and checking inputs, and turning any error
 // into one clear line.
 
+#include "command.h"
+
 #include <fx/graph_module.h>
 
 #include <map>
@@ -18,15 +20,30 @@ struct ModelArgs {
   std::map<std::string, std::string> values;  ///< --name value
   /// The value of --name, or `fallback`.
   std::string get(const std::string& name, const std::string& fallback = "") const;
-  /// The value of --name as a positive integer, or `fallback`; throws fx::Error if not a number.
-  int get_int(const std::string& name, int fallback) const;
+  /// The value of --name as an integer ≥ `min`, or `fallback`; throws
+  /// fx::Error if it is not such a number.
+  int get_int(const std::string& name, int fallback, int min = 1) const;
   bool has(const std::string& name) const { return values.count(name) != 0; }
 };
 
-/// Parses args; `flags` are the --names that take a value, `switches` those
-/// that do not. Throws fx::Error (exit 2) on anything else.
+/// Parses args with CLI11 (tools/fxcpp/args.cpp): `flags` are the --names
+/// that take a value (also as --name=value; -i / -o for input / output),
+/// `switches` those that do not; `--` ends the options. -h / --help prints
+/// the command's help (HelpRequested). Throws fx::Error (exit 2) on anything else.
 ModelArgs parse_model_args(const std::vector<std::string>& args, const std::vector<std::string>& flags,
                            const std::vector<std::string>& switches = {});
+
+/// Thrown by parse_model_args for -h / --help: `text` is the help to print (exit 0).
+struct HelpRequested {
+  std::string text;
+};
+
+/// Sets the command whose arguments parse_model_args parses (for its help).
+void set_current_command(const Command* command);
+
+/// Checks that `path` can be written (its directory exists and is writable,
+/// and it is not a directory) before any work is done; throws fx::Error.
+void check_output_path(const std::string& path, const std::string& option);
 
 /// Imports the model (fx::ImportError on a bad file); `import_ms` gets the time.
 std::shared_ptr<GraphModule> import_model(const std::string& path, double* import_ms = nullptr);

@@ -17,8 +17,9 @@ int run_profile(const std::vector<std::string>& argv) {
   if (!args.has("input")) throw Error("--input IN.pt is required");
   const int top = args.get_int("top", 20);
   const int runs = args.get_int("runs", 5);
-  const int warmup = args.get_int("warmup", 2);
+  const int warmup = args.get_int("warmup", 2, /*min=*/0);
   const std::string trace_path = args.get("trace", args.model + ".trace.json");
+  check_output_path(trace_path, "--trace");
   auto gm = import_model(args.model);
   std::vector<c10::IValue> inputs = load_model_inputs(*gm, args.get("input"));
 

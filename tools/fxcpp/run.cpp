@@ -34,6 +34,7 @@ void describe(std::ostream& os, const c10::IValue& v, const std::string& indent)
 int run_run(const std::vector<std::string>& argv) {
   ModelArgs args = parse_model_args(argv, {"input", "output"}, {"interpreter"});
   if (!args.has("input")) throw Error("--input IN.pt is required");
+  if (args.has("output")) check_output_path(args.get("output"), "--output");
   auto gm = import_model(args.model);
   std::vector<c10::IValue> inputs = load_model_inputs(*gm, args.get("input"));
   c10::IValue out;

@@ -1,0 +1,111 @@
+// Argument parsing of the model subcommands, with CLI11: --name value and
+// --name=value, -i/-o short forms, `--` to end options, per-command --help.
+#include "model_io.h"
+
+#include <fx/error.h>
+
+#include <CLI/CLI.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <sys/stat.h>
+
+namespace fx::cli {
+namespace {
+
+const Command* current = nullptr;
+
+/// What each common option means, for --help.
+const std::map<std::string, std::string>& descriptions() {
+  static const std::map<std::string, std::string> d = {
+      {"input", "inputs file (torch.save of a tensor, or a tuple/list of them)"},
+      {"output", "output file"},
+      {"runs", "timed runs (default 5)"},
+      {"warmup", "untimed runs first (default 2; 0 for none)"},
+      {"top", "rows of the slowest-nodes table (default 20)"},
+      {"trace", "Chrome trace JSON file (default MODEL.trace.json)"},
+      {"graph", "print str(graph) too"},
+      {"no-code", "do not print the generated code"},
+      {"interpreter", "run through fx::Interpreter instead of the compiled forward"},
+  };
+  return d;
+}
+
+const std::map<std::string, std::string>& short_names() {
+  static const std::map<std::string, std::string> s = {{"input", "-i"}, {"output", "-o"}};
+  return s;
+}
+
+std::string description(const std::string& name) {
+  auto it = descriptions().find(name);
+  return it == descriptions().end() ? "" : it->second;
+}
+
+}  // namespace
+
+void set_current_command(const Command* command) { current = command; }
+
+std::string ModelArgs::get(const std::string& name, const std::string& fallback) const {
+  auto it = values.find(name);
+  return it == values.end() ? fallback : it->second;
+}
+
+int ModelArgs::get_int(const std::string& name, int fallback, int min) const {
+  auto it = values.find(name);
+  if (it == values.end()) return fallback;
+  try {
+    size_t used = 0;
+    const int v = std::stoi(it->second, &used);
+    if (used != it->second.size() || v < min) throw std::invalid_argument("");
+    return v;
+  } catch (const std::exception&) {
+    throw Error("--" + name + " expects " + (min == 1 ? std::string("a positive integer") : "an integer >= " + std::to_string(min)) +
+                ", got '" + it->second + "'");
+  }
+}
+
+ModelArgs parse_model_args(const std::vector<std::string>& args, const std::vector<std::string>& flags,
+                           const std::vector<std::string>& switches) {
+  const std::string name = current ? std::string("fxcpp ") + current->name : "fxcpp";
+  CLI::App app(current ? current->summary : "", name);
+  app.set_help_flag("-h,--help", "show this help and exit");
+  app.footer(current ? std::string("usage: fxcpp ") + current->usage : "");
+  ModelArgs out;
+  app.add_option("model", out.model, "the model file")->required();
+  for (const std::string& f : flags) {
+    auto s = short_names().find(f);
+    const std::string names = (s != short_names().end() ? s->second + "," : "") + "--" + f;
+    app.add_option_function<std::string>(
+        names, [&out, f](const std::string& v) { out.values[f] = v; }, description(f))
+        ->type_name("VALUE");
+  }
+  for (const std::string& sw : switches)
+    app.add_flag_callback("--" + sw, [&out, sw] { out.values[sw] = "1"; }, description(sw));
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    throw HelpRequested{app.help()};
+  } catch (const CLI::RequiredError& e) {
+    if (out.model.empty()) throw Error("no model file given (MODEL)");
+    throw Error(e.what());
+  } catch (const CLI::ParseError& e) {
+    throw Error(e.what());
+  }
+  return out;
+}
+
+void check_output_path(const std::string& path, const std::string& option) {
+  if (path.empty()) throw Error(option + " needs a file name");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) throw Error(path + ": is a directory (" + option + ")");
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    throw Error(path + ": no such directory '" + dir + "' (" + option + ")");
+  if (::access(dir.c_str(), W_OK) != 0) throw Error(path + ": directory '" + dir + "' is not writable (" + option + ")");
+}
+
+}  // namespace fx::cli
