@@ -453,7 +453,8 @@ class GraphBuilder {
       fail(n, first_line(e.what()));
     }
     jit::Value* obj = attr_path(n, n->target());
-    auto cls = obj->type()->expect<c10::ClassType>();
+    auto cls = obj->type()->cast<c10::ClassType>();
+    if (!cls) fail(n, "'" + n->target() + "' is not a module");
     if (torch::jit::Function* forward = cls->findMethod("forward")) {
       std::vector<jit::NamedValue> args, kwargs;
       for (const Argument& a : n->args()) args.emplace_back(value(n, a));

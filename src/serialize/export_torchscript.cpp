@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <unistd.h>
 
 namespace fx {
@@ -20,9 +19,10 @@ namespace {
 
 namespace jit = torch::jit;
 
-/// A class name TorchScript accepts: "torch::nn::Linear" → "Linear".
+/// A class name TorchScript accepts: "torch::nn::LinearImpl" → "Linear".
 std::string class_identifier(const std::string& name) {
   std::string s = name.substr(name.rfind("::") == std::string::npos ? 0 : name.rfind("::") + 2);
+  if (s.size() > 4 && s.compare(s.size() - 4, 4, "Impl") == 0) s.resize(s.size() - 4);
   for (char& c : s)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
   if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) s = "_" + s;
@@ -88,26 +88,24 @@ torch::jit::Module to_torchscript(GraphModule& gm) {
 
 void export_torchscript(GraphModule& gm, const std::string& path) {
   torch::jit::Module module = to_torchscript(gm);
-  std::ostringstream bytes;
-  try {
-    module.save(bytes);
-  } catch (const std::exception& e) {
-    throw ExportError("cannot serialize " + gm.class_name() + " as TorchScript: " + first_line(e.what()));
-  }
-  const std::string data = bytes.str();
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  auto cleanup_fail = [&](int err) {
+  auto fail = [&](const std::string& why) {
     std::remove(tmp.c_str());
-    throw ExportError("cannot write " + path + ": " + std::strerror(err));
+    throw ExportError("cannot write " + path + ": " + why);
   };
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) cleanup_fail(errno);
-    out.write(data.data(), static_cast<std::streamsize>(data.size()));
-    out.flush();
-    if (!out) cleanup_fail(errno ? errno : EIO);
+    if (!out) fail(std::strerror(errno));
+    try {
+      module.save(out);  // streamed: no copy of the archive in memory
+    } catch (const std::exception& e) {
+      out.close();
+      fail(first_line(e.what()));
+    }
+    out.close();
+    if (!out) fail(std::strerror(errno ? errno : EIO));
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) cleanup_fail(errno);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail(std::strerror(errno));
 }
 
 }  // namespace fx
