@@ -18,3 +18,9 @@ foreach(group ${FX_MODEL_GROUPS})  # defined by tests/import/tests.cmake
                        ENVIRONMENT "OMP_NUM_THREADS=1")
   math(EXPR i "${i} + 1")
 endforeach()
+# A model traced in C++ and rewritten (replace_pattern), exported, loaded by Python.
+add_test(NAME export_traced_residual_net
+         COMMAND sh -c "\"$0\" --traced \"$1/ref\" \"$1\" && /usr/bin/python3 \"$2\" --models \"$1/ref\" --exported \"$1\" residual_net"
+                 $<TARGET_FILE:export_zoo> ${FX_EXPORTED_DIR}/traced ${CMAKE_SOURCE_DIR}/python/check_export.py)
+set_tests_properties(export_traced_residual_net PROPERTIES TIMEOUT 300 ENVIRONMENT "OMP_NUM_THREADS=1"
+                     PASS_REGULAR_EXPRESSION "residual_net +ok .*1 models match")

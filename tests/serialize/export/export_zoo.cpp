@@ -5,21 +5,66 @@
 // to OUT/NAME.pt for python/check_export.py.
 //
 //   export_zoo MODELS OUT NAME...
+//   export_zoo --traced REF OUT
+//
+// --traced: traces the C++ ResidualNet (include/fx/examples/residual_net.h),
+// rewrites every relu(a + b) to aten::_add_relu with replace_pattern, exports
+// it to OUT/residual_net.pt and writes REF/residual_net.{input,output}.pt
+// (the GraphModule's output, torch.load-able) for check_export.py.
+#include <fx/examples/residual_net.h>
 #include <fx/export.h>
 #include <fx/import.h>
 #include <fx/passes/cse.h>
 #include <fx/passes/dead_code.h>
 #include <fx/passes/remove_dropout.h>
+#include <fx/passes/subgraph_rewriter.h>
 #include <fx/tensor_file.h>
+#include <fx/trace.h>
 
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 
+namespace {
+
+at::Tensor t(const c10::IValue& v) { return v.toTensor(); }
+
+/// The --traced mode (see the top of the file).
+int export_traced(const std::string& ref, const std::string& out) {
+  torch::manual_seed(0);
+  fx::examples::ResidualNet model;
+  model->eval();
+  const at::Tensor x = at::randn({2, 3, 16, 16});
+  auto gm = fx::symbolic_trace(model, {x});
+  auto pattern =
+      fx::symbolic_trace([](std::vector<c10::IValue> a) -> c10::IValue { return at::relu(t(a[0]) + t(a[1])); }, {x, x});
+  auto replacement = fx::symbolic_trace(
+      [](std::vector<c10::IValue> a) -> c10::IValue { return at::_add_relu(t(a[0]), t(a[1])); }, {x, x});
+  size_t rewrites = fx::replace_pattern(*gm, *pattern, *replacement).size();
+  if (rewrites == 0) throw fx::Error("replace_pattern found no relu(a + b)");
+  std::filesystem::create_directories(ref);
+  std::filesystem::create_directories(out);
+  fx::save_value(ref + "/residual_net.input.pt", x);
+  fx::save_value(ref + "/residual_net.output.pt", gm->forward({x}));
+  fx::export_torchscript(*gm, out + "/residual_net.pt");
+  std::printf("residual_net: traced, %zu relu(a + b) rewritten, exported\n", rewrites);
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[1]) == "--traced") {
+    try {
+      return export_traced(argv[2], argv[3]);
+    } catch (const std::exception& e) {
+      std::printf("residual_net FAIL %s\n", e.what());
+      return 1;
+    }
+  }
   if (argc < 4) {
-    std::cerr << "usage: export_zoo MODELS OUT NAME...\n";
+    std::cerr << "usage: export_zoo MODELS OUT NAME... | export_zoo --traced REF OUT\n";
     return 2;
   }
   const std::string models = argv[1], out = argv[2];
