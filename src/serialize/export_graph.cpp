@@ -287,6 +287,11 @@ class GraphBuilder {
     return a.kind() == Argument::Kind::Constant && a.to_constant().isTensor();
   }
 
+  bool is_int(Node* n, const Argument& a) {
+    if (a.kind() == Argument::Kind::Int) return true;
+    return a.is_node() && value(n, a)->type()->isSubtypeOf(*c10::IntType::get());
+  }
+
   jit::Value* op(Node* n, const std::string& name) { return op(n, name, n->args(), n->kwargs()); }
 
   jit::Value* call_function(Node* n) {
@@ -325,6 +330,17 @@ class GraphBuilder {
     if (name == "iadd" || name == "isub" || name == "imul" || name == "itruediv") {
       std::string base = name.substr(1) == "truediv" ? "div" : name.substr(1);
       return op(n, "aten::" + base + (tensor0 ? "_" : ""), args, {});
+    }
+    if (name == "pow" && args.size() == 2 && is_int(n, args[0]) && is_int(n, args[1])) {
+      // Python: int ** int is an int for exponents >= 0, a float otherwise;
+      // TorchScript types the result statically, and its saved code has no
+      // int ** int -> int (aten::pow.int_to_int prints as torch.pow, which
+      // loads back as the float overload): round the float result, exact
+      // below 2**53.
+      if (args[1].kind() != Argument::Kind::Int)
+        fail(n, "int ** int with a run-time exponent has no TorchScript form (its result type depends on the sign)");
+      jit::Value* p = op(n, "aten::pow.int", args, {});
+      return args[1].to_int() >= 0 ? op_on(n, "aten::Int", {op_on(n, "aten::round", {p})}) : p;
     }
     if (name == "floordiv") return op(n, tensor0 ? "aten::floor_divide" : "aten::floordiv", args, {});
     if (name == "abs") return op(n, tensor0 ? "aten::abs" : "prim::abs", args, {});

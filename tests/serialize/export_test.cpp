@@ -223,6 +223,33 @@ TEST(ExportTest, HandBuiltGraphWithEveryArgumentKind) {
   EXPECT_EQ(m.get_method("forward").function().getSchema().arguments()[1].name(), "x");
 }
 
+TEST(ExportTest, PythonNumberBuiltinsKeepPythonSemantics) {
+  auto g = std::make_shared<fx::Graph>();
+  fx::Node* a = g->placeholder("a");
+  a->set_type("int");
+  fx::Node* b = g->placeholder("b");
+  b->set_type("int");
+  fx::Node* f = g->placeholder("f");
+  f->set_type("float");
+  fx::Node* sizes = g->placeholder("sizes");
+  sizes->set_type("List[int]");
+  auto call = [&](const char* op, fx::ArgList args) { return g->call_function(op, std::move(args)); };
+  g->output(fx::Argument::tuple({
+      call("operator.floordiv", {a, b}), call("operator.mod", {a, b}), call("operator.truediv", {a, b}),
+      call("operator.pow", {b, 3}), call("operator.neg", {a}), call("operator.abs", {a}),
+      call("operator.lt", {a, b}), call("operator.not_", {call("operator.eq", {a, b})}),
+      call("operator.mul", {f, a}), call("operator.sub", {f, 0.25}), call("operator.pos", {f}),
+      call("operator.getitem", {sizes, fx::Argument::slice(1, nullptr, nullptr)}),
+      call("operator.getitem", {sizes, -1}), call("operator.contains", {sizes, b}),
+      call("operator.add", {sizes, fx::Argument::list({7})}), call("operator.and_", {a, b}),
+      call("operator.lshift", {b, 2}), call("operator.truth", {a})}));
+  fx::GraphModule gm(std::make_shared<torch::nn::Module>(), g);
+  for (int64_t sign : {1, -1}) {
+    std::vector<c10::IValue> inputs = {int64_t{-7} * sign, int64_t{3}, 1.5, c10::List<int64_t>({4, 5, 3})};
+    expect_export_matches(gm, inputs, "numbers.pt");
+  }
+}
+
 TEST(ExportTest, AssertBecomesARaise) {
   fx::import_detail::register_assert_function();  // torch._assert, as import defines it
   auto g = std::make_shared<fx::Graph>();
