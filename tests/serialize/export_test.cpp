@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 #include <torch/csrc/jit/serialization/import.h>
+#include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
@@ -385,6 +386,36 @@ TEST(ExportTest, CppModuleWithoutTorchScriptFormIsNotExportable) {
             "cannot export node 'rnn' (call_module[target=rnn]): the C++ module torch::nn::LSTM has no TorchScript "
             "form (exported leaves: Linear, Conv1d/2d/3d, ConvTranspose1d/2d/3d, BatchNorm1d/2d/3d, LayerNorm, "
             "GroupNorm, Embedding, TorchScript leaves, GraphModules)");
+}
+
+/// The ExportError text for one call_module of `module` on `nargs` inputs.
+std::string leaf_error(std::shared_ptr<torch::nn::Module> module, size_t nargs = 1) {
+  auto root = std::make_shared<torch::nn::Module>();
+  root->register_module("m", std::move(module));
+  auto g = std::make_shared<fx::Graph>();
+  fx::ArgList args;
+  for (size_t i = 0; i < nargs; ++i) args.emplace_back(g->placeholder("x" + std::to_string(i)));
+  g->output(g->call_module("m", args));
+  fx::GraphModule gm(root, g);
+  return export_error(gm, temp_path("leaf.pt"));
+}
+
+TEST(ExportTest, LeafOptionsWithoutOneOperatorAreNotExportable) {
+  const std::string node = "cannot export node 'm' (call_module[target=m]): ";
+  auto bn = torch::nn::BatchNorm2d(torch::nn::BatchNorm2dOptions(3).momentum(c10::nullopt));
+  bn->train();
+  EXPECT_EQ(leaf_error(bn.ptr()),
+            node + "a BatchNorm in training mode with momentum=None (a cumulative average) is not exported");
+  bn->eval();
+  EXPECT_EQ(leaf_error(bn.ptr()), "no error");
+  EXPECT_EQ(leaf_error(torch::nn::Embedding(torch::nn::EmbeddingOptions(4, 2).max_norm(1.0)).ptr()),
+            node + "an Embedding with max_norm (which renormalizes its weight in place) is not exported");
+  EXPECT_EQ(leaf_error(torch::nn::ConvTranspose2d(torch::nn::ConvTranspose2dOptions(2, 2, 3)).ptr(), 2),
+            node + "ConvTranspose2d with an output_size argument is not exported");
+  EXPECT_EQ(leaf_error(torch::nn::Conv2d(torch::nn::Conv2dOptions(2, 2, 3).padding_mode(torch::kReflect)).ptr()),
+            node + "Conv2d with a padding_mode other than zeros is not exported");
+  EXPECT_EQ(leaf_error(torch::nn::Linear(2, 2).ptr(), 2),
+            node + "the leaf module takes 1 input(s), the node passes 2");
 }
 
 TEST(ExportTest, UnsupportedArgumentsNameTheNode) {
