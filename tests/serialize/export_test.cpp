@@ -188,6 +188,8 @@ std::shared_ptr<fx::GraphModule> every_argument_kind() {
   fx::Node* half = g->call_function("operator.floordiv", {cols, 2});
   fx::Node* n = g->call_function("operator.add", {g->call_function("operator.mul", {rows, k}), half});
   fx::Node* flat = g->call_function("aten::view", {x, fx::Argument::list({rows, -1})});
+  fx::Node* permuted = g->call_method("permute", {g->call_method("reshape", {x, fx::Argument::tuple({-1, rows})}),
+                                                  fx::Argument::tuple({1, 0})});
   fx::Node* mx = g->call_function("aten::max.dim", {x, 1}, {{"keepdim", true}});
   fx::Node* values = g->call_function("operator.getitem", {mx, 0});
   fx::Node* indices = g->call_function("operator.getitem", {mx, -1});
@@ -209,7 +211,7 @@ std::shared_ptr<fx::GraphModule> every_argument_kind() {
   fx::Node* to = g->call_method("to", {indices, c10::ScalarType::Float});
   fx::Node* zeros = g->call_function("aten::zeros", {fx::Argument::list({n, 2})},
                                      {{"dtype", c10::ScalarType::Float}, {"device", c10::Device(c10::kCPU)}});
-  g->output(fx::Argument::tuple({dbl, sum, last, lifted, rsub, rdiv, to, zeros, flat,
+  g->output(fx::Argument::tuple({dbl, sum, last, lifted, rsub, rdiv, to, zeros, flat, permuted,
                                  g->call_function("operator.sub", {n, 1})}));
   return std::make_shared<fx::GraphModule>(std::make_shared<torch::nn::Module>(), g);
 }
