@@ -30,7 +30,8 @@ at::Tensor t(const c10::IValue& v) { return v.toTensor(); }
 
 /// A two-layer MLP with a residual: plain torch::nn code.
 struct MlpImpl : torch::nn::Module {
-  MlpImpl() : fc1(register_module("fc1", torch::nn::Linear(8, 8))), fc2(register_module("fc2", torch::nn::Linear(8, 4))) {}
+  MlpImpl()
+      : fc1(register_module("fc1", torch::nn::Linear(8, 8))), fc2(register_module("fc2", torch::nn::Linear(8, 4))) {}
   at::Tensor forward(const at::Tensor& x) {
     at::Tensor h = at::relu(fc1(x) + x);  // relu(a + b): rewritten below
     return fc2(h).softmax(-1);

@@ -399,7 +399,9 @@ class GraphBuilder {
       if (ellipsis != items.size()) fail(n, "an index can only have a single ellipsis");
       ellipsis = i;
     }
-    auto consumes = [](const Argument& a) { return a.kind() != Argument::Kind::None && a.kind() != Argument::Kind::Ellipsis; };
+    auto consumes = [](const Argument& a) {
+      return a.kind() != Argument::Kind::None && a.kind() != Argument::Kind::Ellipsis;
+    };
     int64_t after = 0;
     for (size_t i = ellipsis + 1; i < items.size(); ++i) after += consumes(items[i]) ? 1 : 0;
     int64_t dim = 0;
@@ -417,7 +419,8 @@ class GraphBuilder {
         const auto& p = a.slice_parts();
         bool full = p[0].is_none() && p[1].is_none() && p[2].is_none();
         if (!full)
-          t = op_on(n, "aten::slice", {t, g_->insertConstant(dim), value(n, p[0]), value(n, p[1]), step_value(n, p[2])});
+          t = op_on(n, "aten::slice",
+                    {t, g_->insertConstant(dim), value(n, p[0]), value(n, p[1]), step_value(n, p[2])});
         ++dim;
       } else if (a.kind() == Argument::Kind::Int ||
                  (a.is_node() && value(n, a)->type()->isSubtypeOf(*c10::IntType::get()))) {
