@@ -257,7 +257,7 @@ class GraphBuilder {
     for (jit::Value* v : items) types.push_back(v->type());
     std::stringstream why;
     if (auto t = c10::unifyTypeList(types, why)) return *t;
-    fail(n, "a list whose items have no common TorchScript type");
+    fail(n, "a list or dict whose items have no common TorchScript type");
   }
 
   // ---- calls ----------------------------------------------------------------

@@ -69,6 +69,8 @@ void expect_same(const c10::IValue& got, const c10::IValue& want, const std::str
   }
 }
 
+std::string export_error(fx::GraphModule& gm, const std::string& path);
+
 /// gm's outputs and those of its exported file agree on `inputs`.
 void expect_export_matches(fx::GraphModule& gm, const std::vector<c10::IValue>& inputs, const std::string& name) {
   c10::IValue want = gm.forward(inputs);
@@ -251,6 +253,27 @@ TEST(ExportTest, PythonNumberBuiltinsKeepPythonSemantics) {
     std::vector<c10::IValue> inputs = {int64_t{-7} * sign, int64_t{3}, 1.5, c10::List<int64_t>({4, 5, 3})};
     expect_export_matches(gm, inputs, "numbers.pt");
   }
+}
+
+TEST(ExportTest, DictOutput) {
+  auto g = std::make_shared<fx::Graph>();
+  fx::Node* x = g->placeholder("x");
+  fx::Node* y = g->call_function("aten::sigmoid", {x});
+  g->output(fx::Argument::dict({{"logits", x}, {"probs", y}}));
+  fx::GraphModule gm(std::make_shared<torch::nn::Module>(), g);
+  at::Tensor in = at::randn({2, 2});
+  c10::Dict<c10::IValue, c10::IValue> got = export_and_load(gm, "dict.pt").forward({in}).toGenericDict();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_TRUE(at::equal(got.at(std::string("logits")).toTensor(), in));
+  EXPECT_TRUE(at::equal(got.at(std::string("probs")).toTensor(), at::sigmoid(in)));
+
+  auto g2 = std::make_shared<fx::Graph>();
+  fx::Node* z = g2->placeholder("z");
+  g2->output(fx::Argument::dict({{"t", z}, {"n", 1}}));
+  fx::GraphModule mixed(std::make_shared<torch::nn::Module>(), g2);
+  EXPECT_EQ(export_error(mixed, temp_path("mixed.pt")),
+            "cannot export node 'output' (output[target=output]): a list or dict whose items have no common "
+            "TorchScript type");
 }
 
 TEST(ExportTest, AssertBecomesARaise) {
