@@ -4,10 +4,14 @@
 #include <fx/examples/residual_net.h>
 #include <fx/export.h>
 #include <fx/import.h>
+#include <fx/passes/const_fold.h>
+#include <fx/passes/cse.h>
+#include <fx/passes/dead_code.h>
 #include <fx/passes/remove_dropout.h>
 #include <fx/passes/split_module.h>
 #include <fx/trace.h>
 
+#include "../passes/random_graph.h"
 #include "import/jit_targets.h"
 
 #include <gtest/gtest.h>
@@ -363,6 +367,23 @@ TEST(ExportTest, ImportedModelRewrittenByAPassExportsTheRewrite) {
   // Same outputs as the original file (dropout is the identity in eval mode).
   torch::jit::Module original = torch::jit::load(path);
   expect_same(m.forward({x}), original.forward({x}));
+}
+
+TEST(ExportTest, RandomGraphsRewrittenByPassesExportExactly) {
+  // The passes' random graphs (tests/passes/random_graph.h): attributes,
+  // duplicates, dead nodes, tuples of outputs; CSE, DCE and constant folding
+  // (whose folded values become new attributes) rewrite them first.
+  for (uint64_t seed = 0; seed < 12; ++seed) {
+    fx_test::RandomGraph r = fx_test::make_random_graph(seed);
+    c10::IValue original = r.gm->forward(r.inputs);
+    fx::CSEPass().call(r.gm);
+    fx::split_const_subgraphs(r.gm, nullptr);
+    fx::eliminate_dead_code(r.gm);
+    c10::IValue want = r.gm->forward(r.inputs);
+    expect_same(want, original, "seed " + std::to_string(seed) + " rewrite");
+    torch::jit::Module m = export_and_load(*r.gm, "random.pt");
+    expect_same(m.forward(r.inputs), want, "seed " + std::to_string(seed));
+  }
 }
 
 // ---- what cannot be exported -------------------------------------------------
