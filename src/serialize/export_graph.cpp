@@ -384,9 +384,10 @@ class GraphBuilder {
     return v;
   }
 
-  /// t[index] with ints, slices, None and one Ellipsis, as TorchScript's
-  /// frontend lowers it: select / slice / unsqueeze, dims counted from the
-  /// end after the Ellipsis.
+  /// t[index] with ints, slices, None, one Ellipsis and tensors, as
+  /// TorchScript's frontend (and libtorch's Python-style Tensor::index)
+  /// lowers it: select / slice / unsqueeze, dims counted from the end after
+  /// the Ellipsis, then one aten::index for the tensor indices.
   jit::Value* tensor_index(Node* n, jit::Value* t, const Argument& index) {
     std::vector<Argument> items;
     if (index.kind() == Argument::Kind::Tuple || index.kind() == Argument::Kind::List)
@@ -405,14 +406,17 @@ class GraphBuilder {
     int64_t after = 0;
     for (size_t i = ellipsis + 1; i < items.size(); ++i) after += consumes(items[i]) ? 1 : 0;
     int64_t dim = 0;
+    std::vector<std::pair<int64_t, jit::Value*>> tensors;  // (dim, index tensor)
     for (size_t i = 0; i < items.size(); ++i) {
       const Argument& a = items[i];
+      const bool after_ellipsis = ellipsis != items.size() && i > ellipsis;
       if (i == ellipsis) {
         dim = -after;
         continue;
       }
+      jit::Value* v = a.is_node() ? value(n, a) : nullptr;
       if (a.is_none()) {
-        if (i > ellipsis && ellipsis != items.size()) fail(n, "None after an Ellipsis in an index is not exported");
+        if (after_ellipsis) fail(n, "None after an Ellipsis in an index is not exported");
         t = op_on(n, "aten::unsqueeze", {t, g_->insertConstant(dim)});
         ++dim;
       } else if (a.is_slice()) {
@@ -422,14 +426,23 @@ class GraphBuilder {
           t = op_on(n, "aten::slice",
                     {t, g_->insertConstant(dim), value(n, p[0]), value(n, p[1]), step_value(n, p[2])});
         ++dim;
-      } else if (a.kind() == Argument::Kind::Int ||
-                 (a.is_node() && value(n, a)->type()->isSubtypeOf(*c10::IntType::get()))) {
+      } else if (a.kind() == Argument::Kind::Int || (v && v->type()->isSubtypeOf(*c10::IntType::get()))) {
         t = op_on(n, "aten::select", {t, g_->insertConstant(dim), value(n, a)});
+        if (dim < 0) ++dim;  // counted from the end, the next dim moved up
+      } else if (v && is_tensor(v) && !after_ellipsis) {
+        tensors.emplace_back(dim++, v);
       } else {
-        fail(n, "tensor index " + a.repr() + " is not exported (ints, slices, None and Ellipsis are)");
+        fail(n, "tensor index " + a.repr() +
+                    " is not exported (ints, slices, None, Ellipsis and tensors before any Ellipsis are)");
       }
     }
-    return t;
+    if (tensors.empty()) return t;
+    std::vector<jit::Value*> indices(static_cast<size_t>(tensors.back().first + 1), nullptr);
+    for (auto& [d, v] : tensors) indices[static_cast<size_t>(d)] = v;
+    for (jit::Value*& v : indices)
+      if (v == nullptr) v = g_->insertConstant(c10::IValue());
+    jit::Value* list = g_->insertNode(g_->createList(c10::OptionalType::ofTensor(), indices))->output();
+    return op_on(n, "aten::index", {t, list});
   }
 
   /// torch._assert(condition, message): `if not condition: raise AssertionError(message)`.

@@ -208,6 +208,12 @@ std::shared_ptr<fx::GraphModule> every_argument_kind() {
   fx::Node* strided = g->call_function(
       "operator.getitem", {cat, fx::Argument::tuple({all, fx::Argument::slice(1, nullptr, 2)})});
   fx::Node* last = g->call_function("operator.getitem", {x, fx::Argument::tuple({fx::Argument::ellipsis(), -1})});
+  fx::Node* corner =
+      g->call_function("operator.getitem", {x, fx::Argument::tuple({fx::Argument::ellipsis(), 1, -1})});
+  fx::Node* positive = g->call_function("aten::gt", {x, 0});
+  fx::Node* masked = g->call_function("operator.getitem", {x, positive});
+  fx::Node* picked = g->call_function(
+      "operator.getitem", {x, fx::Argument::tuple({all, g->call_function("aten::argmax", {x, 0}), nullptr})});
   fx::Node* below = g->call_function("operator.sub", {rows, 1});
   fx::Node* lifted = g->call_function("operator.getitem", {x, fx::Argument::tuple({nullptr, below})});
   fx::Node* row = g->call_function("operator.getitem", {x, 0});
@@ -217,7 +223,7 @@ std::shared_ptr<fx::GraphModule> every_argument_kind() {
   fx::Node* to = g->call_method("to", {indices, c10::ScalarType::Float});
   fx::Node* zeros = g->call_function("aten::zeros", {fx::Argument::list({n, 2})},
                                      {{"dtype", c10::ScalarType::Float}, {"device", c10::Device(c10::kCPU)}});
-  g->output(fx::Argument::tuple({dbl, sum, last, lifted, rsub, rdiv, to, zeros, flat, permuted,
+  g->output(fx::Argument::tuple({dbl, sum, last, corner, masked, picked, lifted, rsub, rdiv, to, zeros, flat, permuted,
                                  g->call_function("operator.sub", {n, 1})}));
   return std::make_shared<fx::GraphModule>(std::make_shared<torch::nn::Module>(), g);
 }
@@ -468,11 +474,11 @@ TEST(ExportTest, UnsupportedArgumentsNameTheNode) {
   auto g = std::make_shared<fx::Graph>();
   fx::Node* x = g->placeholder("x");
   fx::Node* mask = g->call_function("aten::gt", {x, 0});
-  g->output(g->call_function("operator.getitem", {x, mask}));
+  g->output(g->call_function("operator.getitem", {x, fx::Argument::tuple({fx::Argument::ellipsis(), mask})}));
   fx::GraphModule gm(std::make_shared<torch::nn::Module>(), g);
   EXPECT_EQ(export_error(gm, temp_path("mask.pt")),
             "cannot export node 'getitem' (call_function[target=operator.getitem]): tensor index gt is not "
-            "exported (ints, slices, None and Ellipsis are)");
+            "exported (ints, slices, None, Ellipsis and tensors before any Ellipsis are)");
 
   auto g2 = std::make_shared<fx::Graph>();
   fx::Node* y = g2->placeholder("y");
