@@ -17,9 +17,9 @@
 ///    ...) call the TorchScript operator of that name (and overload, when
 ///    the target names one); operator.* builtins become TorchScript's own
 ///    (aten::add.int, aten::__getitem__.t, prim::TupleIndex, aten::select /
-///    aten::slice / aten::index for tensor indexing ...); torch._assert becomes an `if`
-///    that raises AssertionError; call_method nodes are the aten::<method>
-///    operators (float() ... are aten::to);
+///    aten::slice / aten::index for tensor indexing ...); torch._assert
+///    becomes an `if` that raises AssertionError; call_method nodes are the
+///    aten::<method> operators (float() ... are aten::to);
 ///  - call_module nodes: TorchScript leaves from import are their own
 ///    TorchScript submodules (prim::CallMethod forward); nested
 ///    GraphModules (split_module) are exported recursively as submodules;
