@@ -27,7 +27,7 @@ int run_export(const std::vector<std::string>& argv) {
 
 }  // namespace
 
-FX_COMMAND("export", "export MODEL -o OUT.pt [--remove-dropout]",
+FX_COMMAND("export", "export MODEL -o OUT [--remove-dropout]",
            "write a model as TorchScript for torch::jit::load / torch.jit.load", run_export);
 
 }  // namespace fx::cli
