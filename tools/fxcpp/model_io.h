@@ -28,7 +28,9 @@ struct ModelArgs {
 ModelArgs parse_model_args(const std::vector<std::string>& args, const std::vector<std::string>& flags,
                            const std::vector<std::string>& switches = {});
 
-/// Imports the model (fx::ImportError on a bad file); `import_ms` gets the time.
+/// Imports the model: an fxcpp file (a .fx name, or fx::save's content) with
+/// fx::load, anything else as TorchScript (fx::ImportError on a bad file);
+/// `import_ms` gets the time.
 std::shared_ptr<GraphModule> import_model(const std::string& path, double* import_ms = nullptr);
 
 /// Reads the inputs file and checks their number against the graph's
