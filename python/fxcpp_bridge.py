@@ -11,7 +11,8 @@ load(): ATen targets become torch.ops.aten.<op>.<overload> (or the packet
 when the file names no overload), builtins operator.*, registered C++ leaves
 (torch.nn.Linear, Conv2d, BatchNorm2d, LSTM ...) torch.nn modules rebuilt
 from their options and given the stored parameters, TorchScript leaves
-torch.jit.load of their record. Tensor constants inside arguments become
+attributes of the file's TorchScript module (a file with TorchScript leaves
+is also their torch.jit.save archive; torch.jit.load reads it). Tensor constants inside arguments become
 get_attr nodes of attributes _tensor_constant<N> (torch.fx cannot print a
 tensor literal in generated code).
 
@@ -21,7 +22,6 @@ modules, nested GraphModules and the torch.nn leaves of the table below.
 """
 
 import importlib
-import io
 import json
 import math
 import operator
@@ -32,7 +32,8 @@ import torch.fx
 
 FORMAT = "fxcpp"
 VERSION = 1
-_DOCUMENT = "fxcpp.json"
+_DOCUMENT = "extra/fxcpp.json"
+_STORAGE = "extra/fxdata/%d"
 
 
 class FxcppError(Exception):
@@ -156,6 +157,13 @@ class _Reader:
                              % (path, self.doc["version"], VERSION))
         self._storages = {}
         self._tensors = {}
+        self._torchscript = None
+
+    def torchscript(self):
+        """The module holding the file's TorchScript leaves (the file is its archive)."""
+        if self._torchscript is None:
+            self._torchscript = torch.jit.load(self.path, map_location="cpu")
+        return self._torchscript
 
     def record(self, name):
         return self.zip.read(self.prefix + name)
@@ -270,7 +278,7 @@ class _GraphBuilder:
 def _module(reader, doc):
     kind = doc["kind"]
     if kind == "torchscript":
-        m = torch.jit.load(io.BytesIO(reader.record(doc["record"])), map_location="cpu")
+        m = getattr(reader.torchscript(), doc["attribute"])
         m.train(doc["training"])  # a TorchScript leaf has its own flags; this one decides
         return m
     if kind == "registered":
@@ -422,12 +430,12 @@ def save(gm, path):
     w = _Writer()
     doc = {"format": FORMAT, "version": VERSION, "producer": "fxcpp_bridge.py", "root": w.module(gm, "")}
     doc["tensors"] = w.tensors
-    doc["storages"] = [{"record": "data/%d" % i, "nbytes": len(b)} for i, b in enumerate(w.storages)]
+    doc["storages"] = [{"record": _STORAGE % i, "nbytes": len(b)} for i, b in enumerate(w.storages)]
     tmp = path + ".fxcpp-tmp"
     with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as z:
         z.writestr("archive/" + _DOCUMENT, json.dumps(doc))
         for i, b in enumerate(w.storages):
-            z.writestr("archive/data/%d" % i, b)
+            z.writestr("archive/" + _STORAGE % i, b)
         z.writestr("archive/version", "3\n")
     import os
     os.replace(tmp, path)

@@ -6,13 +6,15 @@
 /// torch.fx pickles GraphModules (Python code + pickled modules); fxcpp
 /// instead writes a zip with libtorch's own container (the one .pt files
 /// use, caffe2::serialize::PyTorchStreamWriter) holding
-///  - `fxcpp.json`: a JSON document (format name and version, every graph
-///    with its nodes, arguments, type annotations and serializable meta, the
-///    module hierarchy), see docs/file_format.md;
-///  - `data/N`: one record per tensor storage (storages shared by several
-///    tensors are stored once; views come back as views of one storage);
-///  - `modules/N.pt`: TorchScript leaves of imported models, as TorchScript.
-/// Unlike torch.fx, nothing is executed at load time: the document is data,
+///  - `extra/fxcpp.json`: a JSON document (format name and version, every
+///    graph with its nodes, arguments, type annotations and serializable
+///    meta, the module hierarchy), see docs/file_format.md;
+///  - `extra/fxdata/N`: one record per tensor storage (storages shared by
+///    several tensors are stored once; views come back as views of one storage);
+///  - for imported models, their TorchScript leaves: the file is then also the
+///    torch::jit::save archive of one module holding all leaves, so one
+///    torch::jit::load reads them all.
+/// Unlike torch.fx, no Python-like code runs at load time: the document is data,
 /// checked completely (zip directory, JSON structure, node references,
 /// targets, tensor extents, Graph::lint) before a GraphModule is returned.
 ///

@@ -10,10 +10,12 @@
 #include <ATen/core/Tensor.h>
 #include <caffe2/serialize/inline_container.h>
 #include <nlohmann/json.hpp>
+#include <torch/csrc/jit/api/module.h>
 #include <torch/nn/module.h>
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -24,8 +26,13 @@ namespace fx::serialize_detail {
 
 using json = nlohmann::json;
 
-/// The document's record name inside the archive.
-constexpr const char* kDocumentRecord = "fxcpp.json";
+/// The document's record name inside the archive. Under extra/, where
+/// torch::jit::save puts a module's extra files: a file with TorchScript
+/// leaves is at the same time the TorchScript archive of those leaves (see
+/// SaveContext::torchscript_leaves), read by one torch::jit::load.
+constexpr const char* kDocumentRecord = "extra/fxcpp.json";
+/// Storage records: kStoragePrefix + N.
+constexpr const char* kStoragePrefix = "extra/fxdata/";
 
 /// Tensors met while saving: each distinct tensor once, each distinct
 /// storage once (its bytes become record "data/N").
@@ -37,6 +44,8 @@ class TensorTable {
   void to_json(json& doc) const;
   /// Writes one record per storage.
   void write_records(caffe2::serialize::PyTorchStreamWriter& writer) const;
+  /// Storage i's record name and bytes, for torch::jit::save's extra files.
+  void add_extra_files(std::unordered_map<std::string, std::string>& files) const;
   size_t storages() const { return storages_.size(); }
 
  private:
@@ -52,8 +61,13 @@ struct SaveContext {
   SaveOptions options;
   SaveReport report;
   TensorTable tensors;
-  /// Extra records (TorchScript leaves, pickled constants): name → bytes.
-  std::vector<std::pair<std::string, std::string>> records;
+  /// The TorchScript leaves of imported models, as attributes "leaf0",
+  /// "leaf1" ... of one TorchScript module. When there are any, the file is
+  /// that module's torch::jit::save archive with the document and the
+  /// storages as extra files: one torch::jit::load reads all leaves (their
+  /// classes compiled once, their tensors read as TorchScript reads them).
+  std::optional<torch::jit::Module> torchscript_leaves;
+  size_t torchscript_leaf_count = 0;
 };
 
 /// Tensors of a file being loaded, made on first use from their records.
@@ -80,6 +94,8 @@ struct LoadContext {
   TensorSource tensors;
   /// Record `name`'s bytes; ImportError naming the file if it is missing.
   std::string record(const std::string& name, const std::string& where);
+  /// The module holding the file's TorchScript leaves, if it has any.
+  std::optional<torch::jit::Module> torchscript;
 };
 
 // ---- checked JSON access: ImportError "WHERE: ..." on a missing key or wrong type

@@ -8,7 +8,10 @@
 
 #include <fx/import.h>
 
+#include <torch/csrc/jit/serialization/import.h>
+
 #include <cstring>
+#include <functional>
 #include <fstream>
 #include <istream>
 #include <iterator>
@@ -89,7 +92,11 @@ void check_nesting(const std::string& text, const std::string& file) {
   }
 }
 
-std::shared_ptr<GraphModule> load_archive(caffe2::serialize::PyTorchStreamReader& reader, const std::string& file) {
+/// Loads the TorchScript module of the file's leaves (files that have any).
+using TorchScriptLoader = std::function<torch::jit::Module()>;
+
+std::shared_ptr<GraphModule> load_archive(caffe2::serialize::PyTorchStreamReader& reader, const std::string& file,
+                                          const TorchScriptLoader& load_leaves) {
   auto [data, size] = reader.getRecord(serialize_detail::kDocumentRecord);
   const std::string text(static_cast<const char*>(data.get()), size);
   check_nesting(text, file);
@@ -108,7 +115,11 @@ std::shared_ptr<GraphModule> load_archive(caffe2::serialize::PyTorchStreamReader
     throw ImportError(file + ": format version " + std::to_string(version) + " is newer than this build of fxcpp (" +
                       std::to_string(kFileFormatVersion) + "); use a newer fxcpp");
   if (version < 1) throw ImportError(file + ": unknown format version " + std::to_string(version));
-  serialize_detail::LoadContext ctx{file, reader, serialize_detail::TensorSource(doc, reader, file)};
+  serialize_detail::LoadContext ctx{file, reader, serialize_detail::TensorSource(doc, reader, file), {}};
+  if (const json* ts = serialize_detail::optional_field(doc, "torchscript", where)) {
+    if (!ts->is_boolean()) serialize_detail::bad_type(*ts, "a bool", where + ": torchscript");
+    if (ts->get<bool>()) ctx.torchscript = load_leaves();
+  }
   auto root = serialize_detail::module_from_json(serialize_detail::field(doc, "root", where), "", ctx);
   auto gm = std::dynamic_pointer_cast<GraphModule>(root);
   if (!gm) throw ImportError(file + ": the root module is not a graph_module");
@@ -142,7 +153,8 @@ std::shared_ptr<GraphModule> load(const std::string& path) {
     }
     check_records(checked_zip(path, [&] { return import_detail::check_zip_file(path, size); }), path);
     caffe2::serialize::PyTorchStreamReader reader(path);
-    return load_archive(reader, path);
+    // The leaves with every check of TorchScript import (pickles, storages, tensors).
+    return load_archive(reader, path, [&] { return load_torchscript(path); });
   });
 }
 
@@ -151,7 +163,13 @@ std::shared_ptr<GraphModule> load_from_string(const std::string& bytes, const st
     check_magic(bytes.data(), bytes.size(), name);
     check_records(checked_zip(name, [&] { return import_detail::check_zip(name, bytes.data(), bytes.size()); }), name);
     caffe2::serialize::PyTorchStreamReader reader(std::make_shared<MemoryAdapter>(bytes));
-    return load_archive(reader, name);
+    return load_archive(reader, name, [&] {
+      try {
+        return torch::jit::load(std::make_shared<MemoryAdapter>(bytes), c10::Device(c10::kCPU));
+      } catch (...) {
+        throw ImportError(name + ": cannot load its TorchScript leaves: " + import_detail::current_exception_text());
+      }
+    });
   });
 }
 

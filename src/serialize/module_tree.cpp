@@ -121,13 +121,12 @@ json module_to_json(const torch::nn::Module& m, const std::string& path, SaveCon
     return out;
   }
   if (auto* leaf = dynamic_cast<const import_detail::JitLeafModule*>(&m)) {
-    std::ostringstream bytes;
-    leaf->jit_module().save(bytes);
-    const std::string record = "modules/" + std::to_string(ctx.records.size()) + ".pt";
-    ctx.records.emplace_back(record, bytes.str());
+    if (!ctx.torchscript_leaves) ctx.torchscript_leaves.emplace(c10::QualifiedName("__torch__.fxcpp.TorchScriptLeaves"));
+    const std::string attribute = "leaf" + std::to_string(ctx.torchscript_leaf_count++);
+    ctx.torchscript_leaves->register_module(attribute, leaf->jit_module());
     out["kind"] = "torchscript";
     out["type_name"] = demangled_type_name(leaf->jit_module());
-    out["record"] = record;
+    out["attribute"] = attribute;
     out["training"] = m.is_training();
     return out;
   }
@@ -165,18 +164,14 @@ std::shared_ptr<torch::nn::Module> module_from_json(const json& doc, const std::
   }
   if (kind == "torchscript") {
     const std::string type_name = get_string(doc, "type_name", where);
-    const std::string data = ctx.record(get_string(doc, "record", where), where);
-    // libtorch trusts the zip directory: check it before torch::jit::load reads it.
-    import_detail::check_zip(where + ": TorchScript record", data.data(), data.size());
-    std::istringstream bytes(data);
-    torch::jit::Module jit;
-    try {
-      jit = torch::jit::load(bytes, c10::Device(c10::kCPU));
-    } catch (...) {
-      throw ImportError(where + ": cannot load its TorchScript: " + import_detail::current_exception_text());
-    }
+    const std::string name = get_string(doc, "attribute", where);
+    if (!ctx.torchscript) throw ImportError(where + ": a TorchScript leaf, but the file holds no TorchScript");
+    c10::IValue v;
+    if (ctx.torchscript->hasattr(name)) v = ctx.torchscript->attr(name);
+    if (!v.isObject() || !v.toObjectRef().type()->is_module())
+      throw ImportError(where + ": the file's TorchScript has no module '" + name + "'");
     import_detail::register_leaf_forward();
-    auto leaf = std::make_shared<import_detail::JitLeafModule>(jit, type_name);
+    auto leaf = std::make_shared<import_detail::JitLeafModule>(torch::jit::Module(v.toObject()), type_name);
     leaf->train(get_bool(doc, "training", where));
     return leaf;
   }

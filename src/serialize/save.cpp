@@ -4,6 +4,8 @@
 // the target, renamed over it only once complete.
 #include "serialize/document.h"
 
+#include <torch/csrc/jit/serialization/export.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -29,6 +31,11 @@ void build(const GraphModule& gm, const SaveOptions& options, Archive& a) {
   json doc = {{"format", kFileFormatName}, {"version", kFileFormatVersion}, {"producer", "fxcpp"}};
   doc["root"] = serialize_detail::module_to_json(gm, "", a.ctx);
   a.ctx.tensors.to_json(doc);
+  if (a.ctx.torchscript_leaves) {
+    doc["torchscript"] = true;
+    // fx::load reads the leaves with the checks of fx::load_torchscript, which wants a forward.
+    a.ctx.torchscript_leaves->define("def forward(self):\n  return None\n");
+  }
   try {
     a.document = doc.dump();
   } catch (const json::exception& e) {
@@ -38,15 +45,21 @@ void build(const GraphModule& gm, const SaveOptions& options, Archive& a) {
 
 SaveReport write(Archive& a, const std::function<size_t(const void*, size_t)>& sink) {
   size_t bytes = 0;
-  {
-    caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t n) {
-      const size_t written = sink(data, n);
-      bytes += written;
-      return written;
-    });
+  auto counting_sink = [&](const void* data, size_t n) {
+    const size_t written = sink(data, n);
+    bytes += written;
+    return written;
+  };
+  if (a.ctx.torchscript_leaves) {
+    // The TorchScript archive of the leaves, with the document and the storages as extra files.
+    torch::jit::ExtraFilesMap extra;
+    extra[std::string(serialize_detail::kDocumentRecord).substr(6)] = a.document;
+    a.ctx.tensors.add_extra_files(extra);
+    torch::jit::ExportModule(*a.ctx.torchscript_leaves, counting_sink, extra);
+  } else {
+    caffe2::serialize::PyTorchStreamWriter writer(counting_sink);
     writer.writeRecord(serialize_detail::kDocumentRecord, a.document.data(), a.document.size());
     a.ctx.tensors.write_records(writer);
-    for (const auto& [name, data] : a.ctx.records) writer.writeRecord(name, data.data(), data.size());
     writer.writeEndOfFile();
   }
   a.ctx.report.storages = a.ctx.tensors.storages();

@@ -14,7 +14,7 @@ namespace fx::serialize_detail {
 
 namespace {
 
-std::string record_name(int64_t storage) { return "data/" + std::to_string(storage); }
+std::string record_name(int64_t storage) { return kStoragePrefix + std::to_string(storage); }
 
 std::string type_name(const json& v) {
   if (v.is_number_integer()) return "an integer";
@@ -141,6 +141,13 @@ void TensorTable::to_json(json& doc) const {
 void TensorTable::write_records(caffe2::serialize::PyTorchStreamWriter& writer) const {
   for (size_t i = 0; i < storages_.size(); ++i)
     writer.writeRecord(record_name(static_cast<int64_t>(i)), storages_[i].data(), storages_[i].nbytes());
+}
+
+void TensorTable::add_extra_files(std::unordered_map<std::string, std::string>& files) const {
+  const std::string extra = "extra/";
+  for (size_t i = 0; i < storages_.size(); ++i)
+    files[record_name(static_cast<int64_t>(i)).substr(extra.size())] =
+        std::string(static_cast<const char*>(storages_[i].data()), storages_[i].nbytes());
 }
 
 // ---- loading ----------------------------------------------------------------

@@ -30,7 +30,7 @@ fx_cli_bad_fx(fx_not_zip "printf 'not a zip' > \"$1/fx_not_zip.fx\""
 fx_cli_bad_fx(fx_truncated "head -c 100000 \"$1/resnet18.fx\" > \"$1/fx_truncated.fx\""
               "fx_truncated.fx: truncated or damaged zip archive \\(")
 fx_cli_bad_fx(fx_torchscript "cp \"$1/../models/resnet18.pt\" \"$1/fx_torchscript.fx\""
-              "fx_torchscript.fx: not an fxcpp file \\(a zip archive without fxcpp.json; it is a TorchScript file")
+              "fx_torchscript.fx: not an fxcpp file \\(a zip archive without extra/fxcpp.json; it is a TorchScript file")
 set_tests_properties(cli.fx_torchscript PROPERTIES FIXTURES_REQUIRED "fx_converted;fx_models_0")
 # A failed convert leaves an existing output untouched and no temporary file.
 add_test(NAME cli.convert_atomic

@@ -39,7 +39,7 @@ std::string archive(const std::vector<std::pair<std::string, std::string>>& reco
 json document_of(const std::string& bytes) {
   std::istringstream in(bytes);
   caffe2::serialize::PyTorchStreamReader reader(&in);
-  auto [data, size] = reader.getRecord("fxcpp.json");
+  auto [data, size] = reader.getRecord("extra/fxcpp.json");
   return json::parse(std::string(static_cast<const char*>(data.get()), size));
 }
 
@@ -57,7 +57,7 @@ json small_document() {
 
 /// Loads a file made of `doc` and a 8-byte storage record data/0.
 std::string load_error(const json& doc, const std::string& storage = std::string(8, '\0')) {
-  const std::string bytes = archive({{"fxcpp.json", doc.dump()}, {"data/0", storage}});
+  const std::string bytes = archive({{"extra/fxcpp.json", doc.dump()}, {"extra/fxdata/0", storage}});
   return error_of([&] { load_from_string(bytes, "bad.fx"); });
 }
 
@@ -71,24 +71,24 @@ TEST(SerializeErrors, NotAZipTruncatedAndNotFxcpp) {
   EXPECT_EQ(error_of([&] { load_from_string(good.substr(0, good.size() / 2), "half.fx"); }),
             "half.fx: truncated or damaged zip archive (no end of central directory record; the file is truncated)");
   EXPECT_EQ(error_of([] { load_from_string(archive({{"data.pkl", "x"}}), "other.zip"); }),
-            "other.zip: not an fxcpp file (a zip archive without fxcpp.json)");
+            "other.zip: not an fxcpp file (a zip archive without extra/fxcpp.json)");
   torch::jit::Module jit("__torch__.M");
   jit.define("def forward(self, x):\n  return x\n");
   std::ostringstream pt;
   jit.save(pt);
   EXPECT_EQ(error_of([&] { load_from_string(pt.str(), "model.pt"); }),
-            "model.pt: not an fxcpp file (a zip archive without fxcpp.json; it is a TorchScript file: import it, or "
+            "model.pt: not an fxcpp file (a zip archive without extra/fxcpp.json; it is a TorchScript file: import it, or "
             "`fxcpp convert` it)");
   EXPECT_EQ(error_of([] { load("/nonexistent/dir/m.fx"); }), "/nonexistent/dir/m.fx: no such file");
 }
 
 TEST(SerializeErrors, DocumentThatIsNotAnFxGraph) {
-  EXPECT_EQ(error_of([] { load_from_string(archive({{"fxcpp.json", "{\"format\": "}}), "j.fx"); }).substr(0, 40),
-            "j.fx: fxcpp.json is not valid JSON ([jso");
+  EXPECT_EQ(error_of([] { load_from_string(archive({{"extra/fxcpp.json", "{\"format\": "}}), "j.fx"); }).substr(0, 42),
+            "j.fx: extra/fxcpp.json is not valid JSON (");
   EXPECT_EQ(load_error(json{{"format", "onnx"}, {"version", 1}}), "bad.fx: not an fxcpp file (format 'onnx', expected 'fxcpp')");
-  EXPECT_EQ(load_error(json{{"format", "fxcpp"}}), "bad.fx: fxcpp.json: missing key 'version'");
+  EXPECT_EQ(load_error(json{{"format", "fxcpp"}}), "bad.fx: extra/fxcpp.json: missing key 'version'");
   EXPECT_EQ(load_error(json{{"format", "fxcpp"}, {"version", "1"}}),
-            "bad.fx: fxcpp.json: version: an integer expected, got a string");
+            "bad.fx: extra/fxcpp.json: version: an integer expected, got a string");
   json doc = small_document();
   doc["root"]["graph"]["nodes"] = 5;
   EXPECT_EQ(load_error(doc), "bad.fx: nodes: an array expected, got an integer");
@@ -99,8 +99,8 @@ TEST(SerializeErrors, DocumentThatIsNotAnFxGraph) {
   doc["root"].erase("kind");
   EXPECT_EQ(load_error(doc), "bad.fx: the root module: missing key 'kind'");
   std::string deep(1000, '[');
-  EXPECT_EQ(error_of([&] { load_from_string(archive({{"fxcpp.json", deep}}), "deep.fx"); }),
-            "deep.fx: fxcpp.json nests deeper than 256 levels");
+  EXPECT_EQ(error_of([&] { load_from_string(archive({{"extra/fxcpp.json", deep}}), "deep.fx"); }),
+            "deep.fx: extra/fxcpp.json nests deeper than 256 levels");
 }
 
 TEST(SerializeErrors, FutureVersion) {
@@ -149,7 +149,7 @@ TEST(SerializeErrors, TensorRecordsThatDisagree) {
   EXPECT_EQ(load_error(doc, std::string(16, '\0')), "bad.fx: tensor 0 needs 400 bytes of storage but has 16");
   doc = small_document();
   EXPECT_EQ(load_error(doc, std::string(4, '\0')),
-            "bad.fx: storage 0: record 'data/0' has 4 bytes but the document says 8");
+            "bad.fx: storage 0: record 'extra/fxdata/0' has 4 bytes but the document says 8");
   doc = small_document();
   doc["tensors"][0]["strides"] = {1, 1};
   EXPECT_EQ(load_error(doc), "bad.fx: tensor 0: 1 sizes but 2 strides");
@@ -157,8 +157,8 @@ TEST(SerializeErrors, TensorRecordsThatDisagree) {
   doc["root"]["buffers"][0][1] = 7;
   EXPECT_EQ(load_error(doc), "bad.fx: the root module: buffers 'w': tensor 7 does not exist (the file has 1)");
   doc = small_document();
-  doc["storages"][0]["record"] = "data/9";
-  EXPECT_EQ(load_error(doc), "bad.fx: storage 0: record 'data/9' is missing");
+  doc["storages"][0]["record"] = "extra/fxdata/9";
+  EXPECT_EQ(load_error(doc), "bad.fx: storage 0: record 'extra/fxdata/9' is missing");
 }
 
 struct Unknown : torch::nn::Module {

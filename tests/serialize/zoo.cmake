@@ -6,7 +6,7 @@ set_target_properties(round_trip_zoo PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE
 set(i 0)
 foreach(group ${FX_MODEL_GROUPS})
   separate_arguments(models UNIX_COMMAND "${group}")
-  add_test(NAME serialize_zoo_${i} COMMAND round_trip_zoo ${FX_MODELS_DIR} ${models})
+  add_test(NAME serialize_zoo_${i} COMMAND round_trip_zoo ${FX_MODELS_DIR} ${CMAKE_BINARY_DIR}/serialize_zoo ${models})
   set_tests_properties(serialize_zoo_${i} PROPERTIES FIXTURES_REQUIRED fx_models_${i} TIMEOUT 900
                        ENVIRONMENT "OMP_NUM_THREADS=1")
   math(EXPR i "${i} + 1")

@@ -2,7 +2,7 @@
 // fx::save / fx::load: the loaded module must print the same graph, generate
 // the same code and compute bitwise-equal outputs on the model's input.
 //
-// usage: round_trip_zoo DIR MODEL...
+// usage: round_trip_zoo MODELS_DIR OUT_DIR MODEL...   (the .fx files go to OUT_DIR and are removed)
 #include "../same_value.h"
 
 #include <fx/import.h>
@@ -12,21 +12,24 @@
 #include <ATen/ATen.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <string>
 
 using fx::serialize_test::same_value;
 
 int main(int argc, char** argv) {
-  if (argc < 3) {
-    std::cerr << "usage: round_trip_zoo DIR MODEL...\n";
+  if (argc < 4) {
+    std::cerr << "usage: round_trip_zoo MODELS_DIR OUT_DIR MODEL...\n";
     return 2;
   }
   const std::string dir = argv[1];
+  const std::string out_dir = argv[2];
+  std::filesystem::create_directories(out_dir);
   int failures = 0;
-  for (int i = 2; i < argc; ++i) {
+  for (int i = 3; i < argc; ++i) {
     const std::string name = argv[i];
-    const std::string fx_path = dir + "/" + name + ".roundtrip.fx";
+    const std::string fx_path = out_dir + "/" + name + ".fx";
     try {
       auto gm = fx::import_torchscript(dir + "/" + name + ".pt");
       fx::SaveReport report = fx::save(*gm, fx_path);
@@ -38,10 +41,10 @@ int main(int argc, char** argv) {
       const bool out_ok = same_value(gm->forward(inputs), loaded->forward(inputs));
       std::cout << name << ": " << report.bytes << " bytes, " << report.storages << " storages, graph "
                 << (graph_ok ? "same" : "DIFFERENT") << ", code " << (code_ok ? "same" : "DIFFERENT") << ", outputs "
-                << (out_ok ? "bitwise equal" : "DIFFERENT") << "\n";
+                << (out_ok ? "bitwise equal" : "DIFFERENT") << std::endl;
       if (!graph_ok || !code_ok || !out_ok) ++failures;
     } catch (const std::exception& e) {
-      std::cout << name << ": FAILED: " << e.what() << "\n";
+      std::cout << name << ": FAILED: " << e.what() << std::endl;
       ++failures;
     }
     std::remove(fx_path.c_str());
