@@ -158,13 +158,7 @@ TEST(LoadFuzz, MutatedDocuments) {
 }
 
 TEST(LoadFuzz, MutatedDocumentsWithTorchScriptLeaves) {
-  torch::jit::Module leaf("__torch__.torch.nn.modules.activation.Scale");
-  leaf.register_parameter("s", at::full({3}, 2.0), false);
-  leaf.define("def forward(self, x):\n  return x * self.s\n");
-  torch::jit::Module root("__torch__.Net");
-  root.register_module("scale", leaf);
-  root.define("def forward(self, x):\n  return self.scale.forward(x) + 1\n");
-  const std::string original = save_to_string(*import_torchscript(root));
+  const std::string original = save_to_string(*import_torchscript(serialize_test::scripted_model_with_leaf()));
   fuzz_documents(original, {at::randn({2, 3})}, 60);
 }
 

@@ -205,14 +205,7 @@ TEST(SaveLoad, SplitModuleNestedGraphModules) {
 
 TEST(SaveLoad, ImportedTorchScriptLeaves) {
   // A scripted model with a torch.nn-named leaf: the leaf stays TorchScript.
-  torch::jit::Module leaf("__torch__.torch.nn.modules.activation.Scale");
-  leaf.register_parameter("s", at::full({3}, 2.0), false);
-  leaf.define("def forward(self, x):\n  return x * self.s\n");
-  torch::jit::Module root("__torch__.Net");
-  root.register_module("scale", leaf);
-  root.register_buffer("b", at::arange(3, at::kFloat));
-  root.define("def forward(self, x):\n  return self.scale.forward(x) + self.b\n");
-  auto gm = import_torchscript(root);
+  auto gm = import_torchscript(serialize_test::scripted_model_with_leaf());
   ASSERT_EQ(gm->graph().find_nodes(Opcode::CallModule).size(), 1u);
   auto loaded = round_trip(*gm);
   expect_same_module(*gm, *loaded, {at::randn({2, 3})});

@@ -5,6 +5,8 @@
 
 #include <fx/serialize.h>
 
+#include <torch/csrc/jit/api/module.h>
+
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -29,6 +31,19 @@ inline void expect_same_module(GraphModule& saved, GraphModule& loaded, const st
   c10::IValue a = saved.forward(inputs);
   c10::IValue b = loaded.forward(inputs);
   EXPECT_TRUE(same_value(a, b));
+}
+
+/// A scripted model (x * self.scale.s + self.b) whose submodule has a
+/// torch.nn class name, so that import keeps it as a TorchScript leaf.
+inline torch::jit::Module scripted_model_with_leaf() {
+  torch::jit::Module leaf("__torch__.torch.nn.modules.activation.Scale");
+  leaf.register_parameter("s", at::full({3}, 2.0), false);
+  leaf.define("def forward(self, x):\n  return x * self.s\n");
+  torch::jit::Module root("__torch__.Net");
+  root.register_module("scale", leaf);
+  root.register_buffer("b", at::arange(3, at::kFloat));
+  root.define("def forward(self, x):\n  return self.scale.forward(x) + self.b\n");
+  return root;
 }
 
 /// The fx::Error text `f` throws ("(no error)" if none).
