@@ -72,6 +72,30 @@ def leaf_graph():
     return gm, (torch.randn(2, 3, 5, 5),)
 
 
+class Rnn(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(10, 8, padding_idx=0)
+        self.lstm = torch.nn.LSTM(8, 6, num_layers=2, bidirectional=True)
+        self.norm = torch.nn.LayerNorm(12, eps=1e-4)
+        self.gru = torch.nn.GRU(12, 4, batch_first=False, bias=False)
+        self.up = torch.nn.ConvTranspose1d(5, 3, 3, stride=2, output_padding=1)
+
+
+def rnn_graph():
+    torch.manual_seed(1)
+    root = Rnn().eval()
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    e = g.call_module("emb", (x,))
+    l = g.call_function(operator.getitem, (g.call_module("lstm", (e,)), 0))
+    n = g.call_module("norm", (l,))
+    r = g.call_function(operator.getitem, (g.call_module("gru", (n,)), 0))
+    u = g.call_module("up", (g.call_function(torch.ops.aten.transpose.int, (r, 0, 1)),))
+    g.output(u)
+    return torch.fx.GraphModule(root, g), (torch.randint(10, (5, 2)),)
+
+
 def aten_graph():
     w = torch.randn(5, 3)
     x = torch.randn(4, 3)
@@ -81,7 +105,7 @@ def aten_graph():
 
 def python_to_cpp(args):
     out_dir, fxcpp = args
-    for name, make in (("bridge_leaves", leaf_graph), ("bridge_make_fx", aten_graph)):
+    for name, make in (("bridge_leaves", leaf_graph), ("bridge_rnn", rnn_graph), ("bridge_make_fx", aten_graph)):
         gm, inputs = make()
         with torch.no_grad():
             expected = gm(*inputs)
