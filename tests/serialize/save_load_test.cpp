@@ -227,6 +227,20 @@ TEST(SaveLoad, FileRoundTripAndAtomicOverwrite) {
   std::istringstream in(out.str());
   expect_same_module(*gm, *load(in, "stream"), {at::randn({2, 10})});
   std::remove(path.c_str());
+  EXPECT_FALSE(is_fxcpp_file(path));
+  EXPECT_FALSE(is_fxcpp_file("/dev/zero"));
+}
+
+TEST(SaveLoad, WithoutMeta) {
+  trace_test::ComplexModel m;
+  auto gm = symbolic_trace(m, {at::randn({2, 10})});
+  SaveOptions options;
+  options.keep_meta = false;
+  SaveReport report;
+  auto loaded = load_from_string(save_to_string(*gm, options, &report), "nometa.fx");
+  EXPECT_EQ(report.dropped_meta, 0u);  // left out on purpose, not dropped
+  for (Node* n : loaded->graph().nodes()) EXPECT_TRUE(n->meta().empty()) << n->name();
+  expect_same_module(*gm, *loaded, {at::randn({2, 10})});
 }
 
 }  // namespace
