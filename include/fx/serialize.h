@@ -126,7 +126,8 @@ void register_serializable_module(const std::string& name, std::function<nlohman
                      [from_json](const nlohmann::json& j) -> std::shared_ptr<torch::nn::Module> { return from_json(j); }});
 }
 
-/// The registered entry for the dynamic type of `module`, or nullptr.
+/// The registered entry for the dynamic type of `module`, or nullptr. Entries
+/// stay valid for the life of the program (a new registration adds one).
 const SerializableModuleType* find_serializable_module(const torch::nn::Module& module);
 
 /// The registered entry named `name`, or nullptr.

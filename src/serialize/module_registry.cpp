@@ -26,6 +26,9 @@ using json = nlohmann::json;
 
 struct Registry {
   std::mutex mutex;
+  /// Every entry ever registered: find_serializable_module hands out raw
+  /// pointers, which must survive a later registration of the same type.
+  std::vector<std::shared_ptr<const SerializableModuleType>> all;
   std::unordered_map<std::type_index, std::shared_ptr<const SerializableModuleType>> by_type;
   std::unordered_map<std::string, std::shared_ptr<const SerializableModuleType>> by_name;
 };
@@ -148,6 +151,7 @@ SerializableModuleType simple_type(const std::string& name, ToJson to_json, From
 void register_builtins(Registry& r) {
   auto add = [&](std::type_index t, SerializableModuleType e) {
     auto p = std::make_shared<const SerializableModuleType>(std::move(e));
+    r.all.push_back(p);
     r.by_type[t] = p;
     r.by_name[p->name] = p;
   };
@@ -260,6 +264,7 @@ void register_serializable_module(std::type_index type, SerializableModuleType e
   Registry& r = registry();
   auto p = std::make_shared<const SerializableModuleType>(std::move(entry));
   std::lock_guard<std::mutex> lock(r.mutex);
+  r.all.push_back(p);
   r.by_type[type] = p;
   r.by_name[p->name] = p;
 }
