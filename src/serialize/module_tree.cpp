@@ -7,7 +7,6 @@
 #include "import/leaf_module.h"
 #include "serialize/document.h"
 
-#include <torch/csrc/jit/serialization/import.h>
 
 #include <sstream>
 
