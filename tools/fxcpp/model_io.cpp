@@ -2,6 +2,7 @@
 #include "model_io.h"
 
 #include <fx/import.h>
+#include <fx/serialize.h>
 #include <fx/tensor_file.h>
 
 #include <c10/util/Exception.h>
@@ -36,7 +37,9 @@ void set_activity(const std::string& what) {
 std::shared_ptr<GraphModule> import_model(const std::string& path, double* import_ms) {
   set_activity("reading " + path);
   auto t0 = std::chrono::steady_clock::now();
-  auto gm = import_torchscript(path);
+  // An fxcpp file (fx::save) by extension or content; TorchScript otherwise.
+  const bool fx_file = (path.size() > 3 && path.compare(path.size() - 3, 3, ".fx") == 0) || is_fxcpp_file(path);
+  auto gm = fx_file ? load(path) : import_torchscript(path);
   if (import_ms) *import_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return gm;
 }

@@ -45,7 +45,9 @@ void set_current_command(const Command* command);
 /// and it is not a directory) before any work is done; throws fx::Error.
 void check_output_path(const std::string& path, const std::string& option);
 
-/// Imports the model (fx::ImportError on a bad file); `import_ms` gets the time.
+/// Imports the model: an fxcpp file (a .fx name, or fx::save's content) with
+/// fx::load, anything else as TorchScript (fx::ImportError on a bad file);
+/// `import_ms` gets the time.
 std::shared_ptr<GraphModule> import_model(const std::string& path, double* import_ms = nullptr);
 
 /// Reads the inputs file and checks their number against the graph's

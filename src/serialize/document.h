@@ -1,0 +1,136 @@
+#pragma once
+// Internal: the pieces fx::save and fx::load share — the tensor table
+// (tensors → storage records and back), the JSON accessors that turn a
+// malformed document into one error line, and the converters between the
+// IR / module tree and the JSON document.
+
+#include <fx/graph.h>
+#include <fx/serialize.h>
+
+#include <ATen/core/Tensor.h>
+#include <caffe2/serialize/inline_container.h>
+#include <nlohmann/json.hpp>
+#include <torch/csrc/jit/api/module.h>
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace fx::serialize_detail {
+
+using json = nlohmann::json;
+
+/// The document's record name inside the archive. Under extra/, where
+/// torch::jit::save puts a module's extra files: a file with TorchScript
+/// leaves is at the same time the TorchScript archive of those leaves (see
+/// SaveContext::torchscript_leaves), read by one torch::jit::load.
+constexpr const char* kDocumentRecord = "extra/fxcpp.json";
+/// Storage records: kStoragePrefix + N.
+constexpr const char* kStoragePrefix = "extra/fxdata/";
+
+/// Tensors met while saving: each distinct tensor once, each distinct
+/// storage once (its bytes become record "data/N").
+class TensorTable {
+ public:
+  /// The index of `t` in the table ("WHERE" names it in errors).
+  int64_t add(const at::Tensor& t, const std::string& where);
+  /// {"tensors": [...], "storages": [...]}.
+  void to_json(json& doc) const;
+  /// Writes one record per storage.
+  void write_records(caffe2::serialize::PyTorchStreamWriter& writer) const;
+  /// Storage i's record name and bytes, for torch::jit::save's extra files.
+  void add_extra_files(std::unordered_map<std::string, std::string>& files) const;
+  size_t storages() const { return storages_.size(); }
+
+ private:
+  std::unordered_map<const c10::TensorImpl*, int64_t> tensor_ids_;
+  std::unordered_map<const c10::StorageImpl*, int64_t> storage_ids_;
+  std::vector<at::Tensor> tensors_;  // keeps the tensors alive while saving
+  std::vector<c10::Storage> storages_;
+  json tensors_json_ = json::array();
+};
+
+/// What saving one GraphModule collects besides the document.
+struct SaveContext {
+  SaveOptions options;
+  SaveReport report;
+  TensorTable tensors;
+  /// The TorchScript leaves of imported models, as attributes "leaf0",
+  /// "leaf1" ... of one TorchScript module. When there are any, the file is
+  /// that module's torch::jit::save archive with the document and the
+  /// storages as extra files: one torch::jit::load reads all leaves (their
+  /// classes compiled once, their tensors read as TorchScript reads them).
+  std::optional<torch::jit::Module> torchscript_leaves;
+  size_t torchscript_leaf_count = 0;
+};
+
+/// Tensors of a file being loaded, made on first use from their records.
+class TensorSource {
+ public:
+  TensorSource(const json& doc, caffe2::serialize::PyTorchStreamReader& reader, std::string file);
+  /// Tensor number `index` (as a JSON value; checked), for `where` in errors.
+  at::Tensor get(const json& index, const std::string& where);
+
+ private:
+  c10::Storage storage(int64_t index, const std::string& where);
+  const json* tensors_;
+  const json* storages_;
+  caffe2::serialize::PyTorchStreamReader& reader_;
+  std::string file_;
+  std::map<int64_t, at::Tensor> made_;
+  std::map<int64_t, c10::Storage> storages_made_;
+};
+
+/// What loading one file needs.
+struct LoadContext {
+  std::string file;  ///< the path (or stream name) errors start with
+  caffe2::serialize::PyTorchStreamReader& reader;
+  TensorSource tensors;
+  /// Record `name`'s bytes; ImportError naming the file if it is missing.
+  std::string record(const std::string& name, const std::string& where);
+  /// The module holding the file's TorchScript leaves, if it has any.
+  std::optional<torch::jit::Module> torchscript;
+};
+
+// ---- checked JSON access: ImportError "WHERE: ..." on a missing key or wrong type
+/// obj[key], which must exist; `obj` must be an object.
+const json& field(const json& obj, const char* key, const std::string& where);
+/// obj[key] or nullptr when absent.
+const json* optional_field(const json& obj, const char* key, const std::string& where);
+std::string get_string(const json& obj, const char* key, const std::string& where);
+int64_t get_int(const json& obj, const char* key, const std::string& where);
+bool get_bool(const json& obj, const char* key, const std::string& where);
+/// obj[key], which must be an array.
+const json& get_array(const json& obj, const char* key, const std::string& where);
+/// Throws ImportError "WHERE: EXPECTED expected, got TYPE".
+[[noreturn]] void bad_type(const json& value, const char* expected, const std::string& where);
+/// Checks `value` is an integer and returns it.
+int64_t as_int(const json& value, const std::string& where);
+/// Checks `value` is a string and returns it.
+std::string as_string(const json& value, const std::string& where);
+
+// ---- names of enums in the document (torch's spelling without "torch.")
+std::string dtype_name(c10::ScalarType t);
+c10::ScalarType dtype_from_name(const std::string& name, const std::string& where);
+
+// ---- graphs and modules
+/// The graph as {"nodes": [...]}; `where` names the graph's module in errors.
+json graph_to_json(const Graph& graph, SaveContext& ctx, const std::string& where);
+/// The graph of a document, fully built and linted.
+std::shared_ptr<Graph> graph_from_json(const json& doc, LoadContext& ctx, const std::string& where);
+
+/// The module tree under `module` (at qualified name `path`; "" for the root).
+json module_to_json(const torch::nn::Module& module, const std::string& path, SaveContext& ctx);
+/// The module a module document describes.
+std::shared_ptr<torch::nn::Module> module_from_json(const json& doc, const std::string& path, LoadContext& ctx);
+
+/// "module 'a.b'" or "the root module".
+std::string module_label(const std::string& path);
+
+}  // namespace fx::serialize_detail

@@ -1,0 +1,196 @@
+// fx::load: the file is checked at its boundary (regular file, zip magic,
+// a consistent zip directory — libtorch's reader trusts it — and an fxcpp
+// document inside) before PyTorchStreamReader opens it; then the document's
+// format and version, and the whole module tree is built and linted before
+// anything is returned. Every failure is one ImportError line naming the file.
+#include "import/file_checks.h"
+#include "serialize/document.h"
+
+#include <fx/import.h>
+
+#include <torch/csrc/jit/serialization/import.h>
+
+#include <cstring>
+#include <functional>
+#include <fstream>
+#include <istream>
+#include <iterator>
+
+namespace fx {
+
+namespace {
+
+using serialize_detail::json;
+
+/// The deepest nesting of [ and { a document may have (deeper input would
+/// recurse too deeply while it is converted).
+constexpr int kMaxNesting = 256;
+
+/// A PyTorchStreamReader source over bytes in memory.
+class MemoryAdapter : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  explicit MemoryAdapter(const std::string& data) : data_(data) {}
+  size_t size() const override { return data_.size(); }
+  size_t read(uint64_t pos, void* buf, size_t n, const char* /*what*/) const override {
+    if (pos >= data_.size()) return 0;
+    n = std::min<size_t>(n, data_.size() - pos);
+    std::memcpy(buf, data_.data() + pos, n);
+    return n;
+  }
+
+ private:
+  const std::string& data_;
+};
+
+void check_magic(const char* head, size_t n, const std::string& file) {
+  if (n < 4 || head[0] != 'P' || head[1] != 'K' || head[2] != 3 || head[3] != 4)
+    throw ImportError(file + ": not an fxcpp file (not a zip archive; expected a file written by fx::save)");
+}
+
+/// The zip checks of import, with the wording of an fxcpp file; and the document record must be there.
+void check_records(const std::vector<import_detail::ZipRecord>& records, const std::string& file) {
+  for (const auto& r : records) {
+    const size_t slash = r.name.find('/');
+    if (slash != std::string::npos && r.name.compare(slash + 1, std::string::npos, serialize_detail::kDocumentRecord) == 0)
+      return;
+  }
+  bool torchscript = false;
+  for (const auto& r : records) torchscript = torchscript || r.name.find("/code/") != std::string::npos;
+  throw ImportError(file + ": not an fxcpp file (a zip archive without " + serialize_detail::kDocumentRecord +
+                    (torchscript ? "; it is a TorchScript file: import it, or `fxcpp convert` it)" : ")"));
+}
+
+template <class F>
+auto checked_zip(const std::string& file, F&& check) {
+  try {
+    return check();
+  } catch (const ImportError& e) {
+    const std::string msg = e.what();
+    const std::string prefix = file + ": damaged zip archive";
+    throw ImportError(file + ": truncated or damaged zip archive" +
+                      (msg.rfind(prefix, 0) == 0 ? msg.substr(prefix.size()) : ": " + msg));
+  }
+}
+
+void check_nesting(const std::string& text, const std::string& file) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxNesting)
+        throw ImportError(file + ": " + serialize_detail::kDocumentRecord + " nests deeper than " +
+                          std::to_string(kMaxNesting) + " levels");
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+}
+
+/// Loads the TorchScript module of the file's leaves (files that have any).
+using TorchScriptLoader = std::function<torch::jit::Module()>;
+
+std::shared_ptr<GraphModule> load_archive(caffe2::serialize::PyTorchStreamReader& reader, const std::string& file,
+                                          const TorchScriptLoader& load_leaves) {
+  auto [data, size] = reader.getRecord(serialize_detail::kDocumentRecord);
+  const std::string text(static_cast<const char*>(data.get()), size);
+  check_nesting(text, file);
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::exception& e) {
+    throw ImportError(file + ": " + serialize_detail::kDocumentRecord + " is not valid JSON (" + e.what() + ")");
+  }
+  const std::string where = file + ": " + serialize_detail::kDocumentRecord;
+  const std::string format = serialize_detail::get_string(doc, "format", where);
+  if (format != kFileFormatName)
+    throw ImportError(file + ": not an fxcpp file (format '" + format + "', expected '" + kFileFormatName + "')");
+  const int64_t version = serialize_detail::get_int(doc, "version", where);
+  if (version > kFileFormatVersion)
+    throw ImportError(file + ": format version " + std::to_string(version) + " is newer than this build of fxcpp (" +
+                      std::to_string(kFileFormatVersion) + "); use a newer fxcpp");
+  if (version < 1) throw ImportError(file + ": unknown format version " + std::to_string(version));
+  serialize_detail::LoadContext ctx{file, reader, serialize_detail::TensorSource(doc, reader, file), {}};
+  if (const json* ts = serialize_detail::optional_field(doc, "torchscript", where)) {
+    if (!ts->is_boolean()) serialize_detail::bad_type(*ts, "a bool", where + ": torchscript");
+    if (ts->get<bool>()) ctx.torchscript = load_leaves();
+  }
+  auto root = serialize_detail::module_from_json(serialize_detail::field(doc, "root", where), "", ctx);
+  auto gm = std::dynamic_pointer_cast<GraphModule>(root);
+  if (!gm) throw ImportError(file + ": the root module is not a graph_module");
+  return gm;
+}
+
+template <class F>
+std::shared_ptr<GraphModule> guarded(const std::string& file, F&& body) {
+  try {
+    return body();
+  } catch (const ImportError&) {
+    throw;
+  } catch (const Error& e) {
+    throw ImportError(file + ": " + e.what());
+  } catch (...) {
+    throw ImportError(file + ": " + import_detail::current_exception_text());
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<GraphModule> load(const std::string& path) {
+  return guarded(path, [&] {
+    const uint64_t size = import_detail::check_regular_file(path, kMaxModelFileBytes, "an fxcpp file");
+    {
+      std::ifstream in(path, std::ios::binary);
+      if (!in) throw ImportError(path + ": cannot be opened for reading");
+      char head[4] = {0, 0, 0, 0};
+      in.read(head, 4);
+      check_magic(head, static_cast<size_t>(in.gcount()), path);
+    }
+    check_records(checked_zip(path, [&] { return import_detail::check_zip_file(path, size); }), path);
+    caffe2::serialize::PyTorchStreamReader reader(path);
+    // The leaves with every check of TorchScript import (pickles, storages, tensors).
+    return load_archive(reader, path, [&] { return load_torchscript(path); });
+  });
+}
+
+std::shared_ptr<GraphModule> load_from_string(const std::string& bytes, const std::string& name) {
+  return guarded(name, [&] {
+    check_magic(bytes.data(), bytes.size(), name);
+    check_records(checked_zip(name, [&] { return import_detail::check_zip(name, bytes.data(), bytes.size()); }), name);
+    caffe2::serialize::PyTorchStreamReader reader(std::make_shared<MemoryAdapter>(bytes));
+    return load_archive(reader, name, [&] {
+      try {
+        return torch::jit::load(std::make_shared<MemoryAdapter>(bytes), c10::Device(c10::kCPU));
+      } catch (...) {
+        throw ImportError(name + ": cannot load its TorchScript leaves: " + import_detail::current_exception_text());
+      }
+    });
+  });
+}
+
+std::shared_ptr<GraphModule> load(std::istream& in, const std::string& name) {
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw ImportError(name + ": the stream failed while reading");
+  return load_from_string(bytes, name);
+}
+
+bool is_fxcpp_file(const std::string& path) {
+  try {
+    const uint64_t size = import_detail::check_regular_file(path, kMaxModelFileBytes, "an fxcpp file");
+    std::ifstream in(path, std::ios::binary);
+    char head[4] = {0, 0, 0, 0};
+    in.read(head, 4);
+    check_magic(head, static_cast<size_t>(in.gcount()), path);
+    check_records(import_detail::check_zip_file(path, size), path);
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace fx

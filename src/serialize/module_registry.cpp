@@ -1,0 +1,286 @@
+// The registry of module types fx::save stores by name + options + state,
+// with the torch::nn layers symbolic_trace keeps as leaves and the common
+// parameter-free layers registered up front.
+#include "serialize/document.h"
+
+#include <torch/nn/functional.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/modules/rnn.h>
+
+#include <mutex>
+#include <typeindex>
+#include <unordered_map>
+
+namespace fx {
+
+namespace {
+
+namespace nn = torch::nn;
+using json = nlohmann::json;
+
+struct Registry {
+  std::mutex mutex;
+  /// Every entry ever registered: find_serializable_module hands out raw
+  /// pointers, which must survive a later registration of the same type.
+  std::vector<std::shared_ptr<const SerializableModuleType>> all;
+  std::unordered_map<std::type_index, std::shared_ptr<const SerializableModuleType>> by_type;
+  std::unordered_map<std::string, std::shared_ptr<const SerializableModuleType>> by_name;
+};
+
+template <size_t D>
+std::vector<int64_t> vec(const torch::ExpandingArray<D>& a) {
+  return std::vector<int64_t>(a->begin(), a->end());
+}
+
+template <size_t D>
+torch::ExpandingArray<D> expanding(const json& j) {
+  auto v = j.get<std::vector<int64_t>>();
+  if (v.size() != D) throw Error("expected " + std::to_string(D) + " values, got " + std::to_string(v.size()));
+  return torch::ExpandingArray<D>(v);
+}
+
+template <size_t D>
+json conv_to_json(const nn::detail::ConvNdOptions<D>& o) {
+  json padding;
+  if (auto* p = c10::get_if<torch::ExpandingArray<D>>(&o.padding())) padding = vec<D>(*p);
+  else if (c10::holds_alternative<torch::enumtype::kValid>(o.padding())) padding = "valid";
+  else padding = "same";
+  return {{"in_channels", o.in_channels()}, {"out_channels", o.out_channels()},
+          {"kernel_size", vec<D>(o.kernel_size())}, {"stride", vec<D>(o.stride())},
+          {"padding", padding}, {"dilation", vec<D>(o.dilation())},
+          {"output_padding", vec<D>(o.output_padding())}, {"groups", o.groups()},
+          {"bias", o.bias()}, {"padding_mode", torch::enumtype::get_enum_name(o.padding_mode())}};
+}
+
+template <class Options, size_t D>
+Options conv_from_json(const json& j) {
+  Options o(j.at("in_channels").get<int64_t>(), j.at("out_channels").get<int64_t>(),
+            expanding<D>(j.at("kernel_size")));
+  o.stride(expanding<D>(j.at("stride"))).dilation(expanding<D>(j.at("dilation")));
+  o.groups(j.at("groups").get<int64_t>()).bias(j.at("bias").get<bool>());
+  const std::string mode = j.at("padding_mode").get<std::string>();
+  if (mode == "kZeros") o.padding_mode(torch::kZeros);
+  else if (mode == "kReflect") o.padding_mode(torch::kReflect);
+  else if (mode == "kReplicate") o.padding_mode(torch::kReplicate);
+  else if (mode == "kCircular") o.padding_mode(torch::kCircular);
+  else throw Error("unknown padding_mode '" + mode + "'");
+  return o;
+}
+
+template <class Impl, size_t D>
+SerializableModuleType conv_type(const std::string& name) {
+  return {name, [](const nn::Module& m) { return conv_to_json<D>(dynamic_cast<const Impl&>(m).options); },
+          [](const json& j) -> std::shared_ptr<nn::Module> {
+            auto o = conv_from_json<nn::ConvOptions<D>, D>(j);
+            const json& p = j.at("padding");
+            if (p == "valid") o.padding(torch::kValid);
+            else if (p == "same") o.padding(torch::kSame);
+            else o.padding(expanding<D>(p));
+            return std::make_shared<Impl>(o);
+          }};
+}
+
+template <class Impl, size_t D>
+SerializableModuleType conv_transpose_type(const std::string& name) {
+  return {name, [](const nn::Module& m) { return conv_to_json<D>(dynamic_cast<const Impl&>(m).options); },
+          [](const json& j) -> std::shared_ptr<nn::Module> {
+            auto o = conv_from_json<nn::ConvTransposeOptions<D>, D>(j);
+            o.padding(expanding<D>(j.at("padding"))).output_padding(expanding<D>(j.at("output_padding")));
+            return std::make_shared<Impl>(o);
+          }};
+}
+
+template <class Impl>
+SerializableModuleType batch_norm_type(const std::string& name) {
+  return {name,
+          [](const nn::Module& m) -> json {
+            const auto& o = dynamic_cast<const Impl&>(m).options;
+            return {{"num_features", o.num_features()}, {"eps", o.eps()},
+                    {"momentum", o.momentum() ? json(*o.momentum()) : json(nullptr)},
+                    {"affine", o.affine()}, {"track_running_stats", o.track_running_stats()}};
+          },
+          [](const json& j) -> std::shared_ptr<nn::Module> {
+            nn::BatchNormOptions o(j.at("num_features").get<int64_t>());
+            o.eps(j.at("eps").get<double>()).affine(j.at("affine").get<bool>());
+            o.track_running_stats(j.at("track_running_stats").get<bool>());
+            if (j.at("momentum").is_null()) o.momentum(c10::nullopt);
+            else o.momentum(j.at("momentum").get<double>());
+            return std::make_shared<Impl>(o);
+          }};
+}
+
+template <class Impl, class Options>
+SerializableModuleType rnn_type(const std::string& name) {
+  return {name,
+          [](const nn::Module& m) -> json {
+            const auto& o = dynamic_cast<const Impl&>(m).options_base;
+            json j = {{"input_size", o.input_size()}, {"hidden_size", o.hidden_size()},
+                      {"num_layers", o.num_layers()}, {"bias", o.bias()}, {"batch_first", o.batch_first()},
+                      {"dropout", o.dropout()}, {"bidirectional", o.bidirectional()}, {"proj_size", o.proj_size()}};
+            if (c10::holds_alternative<torch::enumtype::kRNN_RELU>(o.mode())) j["nonlinearity"] = "relu";
+            else if (c10::holds_alternative<torch::enumtype::kRNN_TANH>(o.mode())) j["nonlinearity"] = "tanh";
+            return j;
+          },
+          [](const json& j) -> std::shared_ptr<nn::Module> {
+            Options o(j.at("input_size").get<int64_t>(), j.at("hidden_size").get<int64_t>());
+            o.num_layers(j.at("num_layers").get<int64_t>()).bias(j.at("bias").get<bool>());
+            o.batch_first(j.at("batch_first").get<bool>()).dropout(j.at("dropout").get<double>());
+            o.bidirectional(j.at("bidirectional").get<bool>());
+            if constexpr (std::is_same_v<Options, nn::LSTMOptions>) o.proj_size(j.at("proj_size").get<int64_t>());
+            if constexpr (std::is_same_v<Options, nn::RNNOptions>) {
+              if (j.at("nonlinearity") == "relu") o.nonlinearity(torch::kReLU);
+            }
+            return std::make_shared<Impl>(o);
+          }};
+}
+
+/// A module type whose options are default-constructible and stored whole
+/// by the two functions given.
+template <class Impl, class ToJson, class FromJson>
+SerializableModuleType simple_type(const std::string& name, ToJson to_json, FromJson from_json) {
+  return {name, [to_json](const nn::Module& m) -> json { return to_json(dynamic_cast<const Impl&>(m).options); },
+          [from_json](const json& j) -> std::shared_ptr<nn::Module> { return std::make_shared<Impl>(from_json(j)); }};
+}
+
+void register_builtins(Registry& r) {
+  auto add = [&](std::type_index t, SerializableModuleType e) {
+    auto p = std::make_shared<const SerializableModuleType>(std::move(e));
+    r.all.push_back(p);
+    r.by_type[t] = p;
+    r.by_name[p->name] = p;
+  };
+  add(typeid(nn::LinearImpl),
+      simple_type<nn::LinearImpl>(
+          "torch.nn.Linear",
+          [](const nn::LinearOptions& o) -> json {
+            return {{"in_features", o.in_features()}, {"out_features", o.out_features()}, {"bias", o.bias()}};
+          },
+          [](const json& j) {
+            return nn::LinearOptions(j.at("in_features").get<int64_t>(), j.at("out_features").get<int64_t>())
+                .bias(j.at("bias").get<bool>());
+          }));
+  add(typeid(nn::Conv1dImpl), conv_type<nn::Conv1dImpl, 1>("torch.nn.Conv1d"));
+  add(typeid(nn::Conv2dImpl), conv_type<nn::Conv2dImpl, 2>("torch.nn.Conv2d"));
+  add(typeid(nn::Conv3dImpl), conv_type<nn::Conv3dImpl, 3>("torch.nn.Conv3d"));
+  add(typeid(nn::ConvTranspose1dImpl), conv_transpose_type<nn::ConvTranspose1dImpl, 1>("torch.nn.ConvTranspose1d"));
+  add(typeid(nn::ConvTranspose2dImpl), conv_transpose_type<nn::ConvTranspose2dImpl, 2>("torch.nn.ConvTranspose2d"));
+  add(typeid(nn::ConvTranspose3dImpl), conv_transpose_type<nn::ConvTranspose3dImpl, 3>("torch.nn.ConvTranspose3d"));
+  add(typeid(nn::BatchNorm1dImpl), batch_norm_type<nn::BatchNorm1dImpl>("torch.nn.BatchNorm1d"));
+  add(typeid(nn::BatchNorm2dImpl), batch_norm_type<nn::BatchNorm2dImpl>("torch.nn.BatchNorm2d"));
+  add(typeid(nn::BatchNorm3dImpl), batch_norm_type<nn::BatchNorm3dImpl>("torch.nn.BatchNorm3d"));
+  add(typeid(nn::LSTMImpl), rnn_type<nn::LSTMImpl, nn::LSTMOptions>("torch.nn.LSTM"));
+  add(typeid(nn::GRUImpl), rnn_type<nn::GRUImpl, nn::GRUOptions>("torch.nn.GRU"));
+  add(typeid(nn::RNNImpl), rnn_type<nn::RNNImpl, nn::RNNOptions>("torch.nn.RNN"));
+  add(typeid(nn::LayerNormImpl),
+      simple_type<nn::LayerNormImpl>(
+          "torch.nn.LayerNorm",
+          [](const nn::LayerNormOptions& o) -> json {
+            return {{"normalized_shape", o.normalized_shape()}, {"eps", o.eps()},
+                    {"elementwise_affine", o.elementwise_affine()}};
+          },
+          [](const json& j) {
+            return nn::LayerNormOptions(j.at("normalized_shape").get<std::vector<int64_t>>())
+                .eps(j.at("eps").get<double>())
+                .elementwise_affine(j.at("elementwise_affine").get<bool>());
+          }));
+  add(typeid(nn::GroupNormImpl),
+      simple_type<nn::GroupNormImpl>(
+          "torch.nn.GroupNorm",
+          [](const nn::GroupNormOptions& o) -> json {
+            return {{"num_groups", o.num_groups()}, {"num_channels", o.num_channels()}, {"eps", o.eps()},
+                    {"affine", o.affine()}};
+          },
+          [](const json& j) {
+            return nn::GroupNormOptions(j.at("num_groups").get<int64_t>(), j.at("num_channels").get<int64_t>())
+                .eps(j.at("eps").get<double>())
+                .affine(j.at("affine").get<bool>());
+          }));
+  add(typeid(nn::EmbeddingImpl),
+      simple_type<nn::EmbeddingImpl>(
+          "torch.nn.Embedding",
+          [](const nn::EmbeddingOptions& o) -> json {
+            return {{"num_embeddings", o.num_embeddings()}, {"embedding_dim", o.embedding_dim()},
+                    {"padding_idx", o.padding_idx() ? json(*o.padding_idx()) : json(nullptr)},
+                    {"max_norm", o.max_norm() ? json(*o.max_norm()) : json(nullptr)}, {"norm_type", o.norm_type()},
+                    {"scale_grad_by_freq", o.scale_grad_by_freq()}, {"sparse", o.sparse()}};
+          },
+          [](const json& j) {
+            nn::EmbeddingOptions o(j.at("num_embeddings").get<int64_t>(), j.at("embedding_dim").get<int64_t>());
+            if (!j.at("padding_idx").is_null()) o.padding_idx(j.at("padding_idx").get<int64_t>());
+            if (!j.at("max_norm").is_null()) o.max_norm(j.at("max_norm").get<double>());
+            return o.norm_type(j.at("norm_type").get<double>())
+                .scale_grad_by_freq(j.at("scale_grad_by_freq").get<bool>())
+                .sparse(j.at("sparse").get<bool>());
+          }));
+  // Parameter-free layers.
+  add(typeid(nn::ReLUImpl), simple_type<nn::ReLUImpl>(
+                                "torch.nn.ReLU", [](const nn::ReLUOptions& o) -> json { return {{"inplace", o.inplace()}}; },
+                                [](const json& j) { return nn::ReLUOptions(j.at("inplace").get<bool>()); }));
+  add(typeid(nn::DropoutImpl),
+      simple_type<nn::DropoutImpl>(
+          "torch.nn.Dropout",
+          [](const nn::DropoutOptions& o) -> json { return {{"p", o.p()}, {"inplace", o.inplace()}}; },
+          [](const json& j) { return nn::DropoutOptions(j.at("p").get<double>()).inplace(j.at("inplace").get<bool>()); }));
+  add(typeid(nn::FlattenImpl),
+      simple_type<nn::FlattenImpl>(
+          "torch.nn.Flatten",
+          [](const nn::FlattenOptions& o) -> json { return {{"start_dim", o.start_dim()}, {"end_dim", o.end_dim()}}; },
+          [](const json& j) {
+            return nn::FlattenOptions().start_dim(j.at("start_dim").get<int64_t>()).end_dim(j.at("end_dim").get<int64_t>());
+          }));
+  add(typeid(nn::SoftmaxImpl),
+      simple_type<nn::SoftmaxImpl>(
+          "torch.nn.Softmax", [](const nn::SoftmaxOptions& o) -> json { return {{"dim", o.dim()}}; },
+          [](const json& j) { return nn::SoftmaxOptions(j.at("dim").get<int64_t>()); }));
+  auto no_options = [&](std::type_index t, const std::string& name, auto make) {
+    add(t, {name, [](const nn::Module&) { return json::object(); },
+            [make](const json&) -> std::shared_ptr<nn::Module> { return make(); }});
+  };
+  no_options(typeid(nn::IdentityImpl), "torch.nn.Identity", [] { return std::make_shared<nn::IdentityImpl>(); });
+  no_options(typeid(nn::SigmoidImpl), "torch.nn.Sigmoid", [] { return std::make_shared<nn::SigmoidImpl>(); });
+  no_options(typeid(nn::TanhImpl), "torch.nn.Tanh", [] { return std::make_shared<nn::TanhImpl>(); });
+}
+
+Registry& registry() {
+  static Registry* r = [] {
+    auto* reg = new Registry();
+    register_builtins(*reg);
+    return reg;
+  }();
+  return *r;
+}
+
+}  // namespace
+
+void register_serializable_module(std::type_index type, SerializableModuleType entry) {
+  if (entry.name.empty() || !entry.to_json || !entry.from_json)
+    throw Error("register_serializable_module: the entry needs a name, to_json and from_json");
+  Registry& r = registry();
+  auto p = std::make_shared<const SerializableModuleType>(std::move(entry));
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.all.push_back(p);
+  r.by_type[type] = p;
+  r.by_name[p->name] = p;
+}
+
+const SerializableModuleType* find_serializable_module(const torch::nn::Module& module) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto it = r.by_type.find(typeid(module));
+  return it == r.by_type.end() ? nullptr : it->second.get();
+}
+
+const SerializableModuleType* find_serializable_module(const std::string& name) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto it = r.by_name.find(name);
+  return it == r.by_name.end() ? nullptr : it->second.get();
+}
+
+}  // namespace fx

@@ -1,0 +1,39 @@
+# fxcpp convert and .fx files in inspect / run: converting then running gives
+# the output of running the .pt; a bad .fx is one line and exit status 2; -o
+# is written atomically (a failed convert leaves an existing file alone).
+set(FX_CLI $<TARGET_FILE:fxcpp_cli>)  # tests.cmake sets it too, but is included after this file
+set(FX_CONVERT_DIR ${CMAKE_BINARY_DIR}/convert)
+add_test(NAME cli.convert_resnet18
+         COMMAND sh -c "mkdir -p \"$1\" && \"$0\" convert \"$2/resnet18.pt\" -o \"$1/resnet18.fx\""
+                 ${FX_CLI} ${FX_CONVERT_DIR} ${FX_MODELS_DIR})
+set_tests_properties(cli.convert_resnet18 PROPERTIES FIXTURES_REQUIRED fx_models_0 FIXTURES_SETUP fx_converted
+                     PASS_REGULAR_EXPRESSION "wrote [^ ]*resnet18.fx \\([0-9]+ bytes, [0-9]+ nodes, [0-9]+ storages")
+# run on the .fx and on the .pt: the same output file, byte for byte.
+add_test(NAME cli.run_fx_same_as_pt
+         COMMAND sh -c "\"$0\" run \"$1/resnet18.fx\" --input \"$2/resnet18.input.pt\" --output \"$1/fx.out.pt\" >/dev/null && \"$0\" run \"$2/resnet18.pt\" --input \"$2/resnet18.input.pt\" --output \"$1/pt.out.pt\" >/dev/null && cmp \"$1/fx.out.pt\" \"$1/pt.out.pt\" && echo SAME"
+                 ${FX_CLI} ${FX_CONVERT_DIR} ${FX_MODELS_DIR})
+set_tests_properties(cli.run_fx_same_as_pt PROPERTIES FIXTURES_REQUIRED "fx_models_0;fx_converted"
+                     PASS_REGULAR_EXPRESSION "SAME" ENVIRONMENT "OMP_NUM_THREADS=1")
+add_test(NAME cli.inspect_fx COMMAND ${FX_CLI} inspect ${FX_CONVERT_DIR}/resnet18.fx)
+set_tests_properties(cli.inspect_fx PROPERTIES FIXTURES_REQUIRED fx_converted
+                     PASS_REGULAR_EXPRESSION "call_module +layer1_0_conv1 +layer1.0.conv1.*def forward\\(self, x\\):")
+# Bad .fx files: one line on stdout + stderr, exit status 2.
+function(fx_cli_bad_fx name setup expect)
+  add_test(NAME cli.${name}
+           COMMAND sh -c "mkdir -p \"$1\" && ${setup} && out=$(\"$0\" inspect \"$1/${name}.fx\" 2>&1); s=$?; printf '%s\\n' \"$out\"; n=$(printf '%s\\n' \"$out\" | wc -l); [ $s -eq 2 ] && [ $n -eq 1 ] || echo \"fx-cli-bad: exit status $s, $n lines\""
+                   ${FX_CLI} ${FX_CONVERT_DIR})
+  set_tests_properties(cli.${name} PROPERTIES PASS_REGULAR_EXPRESSION "${expect}" FAIL_REGULAR_EXPRESSION "fx-cli-bad"
+                       FIXTURES_REQUIRED fx_converted)
+endfunction()
+fx_cli_bad_fx(fx_not_zip "printf 'not a zip' > \"$1/fx_not_zip.fx\""
+              "fx_not_zip.fx: not an fxcpp file \\(not a zip archive; expected a file written by fx::save\\)")
+fx_cli_bad_fx(fx_truncated "head -c 100000 \"$1/resnet18.fx\" > \"$1/fx_truncated.fx\""
+              "fx_truncated.fx: truncated or damaged zip archive \\(")
+fx_cli_bad_fx(fx_torchscript "cp \"$1/../models/resnet18.pt\" \"$1/fx_torchscript.fx\""
+              "fx_torchscript.fx: not an fxcpp file \\(a zip archive without extra/fxcpp.json; it is a TorchScript file")
+set_tests_properties(cli.fx_torchscript PROPERTIES FIXTURES_REQUIRED "fx_converted;fx_models_0")
+# A failed convert leaves an existing output untouched and no temporary file.
+add_test(NAME cli.convert_atomic
+         COMMAND sh -c "mkdir -p \"$1\" && echo keep > \"$1/keep.fx\" && \"$0\" convert \"$2\" -o \"$1/keep.fx\"; s=$?; [ $s -eq 2 ] && [ \"$(cat \"$1/keep.fx\")\" = keep ] && ! ls \"$1\" | grep -q fxcpp-tmp && echo ATOMIC"
+                 ${FX_CLI} ${FX_CONVERT_DIR} ${CMAKE_SOURCE_DIR}/README.md)
+set_tests_properties(cli.convert_atomic PROPERTIES PASS_REGULAR_EXPRESSION "ATOMIC")

@@ -1,0 +1,210 @@
+// Bad input for fx::load and unsavable modules for fx::save: each one
+// fx::Error line naming the file (or module) and the problem, never a crash,
+// never a partial or clobbered file.
+#include "serialize_test_util.h"
+
+#include "../trace/trace_models.h"
+
+#include <fx/trace.h>
+
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/api/module.h>
+#include <torch/nn/modules/linear.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace fx {
+namespace {
+
+using json = nlohmann::json;
+using serialize_test::error_of;
+
+/// A zip written by libtorch's writer with the given records.
+std::string archive(const std::vector<std::pair<std::string, std::string>>& records) {
+  std::string out;
+  {
+    caffe2::serialize::PyTorchStreamWriter w([&](const void* d, size_t n) {
+      out.append(static_cast<const char*>(d), n);
+      return n;
+    });
+    for (const auto& [name, data] : records) w.writeRecord(name, data.data(), data.size());
+    w.writeEndOfFile();
+  }
+  return out;
+}
+
+/// The document inside a saved file.
+json document_of(const std::string& bytes) {
+  std::istringstream in(bytes);
+  caffe2::serialize::PyTorchStreamReader reader(&in);
+  auto [data, size] = reader.getRecord("extra/fxcpp.json");
+  return json::parse(std::string(static_cast<const char*>(data.get()), size));
+}
+
+/// The document of a small saved graph (x + w, w a [2] float tensor).
+json small_document() {
+  auto g = std::make_shared<Graph>();
+  Node* x = g->placeholder("x");
+  Node* w = g->get_attr("w");
+  g->output(g->call_function("aten::add", {x, w}));
+  auto root = std::make_shared<torch::nn::Module>();
+  root->register_buffer("w", at::ones({2}));
+  auto gm = std::make_shared<GraphModule>(root, g);
+  return document_of(save_to_string(*gm));
+}
+
+/// Loads a file made of `doc` and a 8-byte storage record data/0.
+std::string load_error(const json& doc, const std::string& storage = std::string(8, '\0')) {
+  const std::string bytes = archive({{"extra/fxcpp.json", doc.dump()}, {"extra/fxdata/0", storage}});
+  return error_of([&] { load_from_string(bytes, "bad.fx"); });
+}
+
+json& node(json& doc, size_t i) { return doc["root"]["graph"]["nodes"][i]; }
+
+TEST(SerializeErrors, NotAZipTruncatedAndNotFxcpp) {
+  EXPECT_EQ(error_of([] { load_from_string("hello, world", "hello.fx"); }),
+            "hello.fx: not an fxcpp file (not a zip archive; expected a file written by fx::save)");
+  trace_test::ComplexModel m;
+  const std::string good = save_to_string(*symbolic_trace(m, {at::randn({2, 10})}));
+  EXPECT_EQ(error_of([&] { load_from_string(good.substr(0, good.size() / 2), "half.fx"); }),
+            "half.fx: truncated or damaged zip archive (no end of central directory record; the file is truncated)");
+  EXPECT_EQ(error_of([] { load_from_string(archive({{"data.pkl", "x"}}), "other.zip"); }),
+            "other.zip: not an fxcpp file (a zip archive without extra/fxcpp.json)");
+  torch::jit::Module jit("__torch__.M");
+  jit.define("def forward(self, x):\n  return x\n");
+  std::ostringstream pt;
+  jit.save(pt);
+  EXPECT_EQ(error_of([&] { load_from_string(pt.str(), "model.pt"); }),
+            "model.pt: not an fxcpp file (a zip archive without extra/fxcpp.json; it is a TorchScript file: import it, or "
+            "`fxcpp convert` it)");
+  EXPECT_EQ(error_of([] { load("/nonexistent/dir/m.fx"); }), "/nonexistent/dir/m.fx: no such file");
+}
+
+TEST(SerializeErrors, DocumentThatIsNotAnFxGraph) {
+  EXPECT_EQ(error_of([] { load_from_string(archive({{"extra/fxcpp.json", "{\"format\": "}}), "j.fx"); }).substr(0, 42),
+            "j.fx: extra/fxcpp.json is not valid JSON (");
+  EXPECT_EQ(load_error(json{{"format", "onnx"}, {"version", 1}}), "bad.fx: not an fxcpp file (format 'onnx', expected 'fxcpp')");
+  EXPECT_EQ(load_error(json{{"format", "fxcpp"}}), "bad.fx: extra/fxcpp.json: missing key 'version'");
+  EXPECT_EQ(load_error(json{{"format", "fxcpp"}, {"version", "1"}}),
+            "bad.fx: extra/fxcpp.json: version: an integer expected, got a string");
+  json doc = small_document();
+  doc["root"]["graph"]["nodes"] = 5;
+  EXPECT_EQ(load_error(doc), "bad.fx: nodes: an array expected, got an integer");
+  doc = small_document();
+  node(doc, 2).erase("args");
+  EXPECT_EQ(load_error(doc), "bad.fx: node 'add': missing key 'args'");
+  doc = small_document();
+  doc["root"].erase("kind");
+  EXPECT_EQ(load_error(doc), "bad.fx: the root module: missing key 'kind'");
+  std::string deep(1000, '[');
+  EXPECT_EQ(error_of([&] { load_from_string(archive({{"extra/fxcpp.json", deep}}), "deep.fx"); }),
+            "deep.fx: extra/fxcpp.json nests deeper than 256 levels");
+}
+
+TEST(SerializeErrors, FutureVersion) {
+  json doc = small_document();
+  doc["version"] = kFileFormatVersion + 1;
+  EXPECT_EQ(load_error(doc), "bad.fx: format version 2 is newer than this build of fxcpp (1); use a newer fxcpp");
+}
+
+TEST(SerializeErrors, BadNodes) {
+  json doc = small_document();
+  node(doc, 2)["args"][1] = {{"node", "nope"}};
+  EXPECT_EQ(load_error(doc), "bad.fx: node 'add': refers to unknown node 'nope'");
+  doc = small_document();
+  node(doc, 1)["op"] = "get_attr";
+  node(doc, 0)["args"] = json::array({{{"node", "add"}}});
+  EXPECT_EQ(load_error(doc), "bad.fx: node 'x': refers to node 'add', which is defined later (node 2; node 0 is this one)");
+  doc = small_document();
+  node(doc, 2)["op"] = "call_everything";
+  EXPECT_EQ(load_error(doc), "bad.fx: node 'add': unknown opcode 'call_everything'");
+  doc = small_document();
+  node(doc, 2)["target"] = "aten::addd";
+  EXPECT_EQ(load_error(doc),
+            "bad.fx: node 'add': unknown call_function target 'aten::addd'; did you mean aten::add, aten::add_, "
+            "aten::addr? (targets are dispatcher operators like aten::add, builtins like operator.getitem, or "
+            "functions registered with fx::register_function)");
+  doc = small_document();
+  node(doc, 1)["target"] = "missing";
+  EXPECT_EQ(load_error(doc),
+            "bad.fx: the root module: Node %w : [#users=1] = get_attr[target=missing] referenced target missing but "
+            "that target was not found in root (torch::nn::Module has no submodule, parameter or buffer 'missing')");
+  doc = small_document();
+  node(doc, 2)["name"] = "x";
+  EXPECT_EQ(load_error(doc), "bad.fx: node 2: the name 'x' is used twice");
+  doc = small_document();
+  node(doc, 2)["args"][1] = {{"dtype", "float99"}};
+  EXPECT_EQ(load_error(doc), "bad.fx: node 'add': unknown dtype 'float99'");
+  doc = small_document();
+  node(doc, 2)["args"][1] = {{"frobnicate", 1}};
+  EXPECT_EQ(load_error(doc), "bad.fx: node 'add': unknown argument kind 'frobnicate'");
+}
+
+TEST(SerializeErrors, TensorRecordsThatDisagree) {
+  json doc = small_document();
+  doc["tensors"][0]["sizes"] = {100};
+  doc["storages"][0]["nbytes"] = 16;
+  EXPECT_EQ(load_error(doc, std::string(16, '\0')), "bad.fx: tensor 0 needs 400 bytes of storage but has 16");
+  doc = small_document();
+  EXPECT_EQ(load_error(doc, std::string(4, '\0')),
+            "bad.fx: storage 0: record 'extra/fxdata/0' has 4 bytes but the document says 8");
+  doc = small_document();
+  doc["tensors"][0]["strides"] = {1, 1};
+  EXPECT_EQ(load_error(doc), "bad.fx: tensor 0: 1 sizes but 2 strides");
+  doc = small_document();
+  doc["root"]["buffers"][0][1] = 7;
+  EXPECT_EQ(load_error(doc), "bad.fx: the root module: buffers 'w': tensor 7 does not exist (the file has 1)");
+  doc = small_document();
+  doc["storages"][0]["record"] = "extra/fxdata/9";
+  EXPECT_EQ(load_error(doc), "bad.fx: storage 0: record 'extra/fxdata/9' is missing");
+}
+
+struct Unknown : torch::nn::Module {
+  at::Tensor forward(const at::Tensor& x) { return x; }
+};
+
+TEST(SerializeErrors, UnsavableAndUnregisteredModules) {
+  register_module_type<Unknown>();
+  auto g = std::make_shared<Graph>();
+  g->output(g->call_module("inner.odd", {g->placeholder("x")}));
+  auto root = std::make_shared<torch::nn::Module>();
+  auto inner = std::make_shared<torch::nn::Module>();
+  inner->register_module("odd", std::make_shared<Unknown>());
+  root->register_module("inner", inner);
+  auto gm = std::make_shared<GraphModule>(root, g);
+  const std::string msg = "module 'inner.odd' of type fx::(anonymous namespace)::Unknown cannot be saved: register "
+                          "its type with fx::register_serializable_module";
+  EXPECT_EQ(error_of([&] { save_to_string(*gm); }), msg);
+  // A failed save leaves an existing file alone and no temporary behind.
+  const std::string path = ::testing::TempDir() + "fxcpp_keep.fx";
+  { std::ofstream(path) << "precious"; }
+  EXPECT_EQ(error_of([&] { save(*gm, path); }), msg);
+  std::ifstream in(path);
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(content, "precious");
+  std::remove(path.c_str());
+  EXPECT_EQ(error_of([&] { save(*gm, "/nonexistent/dir/out.fx"); }), msg);
+
+  // A registered type not registered in the loading program.
+  register_serializable_module<Unknown>(
+      "test.Unknown", [](const Unknown&) { return json::object(); },
+      [](const json&) { return std::make_shared<Unknown>(); });
+  const std::string bytes = save_to_string(*gm);
+  EXPECT_NE(load_from_string(bytes), nullptr);
+  json doc = document_of(bytes);
+  ASSERT_EQ(doc["root"]["children"][0][1]["children"][0][1]["type"], "test.Unknown");
+  doc["root"]["children"][0][1]["children"][0][1]["type"] = "test.Gone";
+  EXPECT_EQ(load_error(doc),
+            "bad.fx: module 'inner.odd': module type 'test.Gone' is not registered "
+            "(fx::register_serializable_module) in this program");
+  // Nothing saveable to an unwritable place: no file, one line.
+  trace_test::ComplexModel m;
+  auto ok = symbolic_trace(m, {at::randn({2, 10})});
+  EXPECT_EQ(error_of([&] { save(*ok, "/nonexistent/dir/out.fx"); }),
+            "/nonexistent/dir/out.fx: cannot be opened for writing (No such file or directory)");
+}
+
+}  // namespace
+}  // namespace fx

@@ -1,0 +1,59 @@
+#pragma once
+// Shared by the tests of fx::save / fx::load: round trips and the checks
+// that a loaded module is the saved one (printed graph, code, outputs).
+#include "same_value.h"
+
+#include <fx/serialize.h>
+
+#include <torch/csrc/jit/api/module.h>
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace fx::serialize_test {
+
+/// Saves to memory and loads back.
+inline std::shared_ptr<GraphModule> round_trip(const GraphModule& gm, SaveReport* report = nullptr) {
+  return load_from_string(save_to_string(gm, {}, report), "mem.fx");
+}
+
+/// The loaded module prints, generates code and computes as the saved one.
+inline void expect_same_module(GraphModule& saved, GraphModule& loaded, const std::vector<c10::IValue>& inputs) {
+  EXPECT_EQ(saved.graph().str(), loaded.graph().str());
+  EXPECT_EQ(saved.code(), loaded.code());
+  EXPECT_EQ(saved.print_readable(), loaded.print_readable());
+  EXPECT_EQ(saved.is_training(), loaded.is_training());
+  torch::NoGradGuard no_grad;
+  c10::IValue a = saved.forward(inputs);
+  c10::IValue b = loaded.forward(inputs);
+  EXPECT_TRUE(same_value(a, b));
+}
+
+/// A scripted model (x * self.scale.s + self.b) whose submodule has a
+/// torch.nn class name, so that import keeps it as a TorchScript leaf.
+inline torch::jit::Module scripted_model_with_leaf() {
+  torch::jit::Module leaf("__torch__.torch.nn.modules.activation.Scale");
+  leaf.register_parameter("s", at::full({3}, 2.0), false);
+  leaf.define("def forward(self, x):\n  return x * self.s\n");
+  torch::jit::Module root("__torch__.Net");
+  root.register_module("scale", leaf);
+  root.register_buffer("b", at::arange(3, at::kFloat));
+  root.define("def forward(self, x):\n  return self.scale.forward(x) + self.b\n");
+  return root;
+}
+
+/// The fx::Error text `f` throws ("(no error)" if none).
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace fx::serialize_test
