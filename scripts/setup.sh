@@ -12,6 +12,8 @@ packages=(
   python3-tabulate        # torch.fx print_tabular, for python/goldens/api_fidelity_goldens.py
   nlohmann-json3-dev      # the JSON graph document of fx::save / fx::load
   clang libclang-rt-14-dev  # libFuzzer and the sanitizers (make fuzz, make check-sanitize)
+  libgraphviz-dev         # Graphviz's libgvc: graph layout for fx::FxGraphDrawer (SVG, HTML)
+  chromium                # headless browser test of the interactive graph page, make docs screenshot
 )
 
 missing=()
