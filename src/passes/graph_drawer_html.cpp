@@ -167,7 +167,8 @@ const char* const kScript = R"JS(
     if (!g) return;
     var r = g.getBoundingClientRect();
     var c = toSvg(r.left + r.width / 2, r.top + r.height / 2);
-    if (view.w > full.w / 3) { var f = Math.max(full.w / 3, 600) / view.w; if (f < 1) { view.w *= f; view.h *= f; } }
+    // Zoomed out below life size: show the node at 1 unit = 1 pixel.
+    if (svg.getScreenCTM().a < 0.8) { view.w = viewport.clientWidth; view.h = viewport.clientHeight; }
     view.x = c.x - view.w / 2;
     view.y = c.y - view.h / 2;
     apply();
@@ -281,6 +282,8 @@ const char* const kScript = R"JS(
     result.search_hit = search(last);
     result.highlighted = svg.querySelectorAll('g.node.fx-hl').length;
     result.legend = !!document.getElementById('fx-legend');
+    var timed = data.nodes.filter(function (n) { return n.time_us !== undefined; });
+    result.hottest = timed.length ? timed.reduce(function (a, b) { return b.time_us > a.time_us ? b : a; }).name : null;
     document.getElementById('selftest').textContent = JSON.stringify(result);
   }
 })();
