@@ -263,15 +263,17 @@ std::string FxGraphDrawer::render_svg() const {
   std::lock_guard<std::mutex> lock(graphviz_mutex());
   std::string errors;
   graphviz_errors = &errors;
-  agseterr(AGERR);
-  agusererrf previous = agseterrf(collect_graphviz_error);
+  // Graphviz reports through a process-wide callback: collect its messages
+  // for the exception (nothing on stderr), then put the old settings back.
   struct Restore {
-    agusererrf previous;
+    agerrlevel_t level = agseterr(AGERR);
+    agusererrf handler = agseterrf(collect_graphviz_error);
     ~Restore() {
-      agseterrf(previous);
+      agseterrf(handler);
+      agseterr(level);
       graphviz_errors = nullptr;
     }
-  } restore{previous};
+  } restore;
 
   std::unique_ptr<GVC_t, int (*)(GVC_t*)> gvc(gvContext(), gvFreeContext);
   if (!gvc) throw Error("graph " + name_ + ": Graphviz context could not be created");
