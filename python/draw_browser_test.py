@@ -4,11 +4,12 @@
 1. `fxcpp draw MODEL -o OUT/NAME.html --input IN --profile IN` (shapes and a
    heat map); its summary line gives the node count.
 2. `chromium --headless=new --dump-dom file://.../NAME.html#selftest`: on
-   `#selftest` the page clicks its first call node, zooms with a wheel event
-   and searches the last node, then writes what it saw as JSON into
+   `#selftest` the page clicks its first call node, zooms with a wheel event,
+   pans with a mouse drag and searches the last node, then writes what it saw as JSON into
    <pre id="selftest">. This script checks: one SVG node per graph node, the
-   side panel empty before the click and showing the clicked node's opcode
-   and target after it, the zoom, the search hit, the heat-map legend.
+   side panel empty before the click and showing the clicked node's opcode,
+   target, tensor_meta and time after it, wheel zoom, drag pan, the search
+   hit, the heat-map legend.
 3. With --screenshot PNG: a screenshot of the page with its slowest node
    selected (`#node=NAME`), for the README (`make docs`).
 
@@ -97,6 +98,7 @@ def main():
         ("tensor_meta" in res["panel_text"] and "shape=(" in res["panel_text"], "panel lacks the tensor_meta"),
         ("time" in res["panel_text"], "panel lacks the node time"),
         (res["zoomed_in"] is True, "the mouse wheel did not zoom in"),
+        (res["panned"] is True, "dragging did not pan"),
         (res["search_hit"] is not None and res["highlighted"] >= 1, "search found nothing"),
         (res["legend"] is True, "no heat-map legend"),
         (res["hottest"] is not None, "no node times in the page"),

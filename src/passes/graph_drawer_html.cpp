@@ -278,6 +278,11 @@ const char* const kScript = R"JS(
     viewport.dispatchEvent(new WheelEvent('wheel', { deltaY: -100, bubbles: true, cancelable: true,
                                                      clientX: vr.left + vr.width / 2, clientY: vr.top + vr.height / 2 }));
     result.zoomed_in = view.w < w0;
+    var x0 = view.x, cx = vr.left + 10, cy = vr.top + 10;
+    viewport.dispatchEvent(new MouseEvent('mousedown', { bubbles: true, clientX: cx, clientY: cy }));
+    window.dispatchEvent(new MouseEvent('mousemove', { bubbles: true, clientX: cx + 50, clientY: cy }));
+    window.dispatchEvent(new MouseEvent('mouseup', { bubbles: true, clientX: cx + 50, clientY: cy }));
+    result.panned = view.x < x0;  // dragging right shows what is left of the view
     var last = data.nodes[data.nodes.length - 1].name;
     result.search_hit = search(last);
     result.highlighted = svg.querySelectorAll('g.node.fx-hl').length;
