@@ -309,6 +309,14 @@ void FxGraphDrawer::write(const std::string& path) const {
   write_text_file_atomically(path, text);
 }
 
+void draw_graph(std::shared_ptr<GraphModule> module, const std::string& path, GraphDrawerOptions options) {
+  const size_t slash = path.rfind('/');
+  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  const size_t dot = name.rfind('.');
+  if (dot != std::string::npos && dot > 0) name.resize(dot);
+  FxGraphDrawer(std::move(module), name, options).write(path);
+}
+
 void write_text_file_atomically(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".fxcpp-tmp-" + std::to_string(::getpid());
   bool ok;

@@ -204,6 +204,9 @@ TEST(GraphDrawer, WritesByExtensionAtomically) {
             dir + "/g.png: unknown drawing format (expected .dot, .gv, .svg, .html or .htm)");
   EXPECT_EQ(fx_test::error_of([&] { drawer.write(dir + "/missing/g.dot"); }),
             dir + "/missing/g.dot: cannot be opened for writing: No such file or directory");
+  fx::draw_graph(gm, dir + "/net.v2.gv");
+  EXPECT_EQ(read_file(dir + "/net.v2.gv").rfind("digraph \"net.v2\" {\n", 0), 0u);
+  std::remove((dir + "/net.v2.gv").c_str());
   // A failed write leaves the old file and no temporary file.
   EXPECT_EQ(fx_test::error_of([&] { drawer.write(dir); }).find(dir + ": unknown drawing format"), 0u);
   EXPECT_EQ(std::system(("test $(ls " + dir + " | wc -l) -eq 3").c_str()), 0);

@@ -101,6 +101,11 @@ class FxGraphDrawer {
   std::unordered_map<const Node*, double> node_us_;
 };
 
+/// Draws `module`'s graph into `path` (FxGraphDrawer::write: .dot / .gv,
+/// .svg, .html / .htm, by the extension), the graph named after the file
+/// ("out/resnet18.svg" → "resnet18"). Run ShapeProp first for shapes.
+void draw_graph(std::shared_ptr<GraphModule> module, const std::string& path, GraphDrawerOptions options = {});
+
 /// The class name of the module a call_module node calls ("Conv2d" for an
 /// imported TorchScript leaf, "torch::nn::Conv2dImpl" for a C++ one); the
 /// target itself if `module` has no such submodule.
