@@ -74,8 +74,9 @@ class FxGraphDrawer {
   /// fetched from the network): pan (drag) and zoom (mouse wheel), a search
   /// box that highlights and centres a node by name, a side panel with the
   /// clicked node's opcode, target, args, kwargs, tensor_meta and source
-  /// position, and with node times a heat-map legend. Opening the page with
-  /// `#selftest` makes it click its first call node and write the result
+  /// position, and with node times a heat-map legend. `#node=NAME` in the
+  /// URL selects and centres a node; `#selftest` makes the page click its
+  /// first call node, zoom, pan and search, and write what it saw as JSON
   /// into `<pre id="selftest">` (for headless browser tests).
   std::string render_html() const;
   /// Writes get_dot_graph(), render_svg() or render_html() to `path`, by its
