@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all setup configure build demo test bench goldens install clean
+.PHONY: all setup configure build demo test bench goldens install docs clean
 
 all: build
 
@@ -35,6 +35,14 @@ bench: build
 # Regenerates the Python torch.fx goldens the differential tests compare with.
 goldens: setup
 	for g in python/goldens/*_goldens.py; do /usr/bin/python3 $$g || exit 1; done
+
+# The README's drawing screenshot, $(BUILD)/docs/graph.png: resnet18's graph page
+# (fxcpp draw) in headless Chromium, checked by python/draw_browser_test.py.
+docs: configure
+	cmake --build $(BUILD) --target fxcpp_cli
+	[ -f $(BUILD)/models/resnet18.pt ] || /usr/bin/python3 python/export_models.py --out $(BUILD)/models resnet18
+	/usr/bin/python3 python/draw_browser_test.py --fxcpp $(BUILD)/fxcpp --model $(BUILD)/models/resnet18.pt \
+	  --input $(BUILD)/models/resnet18.input.pt --out $(BUILD)/draw --screenshot $(BUILD)/docs/graph.png
 
 clean:
 	rm -rf $(BUILD)

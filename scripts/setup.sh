@@ -13,6 +13,8 @@ packages=(
   nlohmann-json3-dev      # the JSON graph document of fx::save / fx::load
   clang libclang-rt-14-dev  # libFuzzer and the sanitizers (make fuzz, make check-sanitize)
   libcli11-dev            # the fxcpp command line
+  libgraphviz-dev         # Graphviz's libgvc: graph layout for fx::FxGraphDrawer (SVG, HTML)
+  chromium                # headless browser test of the interactive graph page, make docs screenshot
 )
 
 missing=()

@@ -6,6 +6,8 @@
 #include <fx/passes/cse.h>
 #include <fx/passes/dead_code.h>
 #include <fx/passes/fuser_utils.h>
+#include <fx/passes/graph_drawer.h>
+#include <fx/passes/model_summary.h>
 #include <fx/passes/normalize.h>
 #include <fx/passes/operator_support.h>
 #include <fx/passes/partitioner.h>
