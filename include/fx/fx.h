@@ -1,11 +1,12 @@
 #pragma once
 /// \file
 /// The whole public API of fxcpp: the IR, execution, the passes, tracing,
-/// TorchScript import, tensor files. (tests/core/umbrella_test.cpp checks
+/// TorchScript import, tensor files, saving, loading and export. (tests/core/umbrella_test.cpp checks
 /// that every public header is reachable from here.)
 
 #include <fx/argument.h>
 #include <fx/error.h>
+#include <fx/export.h>
 #include <fx/graph.h>
 #include <fx/graph_module.h>
 #include <fx/import.h>
@@ -13,6 +14,7 @@
 #include <fx/node.h>
 #include <fx/normalize.h>
 #include <fx/passes.h>
+#include <fx/serialize.h>
 #include <fx/target.h>
 #include <fx/tensor_file.h>
 #include <fx/tensor_meta.h>
