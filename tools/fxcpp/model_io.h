@@ -56,7 +56,9 @@ std::shared_ptr<GraphModule> import_model(const std::string& path, double* impor
 std::vector<c10::IValue> load_model_inputs(GraphModule& gm, const std::string& path);
 
 /// Records what the command is doing ("reading m.pt") in the shared buffer
-/// the crash guard of main.cpp reads if the process dies from a signal.
+/// the crash guard of main.cpp reads if the process dies from a signal, and,
+/// when stderr is a terminal (and FXCPP_NO_PROGRESS is unset), shows it there
+/// as progress.
 /// Testing hook: with FXCPP_TEST_CRASH set in the environment, the process
 /// raises SIGSEGV right after recording (to test the guard).
 void set_activity(const std::string& what);

@@ -28,7 +28,10 @@ int run_profile(const std::vector<std::string>& argv) {
   torch::NoGradGuard no_grad;
   try {
     for (int i = 0; i < warmup; ++i) interp.profile_run(inputs, /*record=*/false);
-    for (int i = 0; i < runs; ++i) interp.profile_run(inputs);
+    for (int i = 0; i < runs; ++i) {
+      set_activity("timed run " + std::to_string(i + 1) + " of " + std::to_string(runs) + " of " + args.model);
+      interp.profile_run(inputs);
+    }
   } catch (const std::exception& e) {
     std::cerr << "fxcpp profile: " << args.get("input") << ": bad input for " << args.model << ": "
               << one_line_error(e) << "\n";
