@@ -123,7 +123,14 @@ c10::IValue load_value(const std::string& path) {
   try {
     value = torch::jit::pickle_load(data);
   } catch (...) {
-    throw ImportError(path + ": cannot read a torch.save file: " + import_detail::current_exception_text());
+    const std::string why = import_detail::current_exception_text();
+    // Python's torch.save of a one-element list or dict writes APPEND / SETITEM,
+    // which libtorch 1.13's unpickler does not know.
+    if (why.find("Unknown opcode for unpickling at 0x61") != std::string::npos ||
+        why.find("Unknown opcode for unpickling at 0x73") != std::string::npos)
+      throw ImportError(path + ": cannot read a torch.save file: it holds a one-element list or a dict, which "
+                               "libtorch cannot unpickle; save the inputs as a tuple: torch.save((x,), path)");
+    throw ImportError(path + ": cannot read a torch.save file: " + why);
   }
   validate_value(value, path);
   return value;
