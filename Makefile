@@ -42,7 +42,7 @@ docs: configure
 	cmake --build $(BUILD) --target fxcpp_cli
 	[ -f $(BUILD)/models/resnet18.pt ] || /usr/bin/python3 python/export_models.py --out $(BUILD)/models resnet18
 	/usr/bin/python3 python/draw_browser_test.py --fxcpp $(BUILD)/fxcpp --model $(BUILD)/models/resnet18.pt \
-	  --input $(BUILD)/models/resnet18.input.pt --out $(BUILD)/draw --screenshot $(BUILD)/docs/graph.png
+	  --input $(BUILD)/models/resnet18.input.pt --out $(BUILD)/draw --screenshot docs/graph.png
 
 clean:
 	rm -rf $(BUILD)
