@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all setup configure build demo test bench goldens clean
+.PHONY: all setup configure build demo test bench goldens clean fuzz check-sanitize
 
 all: build
 
@@ -30,6 +30,33 @@ bench: build
 # Regenerates the Python torch.fx goldens the differential tests compare with.
 goldens: setup
 	for g in python/goldens/*_goldens.py; do /usr/bin/python3 $$g || exit 1; done
+
+# libFuzzer targets of fuzz/ (clang, ASan + UBSan) in build-fuzz, each run
+# FUZZ_SECONDS; findings in build-fuzz/fuzz/findings/<target>/.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+fuzz: setup
+	CXX=clang++ cmake -S . -B $(FUZZ_BUILD) $(CMAKE_FLAGS) -DFXCPP_FUZZ=ON
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets fuzz_seeds
+	bash scripts/run_fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+# The whole suite under ASan + UBSan (build-asan), then the tests that start
+# threads under TSan (build-tsan). Suppressions: scripts/*.supp.
+ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
+TSAN_TESTS = Concurrency.*:FunctionCall.ConcurrentFirstCallsResolveSafely:TraceGraph.ConcurrentTracesOnSeveralThreads
+check-sanitize: setup
+	cmake -S . -B $(ASAN_BUILD) $(CMAKE_FLAGS) "-DFXCPP_SANITIZE=address;undefined"
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1:strict_string_checks=1 \
+	  LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan.supp:print_suppressions=0 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+	cmake -S . -B $(TSAN_BUILD) $(CMAKE_FLAGS) -DFXCPP_SANITIZE=thread
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_exec test_trace
+	for t in test_exec test_trace; do \
+	  OMP_NUM_THREADS=1 TSAN_OPTIONS=suppressions=$(CURDIR)/scripts/tsan.supp:halt_on_error=1:second_deadlock_stack=1 \
+	    $(TSAN_BUILD)/$$t --gtest_filter='$(TSAN_TESTS)' || exit 1; \
+	done
 
 clean:
 	rm -rf $(BUILD)
