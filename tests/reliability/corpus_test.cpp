@@ -85,4 +85,14 @@ TEST(Corpus, DamagedDeflateStreams) {
                   "'linear/code/__torch__/torch/nn/modules/linear.py' does not match its CRC-32)");
 }
 
+// Found by fuzz/import_fuzz.cpp in its first minute: one bit flipped in a
+// stored (not deflated) code record; libtorch's type parser crashed on the
+// source (SIGSEGV in ScriptTypeParser::parseClassConstant). Now every
+// non-storage record's CRC-32 is checked first.
+TEST(Corpus, StoredCodeBitFlip) {
+  EXPECT_EQ(import_error("stored_code_bit_flip.pt"),
+            kCorpus + "/import/stored_code_bit_flip.pt: damaged zip archive (record "
+                      "'linear/code/__torch__/torch/nn/modules/linear.py' does not match its CRC-32)");
+}
+
 }  // namespace
