@@ -48,7 +48,7 @@ TSAN_TESTS = Concurrency.*:FunctionCall.ConcurrentFirstCallsResolveSafely:TraceG
 check-sanitize: setup
 	cmake -S . -B $(ASAN_BUILD) $(CMAKE_FLAGS) "-DFXCPP_SANITIZE=address;undefined"
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
-	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1:strict_string_checks=1 \
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
 	  LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan.supp:print_suppressions=0 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
 	cmake -S . -B $(TSAN_BUILD) $(CMAKE_FLAGS) -DFXCPP_SANITIZE=thread
