@@ -13,6 +13,9 @@
 set(FXCPP_SANITIZE "" CACHE STRING "Sanitizers for every target: address;undefined, or thread (empty: none)")
 option(FXCPP_FUZZ "Build the libFuzzer targets of fuzz/ (clang; implies ASan + UBSan)" OFF)
 
+# Listing a test program's tests (ctest's PRE_TEST discovery) loads libtorch;
+# under a sanitizer that takes longer than GoogleTest's default 5 s.
+set(FX_GTEST_DISCOVERY_TIMEOUT 5)
 set(FX_SANITIZE_LIST ${FXCPP_SANITIZE})
 if(FXCPP_FUZZ)
   if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
@@ -39,6 +42,7 @@ if(FX_SANITIZE_LIST)
     # libFuzzer's main (fuzz/fuzz.cmake).
     list(APPEND FX_SANITIZE_COMPILE -fsanitize=fuzzer-no-link)
   endif()
+  set(FX_GTEST_DISCOVERY_TIMEOUT 120)
   add_compile_options(${FX_SANITIZE_COMPILE})
   add_link_options(${FX_SANITIZE_LINK})
   message(STATUS "fxcpp: sanitizers ${FX_SANITIZE_FLAGS}")
