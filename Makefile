@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all setup configure build demo test bench goldens install docs clean
+.PHONY: all setup configure build demo test bench goldens install docs fuzz check-sanitize clean
 
 all: build
 
@@ -36,13 +36,45 @@ bench: build
 goldens: setup
 	for g in python/goldens/*_goldens.py; do /usr/bin/python3 $$g || exit 1; done
 
-# The README's drawing screenshot, $(BUILD)/docs/graph.png: resnet18's graph page
+# The README's drawing screenshot, docs/graph.png: resnet18's graph page
 # (fxcpp draw) in headless Chromium, checked by python/draw_browser_test.py.
 docs: configure
 	cmake --build $(BUILD) --target fxcpp_cli
 	[ -f $(BUILD)/models/resnet18.pt ] || /usr/bin/python3 python/export_models.py --out $(BUILD)/models resnet18
 	/usr/bin/python3 python/draw_browser_test.py --fxcpp $(BUILD)/fxcpp --model $(BUILD)/models/resnet18.pt \
 	  --input $(BUILD)/models/resnet18.input.pt --out $(BUILD)/draw --screenshot docs/graph.png
+
+# libFuzzer targets of fuzz/ (clang, ASan + UBSan) in build-fuzz, each run
+# FUZZ_SECONDS; findings in build-fuzz/fuzz/findings/<target>/.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+fuzz: setup
+	CXX=clang++ cmake -S . -B $(FUZZ_BUILD) $(CMAKE_FLAGS) -DFXCPP_FUZZ=ON
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets fuzz_seeds
+	bash scripts/run_fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+# The whole suite under ASan + UBSan (build-asan), then the tests that start
+# threads under TSan (build-tsan). Suppressions: scripts/*.supp (why: there).
+# allocator_may_return_null: a huge allocation throws std::bad_alloc, which
+# fxcpp turns into an fx::Error; fast_unwind_on_malloc=0: allocation stacks
+# through libtorch (built without frame pointers) for the LSan suppressions;
+# handle_segv=0: a segfault still fails its test (by the signal), and
+# cli.crash_guard can check that fxcpp's crash guard reports its child's SIGSEGV.
+ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
+TSAN_TESTS = Concurrency.*:FunctionCall.ConcurrentFirstCallsResolveSafely:TraceGraph.ConcurrentTracesOnSeveralThreads
+check-sanitize: setup
+	cmake -S . -B $(ASAN_BUILD) $(CMAKE_FLAGS) "-DFXCPP_SANITIZE=address;undefined"
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1:fast_unwind_on_malloc=0:handle_segv=0 \
+	  LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan.supp:print_suppressions=0 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+	cmake -S . -B $(TSAN_BUILD) $(CMAKE_FLAGS) -DFXCPP_SANITIZE=thread
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_exec test_trace
+	for t in test_exec test_trace; do \
+	  OMP_NUM_THREADS=1 TSAN_OPTIONS=suppressions=$(CURDIR)/scripts/tsan.supp:halt_on_error=1:second_deadlock_stack=1 \
+	    $(TSAN_BUILD)/$$t --gtest_filter='$(TSAN_TESTS)' || exit 1; \
+	done
 
 clean:
 	rm -rf $(BUILD)

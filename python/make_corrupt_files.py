@@ -26,6 +26,8 @@ Writes into the directory given as argument:
   pickle_underflow.pt    good.input.pt whose data.pkl is PROTO 2, REDUCE, STOP (an empty stack)
   pickle_bad_get.pt      ... PROTO 2, BINGET 5, STOP (a memo slot never PUT)
   pickle_opcode.pt       ... PROTO 2, INT "1", STOP (an opcode torch never writes)
+  bad_version.pt         good.input.pt whose version record says 99
+  version_garbage.pt     ... whose version record is "3x"
 Tensors whose storage does not match their sizes cannot be made by torch's
 own API; they are pickled through _rebuild_tensor_v2 directly, as a hostile
 file would. Run with Debian's python3 (python3-torch). Deterministic; nothing
@@ -111,6 +113,8 @@ def main(out):
     for name, pkl in [("pickle_underflow.pt", b"\x80\x02R."), ("pickle_bad_get.pt", b"\x80\x02h\x05."),
                       ("pickle_opcode.pt", b"\x80\x02I1\n.")]:
         rewrite_zip(p("good.input.pt"), p(name), lambda n, d, pkl=pkl: pkl if n.endswith("data.pkl") else d)
+    for name, version in [("bad_version.pt", b"99\n"), ("version_garbage.pt", b"3x")]:
+        rewrite_zip(p("good.input.pt"), p(name), lambda n, d, v=version: v if n.endswith("/version") else d)
     if not os.path.exists(p("input.fifo")):
         os.mkfifo(p("input.fifo"))
 

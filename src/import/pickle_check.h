@@ -28,6 +28,9 @@ struct StorageRef {
 /// fx::ImportError "PATH: damaged pickle in record 'RECORD' at byte N (...)".
 std::vector<StorageRef> check_pickle(const std::string& path, const std::string& record, const char* data, size_t size);
 
+/// First what libtorch's PyTorchStreamReader checks when it opens an archive
+/// (the first record in a folder, a version record with a supported format
+/// version: it throws from its constructor and leaks its zip reader), then
 /// check_pickle on every "*.pkl" / "*.debug_pkl" record of the archive
 /// (`read` inflates deflated ones: torch.jit.save deflates debug_pkl), and
 /// each referenced storage against its record: present, and at least

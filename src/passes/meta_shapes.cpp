@@ -181,8 +181,9 @@ void add(torch::Library& lib, std::vector<std::string>& done, const char* name, 
 const std::vector<std::string>& register_meta_shape_functions() {
   static const std::vector<std::string> registered = [] {
     std::vector<std::string> done;
-    // Lives as long as the process: the kernels may be called at any time.
-    auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::Meta, __FILE__, __LINE__);
+    // Lives as long as the process: the kernels may be called at any time
+    // (a static, so that LeakSanitizer sees it reachable, not leaked).
+    static auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::Meta, __FILE__, __LINE__);
     add(*lib, done, "convolution", "", TORCH_FN(convolution_meta));
     add(*lib, done, "native_batch_norm", "", TORCH_FN(native_batch_norm_meta));
     add(*lib, done, "relu", "", TORCH_FN(relu_meta));

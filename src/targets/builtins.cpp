@@ -598,18 +598,28 @@ c10::optional<int64_t> slice_part(const c10::IValue& v) {
   throw Error("slice indices must be integers or None or have an __index__ method");
 }
 
-/// One element of a tensor index: int, None, Ellipsis, slice, bool or Tensor.
-at::indexing::TensorIndex tensor_index(const c10::IValue& e) {
-  if (e.isBool()) return at::indexing::TensorIndex(e.toBool());
-  if (e.isInt()) return at::indexing::TensorIndex(e.toInt());
-  if (e.isNone()) return at::indexing::TensorIndex(at::indexing::None);
-  if (is_ellipsis_ivalue(e)) return at::indexing::TensorIndex(at::indexing::Ellipsis);
-  if (is_slice_ivalue(e)) {
+/// Appends one element of a tensor index (int, None, Ellipsis, slice, bool or
+/// Tensor), constructed in place: libtorch's TensorIndex leaves its bool member
+/// uninitialized unless it is a bool index, so moving one reads an
+/// indeterminate bool (UBSan: "load of value 3, which is not a valid value
+/// for type 'bool'", found by make check-sanitize).
+void append_tensor_index(std::vector<at::indexing::TensorIndex>& out, const c10::IValue& e) {
+  if (e.isBool()) {
+    out.emplace_back(e.toBool());
+  } else if (e.isInt()) {
+    out.emplace_back(e.toInt());
+  } else if (e.isNone()) {
+    out.emplace_back(at::indexing::None);
+  } else if (is_ellipsis_ivalue(e)) {
+    out.emplace_back(at::indexing::Ellipsis);
+  } else if (is_slice_ivalue(e)) {
     const auto& p = e.toTupleRef().elements();
-    return at::indexing::TensorIndex(at::indexing::Slice(slice_part(p[0]), slice_part(p[1]), slice_part(p[2])));
+    out.emplace_back(at::indexing::Slice(slice_part(p[0]), slice_part(p[1]), slice_part(p[2])));
+  } else if (e.isTensor()) {
+    out.emplace_back(e.toTensor());
+  } else {
+    throw Error("operator.getitem: unsupported index of type " + type_name(e) + " into a Tensor");
   }
-  if (e.isTensor()) return at::indexing::TensorIndex(e.toTensor());
-  throw Error("operator.getitem: unsupported index of type " + type_name(e) + " into a Tensor");
 }
 
 at::Tensor tensor_getitem(const at::Tensor& t, const c10::IValue& idx) {
@@ -625,9 +635,11 @@ at::Tensor tensor_getitem(const at::Tensor& t, const c10::IValue& idx) {
   if (idx.isTensor()) return at::index(t, c10::List<c10::optional<at::Tensor>>({idx.toTensor()}));
   std::vector<at::indexing::TensorIndex> indices;
   if ((idx.isTuple() && !is_slice_ivalue(idx) && !is_ellipsis_ivalue(idx)) || idx.isList()) {
-    for (const auto& e : items_of(idx)) indices.push_back(tensor_index(e));
+    const auto items = items_of(idx);
+    indices.reserve(items.size());  // no reallocation: it would move the indices
+    for (const auto& e : items) append_tensor_index(indices, e);
   } else {
-    indices.push_back(tensor_index(idx));  // a slice, Ellipsis or bool alone
+    append_tensor_index(indices, idx);  // a slice, Ellipsis or bool alone
   }
   try {
     return t.index(indices);  // x[:, 0], x[..., 1:3], x[None, ::2]: libtorch's Python indexing

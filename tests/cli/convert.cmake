@@ -2,7 +2,7 @@
 # the output of running the .pt; a bad .fx is one line and exit status 2; -o
 # is written atomically (a failed convert leaves an existing file alone).
 set(FX_CLI $<TARGET_FILE:fxcpp_cli>)  # tests.cmake sets it too, but is included after this file
-set(FX_CONVERT_DIR ${CMAKE_BINARY_DIR}/convert)
+set(FX_CONVERT_DIR ${FX_BIN}/convert)
 add_test(NAME cli.convert_resnet18
          COMMAND sh -c "mkdir -p \"$1\" && \"$0\" convert \"$2/resnet18.pt\" -o \"$1/resnet18.fx\""
                  ${FX_CLI} ${FX_CONVERT_DIR} ${FX_MODELS_DIR})
@@ -35,5 +35,5 @@ set_tests_properties(cli.fx_torchscript PROPERTIES FIXTURES_REQUIRED "fx_convert
 # A failed convert leaves an existing output untouched and no temporary file.
 add_test(NAME cli.convert_atomic
          COMMAND sh -c "mkdir -p \"$1\" && echo keep > \"$1/keep.fx\" && \"$0\" convert \"$2\" -o \"$1/keep.fx\"; s=$?; [ $s -eq 2 ] && [ \"$(cat \"$1/keep.fx\")\" = keep ] && ! ls \"$1\" | grep -q fxcpp-tmp && echo ATOMIC"
-                 ${FX_CLI} ${FX_CONVERT_DIR} ${CMAKE_SOURCE_DIR}/README.md)
+                 ${FX_CLI} ${FX_CONVERT_DIR} ${FX_SRC}/README.md)
 set_tests_properties(cli.convert_atomic PROPERTIES PASS_REGULAR_EXPRESSION "ATOMIC")

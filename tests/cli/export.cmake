@@ -4,11 +4,11 @@
 # failed export leaves no file behind.
 # (tests/cli/tests.cmake is included after this file: nothing of it is used here.)
 set(FX_EXPORT_CLI $<TARGET_FILE:fxcpp_cli>)
-set(FX_CLI_EXPORT_DIR ${CMAKE_BINARY_DIR}/cli_export)
+set(FX_CLI_EXPORT_DIR ${FX_BIN}/cli_export)
 
 add_test(NAME cli.export_resnet18
          COMMAND sh -c "mkdir -p \"$2\" && \"$0\" export \"$1/resnet18.pt\" -o \"$2/resnet18.pt\" --remove-dropout && \"$0\" run \"$2/resnet18.pt\" --input \"$1/resnet18.input.pt\" && /usr/bin/python3 \"$3\" --models \"$1\" --exported \"$2\" resnet18"
-                 ${FX_EXPORT_CLI} ${FX_MODELS_DIR} ${FX_CLI_EXPORT_DIR} ${CMAKE_SOURCE_DIR}/python/check_export.py)
+                 ${FX_EXPORT_CLI} ${FX_MODELS_DIR} ${FX_CLI_EXPORT_DIR} ${FX_SRC}/python/check_export.py)
 set_tests_properties(cli.export_resnet18 PROPERTIES FIXTURES_REQUIRED fx_models_0 TIMEOUT 300
                      ENVIRONMENT "OMP_NUM_THREADS=1"
                      PASS_REGULAR_EXPRESSION "wrote .*resnet18.pt.*tensor \\[1, 1000\\] Float.*resnet18 +ok .*1 models match")
@@ -24,12 +24,12 @@ function(fx_cli_export_fails name expect make_dir out)
                        TIMEOUT 120)
 endfunction()
 fx_cli_export_fails(export_not_a_model "not a TorchScript file \\(not a zip archive"
-                    ${FX_CLI_EXPORT_DIR}/bad ${FX_CLI_EXPORT_DIR}/bad/readme.pt ${CMAKE_SOURCE_DIR}/README.md)
+                    ${FX_CLI_EXPORT_DIR}/bad ${FX_CLI_EXPORT_DIR}/bad/readme.pt ${FX_SRC}/README.md)
 fx_cli_export_fails(export_to_directory "cannot write .*: Is a directory"
                     ${FX_CLI_EXPORT_DIR}/dir/sub ${FX_CLI_EXPORT_DIR}/dir/sub ${FX_MODELS_DIR}/alexnet.pt)
 set_tests_properties(cli.export_to_directory PROPERTIES FIXTURES_REQUIRED fx_models_0)
 fx_cli_export_fails(export_no_directory "cannot write /nonexistent_fx_dir/out.pt: No such file or directory"
                     ${FX_CLI_EXPORT_DIR} /nonexistent_fx_dir/out.pt ${FX_MODELS_DIR}/alexnet.pt)
 set_tests_properties(cli.export_no_directory PROPERTIES FIXTURES_REQUIRED fx_models_0)
-add_test(NAME cli.export_needs_output COMMAND ${FX_EXPORT_CLI} export ${CMAKE_SOURCE_DIR}/README.md)
+add_test(NAME cli.export_needs_output COMMAND ${FX_EXPORT_CLI} export ${FX_SRC}/README.md)
 set_tests_properties(cli.export_needs_output PROPERTIES PASS_REGULAR_EXPRESSION "-o OUT.pt is required")

@@ -8,9 +8,9 @@
 #    torchvision's resnet50 at 224x224 (25,557,032 parameters, 4.09 GMAC).
 #  - bad arguments: one line, exit status 2 (fx_cli_bad_input, tests/cli/tests.cmake).
 add_test(NAME draw_browser
-         COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/python/draw_browser_test.py --fxcpp $<TARGET_FILE:fxcpp_cli>
+         COMMAND /usr/bin/python3 ${FX_SRC}/python/draw_browser_test.py --fxcpp $<TARGET_FILE:fxcpp_cli>
                  --model ${FX_MODELS_DIR}/resnet18.pt --input ${FX_MODELS_DIR}/resnet18.input.pt
-                 --out ${CMAKE_BINARY_DIR}/draw --screenshot ${CMAKE_BINARY_DIR}/docs/graph.png)
+                 --out ${FX_BIN}/draw --screenshot ${FX_BIN}/docs/graph.png)
 set_tests_properties(draw_browser PROPERTIES FIXTURES_REQUIRED fx_models_0 SKIP_RETURN_CODE 77 TIMEOUT 300
                      ENVIRONMENT "OMP_NUM_THREADS=1")
 
@@ -20,19 +20,19 @@ set_tests_properties(draw_summary_resnet50 PROPERTIES FIXTURES_REQUIRED fx_model
                      PASS_REGULAR_EXPRESSION "layer4_2_conv3 +Conv2d +\\[1, 2048, 7, 7\\] +1048576 +51380224 +102760448\n.*Total params: 25557032 \\(25.56 M\\)\nTrainable params: 25557032\nTotal MACs: 4089184256 \\(4.09 GMAC\\)")
 
 add_test(NAME draw_svg_resnet18 COMMAND $<TARGET_FILE:fxcpp_cli> draw ${FX_MODELS_DIR}/resnet18.pt
-         -o ${CMAKE_BINARY_DIR}/draw/resnet18.svg)
+         -o ${FX_BIN}/draw/resnet18.svg)
 set_tests_properties(draw_svg_resnet18 PROPERTIES FIXTURES_REQUIRED fx_models_0 TIMEOUT 120
                      PASS_REGULAR_EXPRESSION "^wrote [^\n]*/draw/resnet18.svg: [0-9]+ nodes, [0-9]+ edges\n$")
 
 fx_cli_bad_input(draw_unknown_format "fxcpp draw: out.png: unknown drawing format \\(expected .dot, .gv, .svg, .html or .htm\\)\n$"
-                 draw ${CMAKE_SOURCE_DIR}/README.md -o out.png)
+                 draw ${FX_SRC}/README.md -o out.png)
 fx_cli_bad_input(draw_missing_directory "fxcpp draw: /no/such/dir/g.svg: no such directory '/no/such/dir'\n$"
-                 draw ${CMAKE_SOURCE_DIR}/README.md -o /no/such/dir/g.svg)
-fx_cli_bad_input(draw_no_value "fxcpp draw: -o needs a value\n$" draw ${CMAKE_SOURCE_DIR}/README.md -o)
+                 draw ${FX_SRC}/README.md -o /no/such/dir/g.svg)
+fx_cli_bad_input(draw_no_value "fxcpp draw: -o needs a value\n$" draw ${FX_SRC}/README.md -o)
 fx_cli_bad_input(draw_bad_runs "--runs expects a positive integer, got 'many'"
-                 draw ${CMAKE_SOURCE_DIR}/README.md --runs many)
+                 draw ${FX_SRC}/README.md --runs many)
 fx_cli_bad_input(draw_wrong_input "fxcpp draw: [^\n]*alexnet.output.pt: bad input for [^\n]*resnet18.pt: "
-                 draw ${FX_MODELS_DIR}/resnet18.pt -o ${CMAKE_BINARY_DIR}/draw/wrong.svg
+                 draw ${FX_MODELS_DIR}/resnet18.pt -o ${FX_BIN}/draw/wrong.svg
                  --input ${FX_MODELS_DIR}/alexnet.output.pt)
 set_tests_properties(cli.draw_wrong_input PROPERTIES FIXTURES_REQUIRED fx_models_0)
 fx_cli_bad_input(summary_needs_shapes "fxcpp inspect: --summary needs the input shapes: --input IN.pt or --shape 1x3x224x224\n$"

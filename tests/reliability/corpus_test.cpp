@@ -1,6 +1,7 @@
-// Every crash reproducer in tests/reliability/corpus loads or gives one
-// fx::Error line (see corpus/README.md): regression tests for the crashes
-// the mutation runs found.
+// Every crash reproducer in tests/corpus/<fuzz target>/ loads or gives one
+// fx::Error line naming the file (see tests/corpus/README.md), through both
+// loaders: regression tests for the crashes the mutation and fuzz runs
+// found. (The ctest entries fuzz.<target> run them through their target too.)
 #include "fx_paths.h"
 
 #include <fx/import.h>
@@ -9,20 +10,33 @@
 #include <gtest/gtest.h>
 
 #include <dirent.h>
+#include <sys/stat.h>
 
 #include <string>
 #include <vector>
 
 namespace {
 
-std::vector<std::string> corpus_files() {
-  std::vector<std::string> out;
-  const std::string dir = std::string(FX_SOURCE_DIR) + "/tests/reliability/corpus";
+const std::string kCorpus = std::string(FX_SOURCE_DIR) + "/tests/corpus";
+
+// Regular files of `dir` (dot files left out).
+void regular_files(const std::string& dir, std::vector<std::string>& out) {
   if (DIR* d = opendir(dir.c_str())) {
     while (dirent* e = readdir(d)) {
-      const std::string name = e->d_name;
-      if (name.size() > 3 && name.compare(name.size() - 3, 3, ".pt") == 0) out.push_back(dir + "/" + name);
+      const std::string p = dir + "/" + e->d_name;
+      struct stat st;
+      if (e->d_name[0] != '.' && stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode)) out.push_back(p);
     }
+    closedir(d);
+  }
+}
+
+// The reproducers: the files in every tests/corpus/<target>/ folder.
+std::vector<std::string> corpus_files() {
+  std::vector<std::string> out;
+  if (DIR* d = opendir(kCorpus.c_str())) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') regular_files(kCorpus + "/" + e->d_name, out);
     closedir(d);
   }
   return out;
@@ -52,7 +66,7 @@ TEST(Corpus, EveryReproducerIsAnErrorOrLoads) {
 // The two reproducers: a damaged deflate stream that libtorch's zip reader
 // (built without CRC checks) inflated to garbage for its Unpickler / lexer.
 std::string import_error(const std::string& name) {
-  const std::string f = std::string(FX_SOURCE_DIR) + "/tests/reliability/corpus/" + name;
+  const std::string f = kCorpus + "/import/" + name;
   try {
     fx::import_torchscript(f);
   } catch (const fx::ImportError& e) {
@@ -62,13 +76,23 @@ std::string import_error(const std::string& name) {
 }
 
 TEST(Corpus, DamagedDeflateStreams) {
-  const std::string dir = std::string(FX_SOURCE_DIR) + "/tests/reliability/corpus/";
+  const std::string dir = kCorpus + "/import/";
   EXPECT_EQ(import_error("debug_pkl_stack_underflow.pt"),
             dir + "debug_pkl_stack_underflow.pt: damaged zip archive (record "
                   "'linear/code/__torch__/torch/nn/modules/linear.py.debug_pkl' does not match its CRC-32)");
   EXPECT_EQ(import_error("code_inflates_to_garbage.pt"),
             dir + "code_inflates_to_garbage.pt: damaged zip archive (record "
                   "'linear/code/__torch__/torch/nn/modules/linear.py' does not match its CRC-32)");
+}
+
+// Found by fuzz/import_fuzz.cpp in its first minute: one bit flipped in a
+// stored (not deflated) code record; libtorch's type parser crashed on the
+// source (SIGSEGV in ScriptTypeParser::parseClassConstant). Now every
+// non-storage record's CRC-32 is checked first.
+TEST(Corpus, StoredCodeBitFlip) {
+  EXPECT_EQ(import_error("stored_code_bit_flip.pt"),
+            kCorpus + "/import/stored_code_bit_flip.pt: damaged zip archive (record "
+                      "'linear/code/__torch__/torch/nn/modules/linear.py' does not match its CRC-32)");
 }
 
 }  // namespace

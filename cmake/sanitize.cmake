@@ -1,0 +1,49 @@
+# Sanitizer and fuzzing builds (issue #12). Included from the top
+# CMakeLists.txt before any target exists, so every fxcpp library, test and
+# program compiles with the same flags. Default builds are unchanged.
+#
+#   -DFXCPP_SANITIZE=address;undefined   the whole suite under ASan + UBSan
+#                                        (make check-sanitize, build-asan)
+#   -DFXCPP_SANITIZE=thread              TSan (the concurrency tests, build-tsan)
+#   -DFXCPP_FUZZ=ON                      clang only: libFuzzer targets of fuzz/
+#                                        (make fuzz, build-fuzz); the libraries
+#                                        get coverage instrumentation + ASan/UBSan
+# libtorch itself is not instrumented; scripts/*.supp hold the few
+# suppressions that needs (see there).
+set(FXCPP_SANITIZE "" CACHE STRING "Sanitizers for every target: address;undefined, or thread (empty: none)")
+option(FXCPP_FUZZ "Build the libFuzzer targets of fuzz/ (clang; implies ASan + UBSan)" OFF)
+
+# Listing a test program's tests (ctest's PRE_TEST discovery) loads libtorch;
+# under a sanitizer that takes longer than GoogleTest's default 5 s.
+set(FX_GTEST_DISCOVERY_TIMEOUT 5)
+set(FX_SANITIZE_LIST ${FXCPP_SANITIZE})
+if(FXCPP_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "FXCPP_FUZZ needs clang (CXX=clang++): libFuzzer is part of clang")
+  endif()
+  list(APPEND FX_SANITIZE_LIST address undefined)
+  list(REMOVE_DUPLICATES FX_SANITIZE_LIST)
+endif()
+if(FX_SANITIZE_LIST)
+  if("thread" IN_LIST FX_SANITIZE_LIST AND "address" IN_LIST FX_SANITIZE_LIST)
+    message(FATAL_ERROR "FXCPP_SANITIZE: thread cannot be combined with address")
+  endif()
+  list(JOIN FX_SANITIZE_LIST "," FX_SANITIZE_FLAGS)
+  set(FX_SANITIZE_COMPILE -fsanitize=${FX_SANITIZE_FLAGS} -fno-omit-frame-pointer)
+  if("undefined" IN_LIST FX_SANITIZE_LIST)
+    # A UBSan report is a failure, not a warning on stderr. vptr checks need
+    # RTTI of every class across libtorch's uninstrumented libraries and
+    # report false positives there; the other checks stay.
+    list(APPEND FX_SANITIZE_COMPILE -fno-sanitize-recover=undefined -fno-sanitize=vptr)
+  endif()
+  set(FX_SANITIZE_LINK -fsanitize=${FX_SANITIZE_FLAGS})
+  if(FXCPP_FUZZ)
+    # Coverage for libFuzzer in every library; only the fuzz programs link
+    # libFuzzer's main (fuzz/fuzz.cmake).
+    list(APPEND FX_SANITIZE_COMPILE -fsanitize=fuzzer-no-link)
+  endif()
+  set(FX_GTEST_DISCOVERY_TIMEOUT 120)
+  add_compile_options(${FX_SANITIZE_COMPILE})
+  add_link_options(${FX_SANITIZE_LINK})
+  message(STATUS "fxcpp: sanitizers ${FX_SANITIZE_FLAGS}")
+endif()

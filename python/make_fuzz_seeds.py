@@ -1,0 +1,92 @@
+#!/usr/bin/python3
+"""Seed corpus of the fuzz targets (fuzz/*_fuzz.cpp), generated at build time.
+
+Usage: make_fuzz_seeds.py OUT
+Writes one folder per kind of file; a fuzz target names the kinds it starts
+from in its "// fuzz-seeds:" line (fuzz/README.md):
+  OUT/torchscript/  small TorchScript files (scripted and traced; constants,
+                    submodules, tuple outputs, an int attribute, a loop),
+                    plus the damaged ones of make_corrupt_files.py
+  OUT/tensors/      torch.save files: tensors of several dtypes and layouts,
+                    tuples, lists, dicts, nesting, plus the damaged ones of
+                    make_corrupt_files.py
+Files stay small (a few KB) so that mutations hit structure, not weights.
+Deterministic; run with Debian's python3 (python3-torch).
+"""
+import os
+import shutil
+import sys
+import tempfile
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_corrupt_files  # noqa: E402
+
+# make_corrupt_files.py outputs that are TorchScript files; the other regular
+# files are torch.save files (input.fifo is left out: reading it blocks).
+TORCHSCRIPT = {"linear.pt", "short_weight.pt", "bad_code.pt", "syntax_error.pt", "bad_debug_pkl.pt",
+               "bad_debug_pkl_deflated.pt"}
+
+
+class Small(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 2, 3)
+        self.bn = torch.nn.BatchNorm2d(2)
+        self.fc = torch.nn.Linear(2, 2)
+        self.scale = 3
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.conv(x)))
+        y = torch.flatten(torch.nn.functional.adaptive_avg_pool2d(y, 1), 1)
+        return self.fc(y) * self.scale, y.sum()
+
+
+class Loop(torch.nn.Module):
+    def forward(self, x, y):
+        for _ in range(3):
+            x = x + y
+        if x.dim() > 1:
+            x = x.transpose(0, 1)
+        return torch.cat([x, x], 0)[:, :2]
+
+
+def main(out):
+    torch.manual_seed(0)
+    ts, tensors = os.path.join(out, "torchscript"), os.path.join(out, "tensors")
+    for d in (ts, tensors):
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+    with tempfile.TemporaryDirectory() as tmp:
+        make_corrupt_files.main(tmp)
+        for name in sorted(os.listdir(tmp)):
+            src = os.path.join(tmp, name)
+            if os.path.isfile(src):
+                shutil.copy(src, os.path.join(ts if name in TORCHSCRIPT else tensors, name))
+
+    torch.jit.script(Small().eval()).save(os.path.join(ts, "small_scripted.pt"))
+    torch.jit.trace(Small().eval(), torch.ones(1, 1, 5, 5)).save(os.path.join(ts, "small_traced.pt"))
+    # Stored (not deflated) code: mutations reach the TorchScript source itself.
+    make_corrupt_files.rewrite_zip(os.path.join(ts, "small_scripted.pt"), os.path.join(ts, "small_stored.pt"),
+                                   lambda n, d: d)
+    torch.jit.script(Loop()).save(os.path.join(ts, "loop.pt"))
+    torch.jit.script(torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU())).save(os.path.join(ts, "seq.pt"))
+
+    values = {
+        "float.pt": torch.arange(6.0).reshape(2, 3),
+        "int64.pt": (torch.arange(5), torch.tensor(7)),
+        "bool_half.pt": (torch.tensor([True, False]), torch.ones(2, dtype=torch.half)),
+        "double_uint8.pt": [torch.ones(2, dtype=torch.double), torch.arange(4, dtype=torch.uint8)],
+        "strided.pt": (torch.arange(12.0).reshape(3, 4).t(), torch.arange(10.0)[2:8:2]),
+        "shared_storage.pt": (lambda t: (t, t[1:], t.view(2, 2)))(torch.arange(4.0)),
+        "empty.pt": (torch.empty(0), torch.empty(2, 0, 3)),
+        "dict.pt": {"a": torch.ones(1), "b": [torch.zeros(2), 3, 1.5, "s", None]},
+        "nested.input.pt": (torch.ones(1, 1, 5, 5), (torch.ones(2), [torch.ones(1)])),
+    }
+    for name, v in values.items():
+        torch.save(v, os.path.join(tensors, name))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
