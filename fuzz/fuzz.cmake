@@ -13,13 +13,14 @@
 # build-fuzz/fuzz/, and fuzz/<name>.dirs listing its corpus folders.
 set(FXCPP_FUZZ_MUTATIONS 2000 CACHE STRING "Mutants per fuzz target in the ctest regression runs")
 set(FX_FUZZ_SEEDS ${FX_BIN}/fuzz/seeds)
-set(FX_FUZZ_SEED_KINDS torchscript tensors)
+set(FX_FUZZ_SEED_KINDS torchscript tensors fx)
 
 # The seed corpus, generated at build time (Debian's python3 with torch).
 add_custom_command(OUTPUT ${FX_FUZZ_SEEDS}/.done
                    COMMAND /usr/bin/python3 ${FX_SRC}/python/make_fuzz_seeds.py ${FX_FUZZ_SEEDS}
                    COMMAND ${CMAKE_COMMAND} -E touch ${FX_FUZZ_SEEDS}/.done
                    DEPENDS ${FX_SRC}/python/make_fuzz_seeds.py ${FX_SRC}/python/make_corrupt_files.py
+                           ${FX_SRC}/python/fxcpp_bridge.py
                    COMMENT "Generating the seed corpus of the fuzz targets")
 add_custom_target(fuzz_seeds DEPENDS ${FX_FUZZ_SEEDS}/.done)
 

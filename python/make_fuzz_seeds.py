@@ -10,6 +10,9 @@ from in its "// fuzz-seeds:" line (fuzz/README.md):
   OUT/tensors/      torch.save files: tensors of several dtypes and layouts,
                     tuples, lists, dicts, nesting, plus the damaged ones of
                     make_corrupt_files.py
+  OUT/fx/           fxcpp files (fx::save's format, written by
+                    python/fxcpp_bridge.py): an ATen graph from make_fx, a
+                    module graph with torch.nn leaves
 Files stay small (a few KB) so that mutations hit structure, not weights.
 Deterministic; run with Debian's python3 (python3-torch).
 """
@@ -54,8 +57,8 @@ class Loop(torch.nn.Module):
 
 def main(out):
     torch.manual_seed(0)
-    ts, tensors = os.path.join(out, "torchscript"), os.path.join(out, "tensors")
-    for d in (ts, tensors):
+    ts, tensors, fx_dir = (os.path.join(out, k) for k in ("torchscript", "tensors", "fx"))
+    for d in (ts, tensors, fx_dir):
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d)
     with tempfile.TemporaryDirectory() as tmp:
@@ -86,6 +89,20 @@ def main(out):
     }
     for name, v in values.items():
         torch.save(v, os.path.join(tensors, name))
+    fx_seeds(fx_dir)
+
+
+def fx_seeds(out):
+    import fxcpp_bridge
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(x, y):
+        return torch.relu(x + y).sum(1), x[:, 1:]
+
+    fxcpp_bridge.save(make_fx(f)(torch.ones(2, 3), torch.ones(2, 3)), os.path.join(out, "aten_graph.fx"))
+    seq = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.BatchNorm2d(2), torch.nn.ReLU(),
+                              torch.nn.Flatten(), torch.nn.Linear(18, 2)).eval()
+    fxcpp_bridge.save(torch.fx.symbolic_trace(seq), os.path.join(out, "modules.fx"))
 
 
 if __name__ == "__main__":
