@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`make bench`: fxcpp's Google Benchmark programs beside Python torch.fx.
 
-Runs ../shared/bench/pyfx_baseline.py with Debian's system python3 (the one
+Runs python/pyfx_baseline.py (the shared Python torch.fx baseline, copied into the repo) with Debian's system python3 (the one
 python3-torch installs into) and build/fx_bench in one go, then prints one
 markdown table with both numbers and their ratio (Python / fxcpp: above 1
 means fxcpp is faster). The table is also written to BUILD/bench.md.
@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BASELINE = os.path.join(ROOT, "..", "shared", "bench", "pyfx_baseline.py")
+BASELINE = os.path.join(ROOT, "python", "pyfx_baseline.py")  # a copy of ../shared/bench/pyfx_baseline.py
 SYSTEM_PYTHON = "/usr/bin/python3"  # python3-torch lives here, not in pyenv's python3
 
 # (row label, fx_bench benchmark, what to read, scale to the unit, python key path, unit)
