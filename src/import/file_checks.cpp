@@ -61,19 +61,30 @@ std::vector<ZipRecord> parse_zip(const std::string& path, uint64_t size, const R
   uint64_t cd_size = le(tail, eocd + 12, 4);
   uint64_t cd_offset = le(tail, eocd + 16, 4);
   const uint64_t eocd_pos = tail_start + eocd;
-  if (entries == 0xFFFF || cd_size == 0xFFFFFFFF || cd_offset == 0xFFFFFFFF) {
-    // zip64: the locator sits right before the classic record.
-    if (eocd_pos < 20) damaged(path, "zip64 locator missing");
+  // zip64: a locator right before the classic record points to the zip64
+  // record. libtorch's zip reader (miniz) then takes the zip64 values even
+  // where the classic record has its own, so both must agree (a zip64
+  // central directory offset of 2^64-1 made it read before the buffer).
+  bool zip64 = false;
+  if (eocd_pos >= 20) {
     const std::string loc = read(eocd_pos - 20, 20);
-    if (le(loc, 0, 4) != 0x07064b50) damaged(path, "zip64 locator missing");
-    const uint64_t z64 = le(loc, 8, 8);
-    if (z64 > eocd_pos || eocd_pos - z64 < 56) damaged(path, "zip64 end of central directory out of range");
-    const std::string rec = read(z64, 56);
-    if (le(rec, 0, 4) != 0x06064b50) damaged(path, "bad zip64 end of central directory signature");
-    entries = le(rec, 32, 8);
-    cd_size = le(rec, 40, 8);
-    cd_offset = le(rec, 48, 8);
+    if (le(loc, 0, 4) == 0x07064b50) {
+      const uint64_t z64 = le(loc, 8, 8);
+      if (z64 > eocd_pos || eocd_pos - z64 < 56) damaged(path, "zip64 end of central directory out of range");
+      const std::string rec = read(z64, 56);
+      if (le(rec, 0, 4) != 0x06064b50) damaged(path, "bad zip64 end of central directory signature");
+      const uint64_t entries64 = le(rec, 32, 8), size64 = le(rec, 40, 8), offset64 = le(rec, 48, 8);
+      if ((entries != 0xFFFF && entries != entries64) || (cd_size != 0xFFFFFFFF && cd_size != size64) ||
+          (cd_offset != 0xFFFFFFFF && cd_offset != offset64))
+        damaged(path, "the zip64 end of central directory disagrees with the classic one");
+      entries = entries64;
+      cd_size = size64;
+      cd_offset = offset64;
+      zip64 = true;
+    }
   }
+  if (!zip64 && (entries == 0xFFFF || cd_size == 0xFFFFFFFF || cd_offset == 0xFFFFFFFF))
+    damaged(path, "zip64 locator missing");
   if (cd_offset > eocd_pos || cd_size > eocd_pos - cd_offset)
     damaged(path, "central directory at " + std::to_string(cd_offset) + " (+" + std::to_string(cd_size) +
                       " bytes) lies outside the file");

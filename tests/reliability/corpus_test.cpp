@@ -95,4 +95,20 @@ TEST(Corpus, StoredCodeBitFlip) {
                       "'linear/code/__torch__/torch/nn/modules/linear.py' does not match its CRC-32)");
 }
 
+// Found by fuzz/load_value_fuzz.cpp (libFuzzer, ~177,000 executions): the
+// zip64 record's central directory offset 2^64-1 beside a classic record
+// saying 466. fxcpp read the classic one; libtorch's miniz takes the zip64
+// one and read before its buffer (ASan heap-buffer-overflow in
+// mz_zip_reader_init). Now both records must agree.
+TEST(Corpus, Zip64RecordDisagreesWithClassic) {
+  const std::string f = kCorpus + "/load_value/zip64_offset_disagrees.pt";
+  std::string msg = "loaded";
+  try {
+    fx::load_value(f);
+  } catch (const fx::Error& e) {
+    msg = e.what();
+  }
+  EXPECT_EQ(msg, f + ": damaged zip archive (the zip64 end of central directory disagrees with the classic one)");
+}
+
 }  // namespace
