@@ -5,6 +5,7 @@
 #include "fx_paths.h"
 
 #include <fx/import.h>
+#include <fx/serialize.h>
 #include <fx/tensor_file.h>
 
 #include <gtest/gtest.h>
@@ -109,6 +110,20 @@ TEST(Corpus, Zip64RecordDisagreesWithClassic) {
     msg = e.what();
   }
   EXPECT_EQ(msg, f + ": damaged zip archive (the zip64 end of central directory disagrees with the classic one)");
+}
+
+// Found by the fx::load regression driver (1M mutants, seed 7, mutant
+// 968031): a newline inside a buffer name of a BatchNorm's state made the
+// error two lines. Names from a damaged file are shown escaped.
+TEST(Corpus, ControlCharactersInNamesStayOnOneLine) {
+  const std::string f = kCorpus + "/fx_load/newline_in_buffer_name.fx";
+  std::string msg = "loaded";
+  try {
+    fx::load(f);
+  } catch (const fx::Error& e) {
+    msg = e.what();
+  }
+  EXPECT_EQ(msg, f + ": module '1': the module has no buffer 'runn\\ng_mean'");
 }
 
 }  // namespace
