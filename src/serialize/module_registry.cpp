@@ -3,6 +3,7 @@
 // parameter-free layers registered up front.
 #include "serialize/document.h"
 
+#include <algorithm>
 #include <torch/nn/functional.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/batchnorm.h>
@@ -38,10 +39,37 @@ std::vector<int64_t> vec(const torch::ExpandingArray<D>& a) {
   return std::vector<int64_t>(a->begin(), a->end());
 }
 
+/// The largest size option a loaded module may have: libtorch's module
+/// constructors divide by some options (groups) and allocate what the others
+/// imply, so a damaged file must not reach them with arbitrary numbers.
+constexpr int64_t kMaxSizeOption = int64_t{1} << 24;
+
+/// Throws unless min <= v <= kMaxSizeOption.
+int64_t checked_size(int64_t v, const std::string& what, int64_t min) {
+  if (v < min || v > kMaxSizeOption)
+    throw Error("option " + what + " is " + std::to_string(v) + "; expected " + std::to_string(min) + " to " +
+                std::to_string(kMaxSizeOption));
+  return v;
+}
+
+/// The integer option `key` of j, checked (see checked_size).
+int64_t size_option(const json& j, const char* key, int64_t min) {
+  return checked_size(j.at(key).get<int64_t>(), std::string("'") + key + "'", min);
+}
+
+/// Throws if the weights `dims` imply would exceed 2^31 elements.
+void check_weight_elements(const std::vector<int64_t>& dims, const std::string& what) {
+  long double n = 1;
+  for (int64_t d : dims) n *= static_cast<long double>(d);
+  if (n > static_cast<long double>(int64_t{1} << 31))
+    throw Error("options of " + what + " imply a weight of more than 2^31 elements");
+}
+
 template <size_t D>
-torch::ExpandingArray<D> expanding(const json& j) {
+torch::ExpandingArray<D> expanding(const json& j, const char* key = "", int64_t min = 0) {
   auto v = j.get<std::vector<int64_t>>();
   if (v.size() != D) throw Error("expected " + std::to_string(D) + " values, got " + std::to_string(v.size()));
+  for (int64_t x : v) checked_size(x, std::string("'") + key + "'", min);
   return torch::ExpandingArray<D>(v);
 }
 
@@ -60,10 +88,18 @@ json conv_to_json(const nn::detail::ConvNdOptions<D>& o) {
 
 template <class Options, size_t D>
 Options conv_from_json(const json& j) {
-  Options o(j.at("in_channels").get<int64_t>(), j.at("out_channels").get<int64_t>(),
-            expanding<D>(j.at("kernel_size")));
-  o.stride(expanding<D>(j.at("stride"))).dilation(expanding<D>(j.at("dilation")));
-  o.groups(j.at("groups").get<int64_t>()).bias(j.at("bias").get<bool>());
+  const int64_t in = size_option(j, "in_channels", 1), out = size_option(j, "out_channels", 1);
+  const int64_t groups = size_option(j, "groups", 1);
+  if (in % groups != 0 || out % groups != 0)
+    throw Error("in_channels " + std::to_string(in) + " and out_channels " + std::to_string(out) +
+                " must be divisible by groups " + std::to_string(groups));
+  auto kernel = expanding<D>(j.at("kernel_size"), "kernel_size", 1);
+  std::vector<int64_t> dims = {in / groups, out};
+  for (int64_t k : *kernel) dims.push_back(k);
+  check_weight_elements(dims, "a convolution");
+  Options o(in, out, kernel);
+  o.stride(expanding<D>(j.at("stride"), "stride", 1)).dilation(expanding<D>(j.at("dilation"), "dilation", 1));
+  o.groups(groups).bias(j.at("bias").get<bool>());
   const std::string mode = j.at("padding_mode").get<std::string>();
   if (mode == "kZeros") o.padding_mode(torch::kZeros);
   else if (mode == "kReflect") o.padding_mode(torch::kReflect);
@@ -81,7 +117,7 @@ SerializableModuleType conv_type(const std::string& name) {
             const json& p = j.at("padding");
             if (p == "valid") o.padding(torch::kValid);
             else if (p == "same") o.padding(torch::kSame);
-            else o.padding(expanding<D>(p));
+            else o.padding(expanding<D>(p, "padding", 0));
             return std::make_shared<Impl>(o);
           }};
 }
@@ -91,7 +127,8 @@ SerializableModuleType conv_transpose_type(const std::string& name) {
   return {name, [](const nn::Module& m) { return conv_to_json<D>(dynamic_cast<const Impl&>(m).options); },
           [](const json& j) -> std::shared_ptr<nn::Module> {
             auto o = conv_from_json<nn::ConvTransposeOptions<D>, D>(j);
-            o.padding(expanding<D>(j.at("padding"))).output_padding(expanding<D>(j.at("output_padding")));
+            o.padding(expanding<D>(j.at("padding"), "padding", 0))
+                .output_padding(expanding<D>(j.at("output_padding"), "output_padding", 0));
             return std::make_shared<Impl>(o);
           }};
 }
@@ -106,7 +143,7 @@ SerializableModuleType batch_norm_type(const std::string& name) {
                     {"affine", o.affine()}, {"track_running_stats", o.track_running_stats()}};
           },
           [](const json& j) -> std::shared_ptr<nn::Module> {
-            nn::BatchNormOptions o(j.at("num_features").get<int64_t>());
+            nn::BatchNormOptions o(size_option(j, "num_features", 1));
             o.eps(j.at("eps").get<double>()).affine(j.at("affine").get<bool>());
             o.track_running_stats(j.at("track_running_stats").get<bool>());
             if (j.at("momentum").is_null()) o.momentum(c10::nullopt);
@@ -128,11 +165,18 @@ SerializableModuleType rnn_type(const std::string& name) {
             return j;
           },
           [](const json& j) -> std::shared_ptr<nn::Module> {
-            Options o(j.at("input_size").get<int64_t>(), j.at("hidden_size").get<int64_t>());
-            o.num_layers(j.at("num_layers").get<int64_t>()).bias(j.at("bias").get<bool>());
+            const int64_t input = size_option(j, "input_size", 1), hidden = size_option(j, "hidden_size", 1);
+            const int64_t layers = checked_size(j.at("num_layers").get<int64_t>(), "'num_layers'", 1);
+            check_weight_elements({4 * hidden, std::max(input, hidden), 2 * layers}, "a recurrent layer");
+            Options o(input, hidden);
+            o.num_layers(layers).bias(j.at("bias").get<bool>());
             o.batch_first(j.at("batch_first").get<bool>()).dropout(j.at("dropout").get<double>());
             o.bidirectional(j.at("bidirectional").get<bool>());
-            if constexpr (std::is_same_v<Options, nn::LSTMOptions>) o.proj_size(j.at("proj_size").get<int64_t>());
+            if constexpr (std::is_same_v<Options, nn::LSTMOptions>) {
+              const int64_t proj = size_option(j, "proj_size", 0);
+              if (proj >= hidden) throw Error("option 'proj_size' must be smaller than 'hidden_size'");
+              o.proj_size(proj);
+            }
             if constexpr (std::is_same_v<Options, nn::RNNOptions>) {
               if (j.at("nonlinearity") == "relu") o.nonlinearity(torch::kReLU);
             }
@@ -162,8 +206,9 @@ void register_builtins(Registry& r) {
             return {{"in_features", o.in_features()}, {"out_features", o.out_features()}, {"bias", o.bias()}};
           },
           [](const json& j) {
-            return nn::LinearOptions(j.at("in_features").get<int64_t>(), j.at("out_features").get<int64_t>())
-                .bias(j.at("bias").get<bool>());
+            const int64_t in = size_option(j, "in_features", 0), out = size_option(j, "out_features", 0);
+            check_weight_elements({in, out}, "a linear layer");
+            return nn::LinearOptions(in, out).bias(j.at("bias").get<bool>());
           }));
   add(typeid(nn::Conv1dImpl), conv_type<nn::Conv1dImpl, 1>("torch.nn.Conv1d"));
   add(typeid(nn::Conv2dImpl), conv_type<nn::Conv2dImpl, 2>("torch.nn.Conv2d"));
@@ -185,7 +230,10 @@ void register_builtins(Registry& r) {
                     {"elementwise_affine", o.elementwise_affine()}};
           },
           [](const json& j) {
-            return nn::LayerNormOptions(j.at("normalized_shape").get<std::vector<int64_t>>())
+            auto shape = j.at("normalized_shape").get<std::vector<int64_t>>();
+            for (int64_t d : shape) checked_size(d, "'normalized_shape'", 0);
+            check_weight_elements(shape, "a layer norm");
+            return nn::LayerNormOptions(shape)
                 .eps(j.at("eps").get<double>())
                 .elementwise_affine(j.at("elementwise_affine").get<bool>());
           }));
@@ -197,7 +245,9 @@ void register_builtins(Registry& r) {
                     {"affine", o.affine()}};
           },
           [](const json& j) {
-            return nn::GroupNormOptions(j.at("num_groups").get<int64_t>(), j.at("num_channels").get<int64_t>())
+            const int64_t groups = size_option(j, "num_groups", 1), channels = size_option(j, "num_channels", 0);
+            if (channels % groups != 0) throw Error("option 'num_channels' must be divisible by 'num_groups'");
+            return nn::GroupNormOptions(groups, channels)
                 .eps(j.at("eps").get<double>())
                 .affine(j.at("affine").get<bool>());
           }));
@@ -211,7 +261,9 @@ void register_builtins(Registry& r) {
                     {"scale_grad_by_freq", o.scale_grad_by_freq()}, {"sparse", o.sparse()}};
           },
           [](const json& j) {
-            nn::EmbeddingOptions o(j.at("num_embeddings").get<int64_t>(), j.at("embedding_dim").get<int64_t>());
+            const int64_t n = size_option(j, "num_embeddings", 1), dim = size_option(j, "embedding_dim", 0);
+            check_weight_elements({n, dim}, "an embedding");
+            nn::EmbeddingOptions o(n, dim);
             if (!j.at("padding_idx").is_null()) o.padding_idx(j.at("padding_idx").get<int64_t>());
             if (!j.at("max_norm").is_null()) o.max_norm(j.at("max_norm").get<double>());
             return o.norm_type(j.at("norm_type").get<double>())

@@ -126,4 +126,18 @@ TEST(Corpus, ControlCharactersInNamesStayOnOneLine) {
   EXPECT_EQ(msg, f + ": module '1': the module has no buffer 'runn\\ng_mean'");
 }
 
+// Found by the fx::load regression driver (1M mutants, seed 7, mutant
+// 160736): a Conv2d whose groups option is 0 — libtorch's constructor divides
+// by it (SIGFPE). Size options of loaded modules are checked first.
+TEST(Corpus, ModuleOptionsAreCheckedBeforeLibtorchSeesThem) {
+  const std::string f = kCorpus + "/fx_load/conv_groups_zero.fx";
+  std::string msg = "loaded";
+  try {
+    fx::load(f);
+  } catch (const fx::Error& e) {
+    msg = e.what();
+  }
+  EXPECT_EQ(msg, f + ": option 'groups' is 0; expected 1 to 16777216");
+}
+
 }  // namespace
