@@ -275,8 +275,15 @@ std::string FxGraphDrawer::render_svg() const {
     }
   } restore;
 
-  std::unique_ptr<GVC_t, int (*)(GVC_t*)> gvc(gvContext(), gvFreeContext);
-  if (!gvc) throw Error("graph " + name_ + ": Graphviz context could not be created");
+  // One Graphviz context for the process (used under graphviz_mutex): its
+  // pango plugin keeps font names of a freed context in a cache, and a second
+  // context read them after free (ASan: heap-use-after-free in textspan_size).
+  static GVC_t* const context = gvContext();
+  if (!context) throw Error("graph " + name_ + ": Graphviz context could not be created");
+  struct Borrowed {
+    GVC_t* c;
+    GVC_t* get() const { return c; }
+  } gvc{context};
   std::unique_ptr<Agraph_t, int (*)(Agraph_t*)> g(agmemread(dot.c_str()), agclose);
   auto fail = [&](const std::string& what) {
     std::string why = errors;
