@@ -65,7 +65,8 @@ void count_module(const GraphModule& gm, const Node& n, NodeSummary& s, const st
   }
   for (const auto& p : m->parameters()) s.params += p.numel();
   const std::string& t = s.type;
-  const at::Tensor* weight = m->named_parameters(false).find("weight");
+  const auto own = m->named_parameters(false);  // find() points into it: keep it alive
+  const at::Tensor* weight = own.find("weight");
   const std::vector<int64_t> w = weight ? weight->sizes().vec() : std::vector<int64_t>{};
   if (contains(t, "Conv") && w.size() >= 3) {
     count_conv(s, arg_shape(n, 0), out, w, contains(t, "Transpose"));
