@@ -4,6 +4,8 @@
 #include <fx/error.h>
 #include <fx/graph.h>
 
+#include "../common/error_of.h"
+
 #include <functional>
 #include <string>
 #include <vector>
@@ -15,16 +17,6 @@ inline std::vector<std::string> node_names(const fx::Graph& g) {
   std::vector<std::string> out;
   for (fx::Node* n : g.nodes()) out.push_back(n->name());
   return out;
-}
-
-/// The message of the fx::Error `f` throws ("<no error>" if none).
-inline std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const fx::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
 }
 
 }  // namespace fx_test

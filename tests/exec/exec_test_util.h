@@ -4,6 +4,8 @@
 #include <fx/error.h>
 #include <fx/graph_module.h>
 
+#include "../common/error_of.h"
+
 #include <ATen/ATen.h>
 
 #include <functional>
@@ -11,16 +13,6 @@
 #include <string>
 
 namespace fx_test {
-
-/// The message of the fx::Error `f` throws ("<no error>" if none).
-inline std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const fx::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 /// A GraphModule over `g` with an empty root.
 inline std::shared_ptr<fx::GraphModule> module_of(std::shared_ptr<fx::Graph> g,

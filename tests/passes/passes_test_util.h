@@ -5,6 +5,7 @@
 #include <fx/error.h>
 #include <fx/graph_module.h>
 
+#include "../common/error_of.h"
 #include "../common/golden_string.h"
 
 #include <ATen/ATen.h>
@@ -21,16 +22,6 @@ inline std::shared_ptr<fx::GraphModule> module_of(std::shared_ptr<fx::Graph> g,
                                                   std::shared_ptr<torch::nn::Module> root = nullptr) {
   if (!root) root = std::make_shared<torch::nn::Module>("Root");
   return std::make_shared<fx::GraphModule>(root, std::move(g));
-}
-
-/// The message of the fx::Error `f` throws ("<no error>" if none).
-inline std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const fx::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
 }
 
 /// Every number of a tensor or (nested) tuple of tensors, in order, as doubles.

@@ -8,6 +8,8 @@
 #include <fx/serialize.h>
 #include <fx/tensor_file.h>
 
+#include "../common/error_of.h"
+
 #include <gtest/gtest.h>
 
 #include <dirent.h>
@@ -103,13 +105,7 @@ TEST(Corpus, StoredCodeBitFlip) {
 // mz_zip_reader_init). Now both records must agree.
 TEST(Corpus, Zip64RecordDisagreesWithClassic) {
   const std::string f = kCorpus + "/load_value/zip64_offset_disagrees.pt";
-  std::string msg = "loaded";
-  try {
-    fx::load_value(f);
-  } catch (const fx::Error& e) {
-    msg = e.what();
-  }
-  EXPECT_EQ(msg, f + ": damaged zip archive (the zip64 end of central directory disagrees with the classic one)");
+  EXPECT_EQ(fx_test::error_of([&] { fx::load_value(f); }), f + ": damaged zip archive (the zip64 end of central directory disagrees with the classic one)");
 }
 
 // Found by the fx::load regression driver (1M mutants, seed 7, mutant
@@ -117,13 +113,7 @@ TEST(Corpus, Zip64RecordDisagreesWithClassic) {
 // error two lines. Names from a damaged file are shown escaped.
 TEST(Corpus, ControlCharactersInNamesStayOnOneLine) {
   const std::string f = kCorpus + "/fx_load/newline_in_buffer_name.fx";
-  std::string msg = "loaded";
-  try {
-    fx::load(f);
-  } catch (const fx::Error& e) {
-    msg = e.what();
-  }
-  EXPECT_EQ(msg, f + ": module '1': the module has no buffer 'runn\\ng_mean'");
+  EXPECT_EQ(fx_test::error_of([&] { fx::load(f); }), f + ": module '1': the module has no buffer 'runn\\ng_mean'");
 }
 
 // Found by the fx::load regression driver (1M mutants, seed 7, mutant
@@ -131,13 +121,7 @@ TEST(Corpus, ControlCharactersInNamesStayOnOneLine) {
 // by it (SIGFPE). Size options of loaded modules are checked first.
 TEST(Corpus, ModuleOptionsAreCheckedBeforeLibtorchSeesThem) {
   const std::string f = kCorpus + "/fx_load/conv_groups_zero.fx";
-  std::string msg = "loaded";
-  try {
-    fx::load(f);
-  } catch (const fx::Error& e) {
-    msg = e.what();
-  }
-  EXPECT_EQ(msg, f + ": option 'groups' is 0; expected 1 to 16777216");
+  EXPECT_EQ(fx_test::error_of([&] { fx::load(f); }), f + ": option 'groups' is 0; expected 1 to 16777216");
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #pragma once
 // Shared by the tests of fx::save / fx::load: round trips and the checks
 // that a loaded module is the saved one (printed graph, code, outputs).
+#include "../common/error_of.h"
 #include "same_value.h"
 
 #include <fx/serialize.h>
@@ -46,14 +47,7 @@ inline torch::jit::Module scripted_model_with_leaf() {
   return root;
 }
 
-/// The fx::Error text `f` throws ("(no error)" if none).
-inline std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+/// The fx::Error text `f` throws (tests/common/error_of.h).
+using fx_test::error_of;
 
 }  // namespace fx::serialize_test
