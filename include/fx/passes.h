@@ -10,6 +10,7 @@
 #include <fx/passes/model_summary.h>
 #include <fx/passes/normalize.h>
 #include <fx/passes/operator_support.h>
+#include <fx/passes/optimize_for_inference.h>
 #include <fx/passes/partitioner.h>
 #include <fx/passes/pass_manager.h>
 #include <fx/passes/profiler.h>

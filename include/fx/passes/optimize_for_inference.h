@@ -1,0 +1,86 @@
+#pragma once
+/// \file
+/// optimize_for_inference: a GraphModule rewritten for fast CPU inference
+/// (torch.fx `experimental/optimization.optimize_for_inference`, and what
+/// `torch::jit::optimize_for_inference` does for TorchScript).
+///
+/// A pipeline of passes, each usable alone (see optimize_passes.h):
+///  1. freeze: call_module nodes of known torch::nn layers (C++ or imported
+///     TorchScript leaves) become the ATen call_function they run, their
+///     parameters get_attr constants; dropout and identity are removed;
+///  2. fold_batch_norm: eval batch norm after a conv/linear is folded into
+///     its weight and bias (new attributes; the original module is untouched);
+///  3. lower_to_onednn: conv2d / linear / bmm / matmul become fxcpp::onednn_*
+///     call_function targets (registered dispatcher operators with schemas)
+///     whose packed weights are reordered once, with bias, activations
+///     (relu, relu6, silu, sigmoid, hardswish, gelu) and the residual sum
+///     fused as oneDNN post-ops; activations stay channels_last between
+///     convolutions, so ATen ops in between (pooling, squeeze-excitation)
+///     run on the same layout and no conversion pairs appear;
+///  4. dead code elimination and lint.
+/// The result prints, runs under the Interpreter and GraphModule::forward,
+/// and can be profiled like any graph. It cannot be saved with fx::save
+/// (packed weights are not part of the file format): save the module
+/// before optimising.
+///
+/// Differences from torch.fx: torch.fx's version (Python) only fuses
+/// conv+bn, removes dropout and moves convolutions to MKL-DNN; fxcpp's also
+/// fuses activations and residual adds, lowers linear and matmul, and offers
+/// bf16.
+
+#include <fx/graph_module.h>
+
+#include <c10/core/ScalarType.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fx {
+
+/// What optimize_for_inference does.
+struct OptimizeOptions {
+  /// at::kFloat (default), or at::kBFloat16 (opt-in): oneDNN bf16 kernels
+  /// with fp32 accumulation and bias; the graph's inputs are converted to
+  /// bf16 once at the start and tensor outputs back to fp32 at the end.
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  /// Inputs whose shapes the kernels are prepared for (weights packed at
+  /// optimise time). Empty: packed at the first forward of each shape.
+  std::vector<c10::IValue> example_inputs;
+  /// Fold batch norm into the preceding conv/linear.
+  bool fold_batch_norm = true;
+  /// Lower conv/linear/matmul to oneDNN (false: freeze and fold only).
+  bool use_onednn = true;
+  /// Keep freed memory in the process (glibc mallopt: no trimming, no mmap
+  /// for large blocks) so a steady-state forward does not page-fault its
+  /// buffers back in every call. Process-wide; off leaves malloc as it is.
+  bool keep_freed_memory = true;
+};
+
+/// What optimize_for_inference did.
+struct OptimizeReport {
+  /// Wall time of optimize_for_inference, milliseconds.
+  double optimize_ms = 0;
+  /// Nodes before and after.
+  size_t nodes_before = 0, nodes_after = 0;
+  /// Leaf module calls replaced by ATen calls.
+  size_t frozen_modules = 0;
+  /// Batch norms folded into a conv or linear.
+  size_t folded_batch_norms = 0;
+  /// Dropout / identity nodes removed.
+  size_t removed_noops = 0;
+  /// Nodes lowered to oneDNN, by kind.
+  size_t onednn_convs = 0, onednn_linears = 0, onednn_matmuls = 0;
+  /// Activations, residual adds and biases fused into a oneDNN node.
+  size_t fused_post_ops = 0;
+};
+
+/// Returns a new GraphModule computing the same function as `gm` (fp32:
+/// max abs difference within 1e-4 x max |output|), optimised for inference
+/// on CPU; `gm` is not changed. Fills `report` when given. Throws fx::Error
+/// for a dtype other than float/bfloat16 or when the graph does not lint.
+std::shared_ptr<GraphModule> optimize_for_inference(const std::shared_ptr<GraphModule>& gm,
+                                                    const OptimizeOptions& options = {},
+                                                    OptimizeReport* report = nullptr);
+
+}  // namespace fx
