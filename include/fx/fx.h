@@ -10,9 +10,11 @@
 #include <fx/graph.h>
 #include <fx/graph_module.h>
 #include <fx/import.h>
+#include <fx/module_attributes.h>
 #include <fx/interpreter.h>
 #include <fx/node.h>
 #include <fx/normalize.h>
+#include <fx/onednn.h>
 #include <fx/passes.h>
 #include <fx/serialize.h>
 #include <fx/target.h>

@@ -5,8 +5,11 @@
 #include <fx/passes/const_fold.h>
 #include <fx/passes/cse.h>
 #include <fx/passes/dead_code.h>
+#include <fx/passes/fold_batch_norm.h>
+#include <fx/passes/freeze.h>
 #include <fx/passes/fuser_utils.h>
 #include <fx/passes/graph_drawer.h>
+#include <fx/passes/lower_to_onednn.h>
 #include <fx/passes/model_summary.h>
 #include <fx/passes/normalize.h>
 #include <fx/passes/operator_support.h>

@@ -1,6 +1,8 @@
 // Mirrors of TorchScript modules as torch::nn::Modules (leaves call the scripted forward).
 #include "import/leaf_module.h"
 
+#include <fx/module_attributes.h>
+
 #include <torch/csrc/jit/api/function_impl.h>
 
 #include <mutex>
@@ -23,11 +25,48 @@ c10::IValue JitLeafModule::forward(std::vector<c10::IValue> args) {
   return (*forward_)(std::move(args));
 }
 
+namespace {
+
+/// (1, 1) → [1, 1]: module_attributes spells tuples of ints as int lists.
+c10::IValue int_tuple_as_list(const c10::IValue& value) {
+  std::vector<int64_t> ints;
+  for (const auto& e : value.toTupleRef().elements()) {
+    if (!e.isInt()) return value;
+    ints.push_back(e.toInt());
+  }
+  return c10::IValue(ints);
+}
+
+}  // namespace
+
 void register_leaf_forward() {
   static std::once_flag once;
   std::call_once(once, [] {
     register_module_forward(typeid(JitLeafModule), [](torch::nn::Module& m, std::vector<c10::IValue>& args) {
       return static_cast<JitLeafModule&>(m).forward(std::move(args));
+    });
+    // torch.nn layers' configuration (stride, eps ...) for freeze_modules.
+    register_module_attributes(typeid(JitLeafModule), [](const torch::nn::Module& m) {
+      const auto& leaf = static_cast<const JitLeafModule&>(m);
+      const std::string type_name = demangled_type_name(leaf.jit_module());
+      if (type_name.rfind("__torch__.torch.nn.modules.", 0) != 0) return std::optional<ModuleAttributes>();
+      ModuleAttributes out;
+      out.type = short_type_name(type_name);
+      const auto& type = leaf.jit_module().type();
+      const auto& object = leaf.jit_module()._ivalue();
+      for (size_t i = 0; i < type->numAttributes(); ++i) {
+        c10::IValue value = object->getSlot(i);
+        if (value.isTensor() || value.isObject()) continue;
+        if (value.isTuple()) value = int_tuple_as_list(value);
+        out.attributes.emplace(type->getAttributeName(i), std::move(value));
+      }
+      // __constants__ (stride, padding_mode ...) are class constants in TorchScript.
+      for (size_t i = 0; i < type->numConstants(); ++i) {
+        c10::IValue value = type->getConstant(i);
+        if (value.isTuple()) value = int_tuple_as_list(value);
+        out.attributes.emplace(type->getConstantName(i), std::move(value));
+      }
+      return std::optional<ModuleAttributes>(std::move(out));
     });
     // torch.fx normalize_module knows torch.nn classes only: so do we.
     register_module_signature(typeid(JitLeafModule), [](const torch::nn::Module& m) {

@@ -3,6 +3,8 @@
 #include <fx/error.h>
 #include <fx/node.h>
 
+#include <ATen/core/function.h>
+#include <ATen/core/jit_type.h>
 #include <c10/util/Exception.h>
 
 #include <cmath>
@@ -96,6 +98,9 @@ std::string constant_str(const c10::IValue& v) {
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
     os << "tensor(shape=" << t.sizes() << ", dtype=" << python_dtype_repr(t.scalar_type()) << ")";
+  } else if (v.isObject() && v.toObjectRef().type()->findMethod("__str__")) {
+    // A torch custom class that says what it is (fx::onednn's packed kernels).
+    os << (*v.toObjectRef().type()->findMethod("__str__"))({v}).toStringRef();
   } else {
     os << v;
   }

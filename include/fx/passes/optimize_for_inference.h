@@ -7,7 +7,8 @@
 /// A pipeline of passes, each usable alone (see optimize_passes.h):
 ///  1. freeze: call_module nodes of known torch::nn layers (C++ or imported
 ///     TorchScript leaves) become the ATen call_function they run, their
-///     parameters get_attr constants; dropout and identity are removed;
+///     parameters get_attr constants; dropout (modules and functional) and
+///     identity are removed;
 ///  2. fold_batch_norm: eval batch norm after a conv/linear is folded into
 ///     its weight and bias (new attributes; the original module is untouched);
 ///  3. lower_to_onednn: conv2d / linear / bmm / matmul become fxcpp::onednn_*
@@ -41,8 +42,8 @@ namespace fx {
 /// What optimize_for_inference does.
 struct OptimizeOptions {
   /// at::kFloat (default), or at::kBFloat16 (opt-in): oneDNN bf16 kernels
-  /// with fp32 accumulation and bias; the graph's inputs are converted to
-  /// bf16 once at the start and tensor outputs back to fp32 at the end.
+  /// with fp32 accumulation and bias; values pass between oneDNN kernels in
+  /// bf16 and are float32 everywhere else (ATen ops, inputs, outputs).
   c10::ScalarType dtype = c10::ScalarType::Float;
   /// Inputs whose shapes the kernels are prepared for (weights packed at
   /// optimise time). Empty: packed at the first forward of each shape.
@@ -63,22 +64,25 @@ struct OptimizeReport {
   double optimize_ms = 0;
   /// Nodes before and after.
   size_t nodes_before = 0, nodes_after = 0;
-  /// Leaf module calls replaced by ATen calls.
+  /// Leaf module calls replaced by ATen calls (or removed: dropout, identity).
   size_t frozen_modules = 0;
   /// Batch norms folded into a conv or linear.
   size_t folded_batch_norms = 0;
-  /// Dropout / identity nodes removed.
-  size_t removed_noops = 0;
   /// Nodes lowered to oneDNN, by kind.
-  size_t onednn_convs = 0, onednn_linears = 0, onednn_matmuls = 0;
+  size_t onednn_convs = 0, onednn_linears = 0;
   /// Activations, residual adds and biases fused into a oneDNN node.
   size_t fused_post_ops = 0;
 };
 
 /// Returns a new GraphModule computing the same function as `gm` (fp32:
 /// max abs difference within 1e-4 x max |output|), optimised for inference
-/// on CPU; `gm` is not changed. Fills `report` when given. Throws fx::Error
-/// for a dtype other than float/bfloat16 or when the graph does not lint.
+/// on CPU; `gm` is not changed (the result shares its parameters; folded
+/// and packed weights are new). With example_inputs the graph's shapes are
+/// propagated (on meta tensors) to fuse residual sums, and one forward runs
+/// at the end so the kernels exist and weights are packed before the first
+/// real call. Fills `report` when given. Throws fx::Error for a dtype other
+/// than float32/bfloat16, a BatchNorm or
+/// Dropout in training mode, or a graph that does not lint.
 std::shared_ptr<GraphModule> optimize_for_inference(const std::shared_ptr<GraphModule>& gm,
                                                     const OptimizeOptions& options = {},
                                                     OptimizeReport* report = nullptr);

@@ -1,0 +1,90 @@
+#pragma once
+/// \file
+/// oneDNN kernels as call_function targets: convolution and linear with their weights reordered once into the layout oneDNN's
+/// fastest kernel wants ("packed"), and bias, activation and a residual sum
+/// fused as post-ops. Kernels are made per input shape on first use
+/// (fx::optimize_for_inference runs one forward on its example inputs, so
+/// that happens at optimise time). fx::optimize_for_inference's lower_to_onednn pass
+/// puts them in graphs; they are ordinary dispatcher operators, so the
+/// optimised graph prints, runs under the Interpreter and GraphModule, and
+/// shows in the profiler:
+///
+///   fxcpp::onednn_conv2d(Tensor input, __torch__.torch.classes.fxcpp.PackedConv packed,
+///                        Tensor? residual=None) -> Tensor
+///   fxcpp::onednn_linear(Tensor input, __torch__.torch.classes.fxcpp.PackedLinear packed,
+///                        Tensor? residual=None) -> Tensor
+///
+/// The packed objects (torch custom classes) are the node's constant
+/// arguments. Convolutions read NCHW or channels_last input and write
+/// channels_last output (every ATen op between them keeps that layout, so
+/// activations are converted once, at the first convolution). With
+/// `residual`, the result is activation(conv(x) + bias + residual); when the
+/// packed op was made with residual_inplace, a channels_last residual of
+/// the output's shape and dtype is overwritten and returned (the pass sets
+/// it only when the residual has no later use).
+/// Threads: at::set_num_threads (libdnnl is built with OpenMP). All ops are
+/// safe to call from several threads at once.
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
+#include <c10/util/intrusive_ptr.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fx::onednn {
+
+/// An activation fused after a kernel (after the residual sum, if any).
+enum class Activation : uint8_t { None, Relu, Clip, Silu, Sigmoid, Hardswish, GeluErf, GeluTanh, Tanh };
+
+/// The activation and its parameters (Clip: [alpha, beta], e.g. ReLU6 = [0, 6]).
+struct PostOps {
+  Activation activation = Activation::None;
+  float alpha = 0, beta = 0;
+  /// A residual is added before the activation (the op's `residual` argument).
+  bool sum = false;
+  /// The residual's buffer may be overwritten with the result.
+  bool residual_inplace = false;
+  /// "relu", "clip(0, 6)", "silu" ... and "+residual": for printing.
+  std::string str() const;
+};
+
+/// The activation torch calls `name` (aten::relu, aten::relu6, aten::hardtanh with its
+/// bounds, aten::silu, aten::sigmoid, aten::hardswish, aten::gelu with
+/// approximate "none"/"tanh", aten::tanh); false if oneDNN has no such post-op.
+bool activation_from_aten(const std::string& name, const std::vector<double>& scalars,
+                          const std::string& approximate, PostOps& out);
+
+/// Parameters of a 2-d convolution (torch's conventions: dilation 1 = dense).
+struct ConvParams {
+  std::vector<int64_t> stride{1, 1}, padding{0, 0}, dilation{1, 1};
+  int64_t groups = 1;
+};
+
+/// Makes a packed convolution (the `packed` argument of onednn_conv2d) from an
+/// OIHW weight (fp32), an optional bias, the parameters and post-ops;
+/// `dtype` is at::kFloat or at::kBFloat16 (weights and activations in bf16,
+/// accumulation and bias in fp32). Throws fx::Error for unsupported values.
+c10::IValue pack_conv2d(const at::Tensor& weight, const c10::optional<at::Tensor>& bias, const ConvParams& params,
+                        const PostOps& post_ops, c10::ScalarType dtype);
+
+/// Makes a packed linear layer ([out, in] weight, optional bias), as pack_conv2d.
+c10::IValue pack_linear(const at::Tensor& weight, const c10::optional<at::Tensor>& bias, const PostOps& post_ops,
+                        c10::ScalarType dtype);
+
+/// Sets the dtype a packed op of pack_conv2d / pack_linear returns (float32
+/// or bfloat16; by default its kernel's dtype). A bf16 kernel may write
+/// float32 for consumers that are not oneDNN kernels (ATen's layer_norm, for
+/// one, wants its input and weights of one dtype). Call before its first run.
+void set_output_dtype(const c10::IValue& packed, c10::ScalarType dtype);
+
+/// "Conv2d(64, 128, kernel=(3, 3), stride=(2, 2), relu)": what a packed
+/// argument of pack_conv2d / pack_linear computes.
+std::string describe(const c10::IValue& packed);
+
+/// Registers the operators and classes above (idempotent; the library does
+/// it when loaded, this makes the dependency explicit).
+void register_ops();
+
+}  // namespace fx::onednn

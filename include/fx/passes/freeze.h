@@ -1,0 +1,27 @@
+#pragma once
+/// \file
+/// freeze_modules: every call of a known torch.nn layer becomes the ATen
+/// call_function it runs, with its parameters and buffers as get_attr nodes
+/// (what torch.jit.freeze + inlining do for TorchScript). `conv1(x)` becomes
+/// `aten::conv2d(x, conv1.weight, conv1.bias, [2, 2], [3, 3], [1, 1], 1)`,
+/// ReLU6 `aten::hardtanh(x, 0.0, 6.0)`, and Dropout / Identity disappear.
+/// Later passes (fold_batch_norm, lower_to_onednn) then see one spelling of
+/// each op whether the graph was traced from C++ modules or imported from
+/// TorchScript (both kinds of leaves are read through fx::module_attributes).
+///
+/// Layers frozen: Conv2d (zeros padding), Linear, BatchNorm1d/2d (eval,
+/// running stats), LayerNorm, ReLU, ReLU6, Hardtanh, SiLU, GELU, Sigmoid,
+/// Tanh, Hardswish, Hardsigmoid, MaxPool2d, AdaptiveAvgPool2d, Flatten,
+/// Softmax, Dropout*, Identity. Other modules stay call_module. Freezing is
+/// for inference: a BatchNorm or Dropout in training mode is an fx::Error
+/// (torch.jit.freeze also requires eval mode), and the graph is unchanged.
+
+#include <fx/passes/pass_manager.h>
+
+namespace fx {
+
+/// Freezes `gm` in place (see the file comment); modified when any call
+/// changed. The modules themselves are not changed.
+PassResult freeze_modules(std::shared_ptr<GraphModule> gm);
+
+}  // namespace fx

@@ -1,0 +1,39 @@
+#pragma once
+/// \file
+/// lower_to_onednn: convolutions and linear layers of constants become
+/// fxcpp::onednn_conv2d / fxcpp::onednn_linear (fx/onednn.h) with their
+/// weights packed once, fusing what follows them when nothing else reads
+/// the intermediate value:
+///   conv2d/linear → [add(·, residual) | add_] → [relu | relu6 | hardtanh | silu |
+///   sigmoid | hardswish | gelu | tanh (or their in-place forms)]
+/// The residual sum is fused only when ShapeProp's tensor_meta shows both
+/// operands have the same shape (no broadcasting); it writes into the
+/// residual's buffer when that value is a fresh result (not an input, an
+/// attribute or a view) that nothing reads afterwards.
+///
+/// Run on frozen graphs (fx::freeze_modules, fx::fold_batch_norm first):
+/// aten::conv2d(x, W, b, stride, padding, dilation, groups) and
+/// aten::linear(x, W, b) with get_attr weights.
+
+#include <fx/passes/pass_manager.h>
+
+#include <c10/core/ScalarType.h>
+
+namespace fx {
+
+/// What lower_to_onednn did.
+struct OneDnnLowering {
+  /// Nodes lowered.
+  size_t convs = 0, linears = 0;
+  /// Residual sums and activations fused into them.
+  size_t fused_post_ops = 0;
+};
+
+/// Lowers `gm` in place (see the file comment). `dtype` is at::kFloat or
+/// at::kBFloat16 (kernels in bf16, fp32 accumulation; a kernel returns bf16
+/// only when all its users are oneDNN kernels, float32 otherwise, so the
+/// rest of the graph keeps its dtypes). Fills `counts` when given.
+PassResult lower_to_onednn(std::shared_ptr<GraphModule> gm, c10::ScalarType dtype = c10::ScalarType::Float,
+                           OneDnnLowering* counts = nullptr);
+
+}  // namespace fx

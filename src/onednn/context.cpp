@@ -1,0 +1,165 @@
+// The oneDNN engine, per-thread streams and scratchpads, post-ops and packed weights.
+#include "onednn/context.h"
+
+#include <fx/error.h>
+
+#include <ATen/ops/empty.h>
+
+#include <sstream>
+
+namespace fx::onednn {
+
+std::string PostOps::str() const {
+  std::ostringstream os;
+  if (sum) os << (residual_inplace ? "+=residual" : "+residual");
+  const char* names[] = {"", "relu", "clip", "silu", "sigmoid", "hardswish", "gelu", "gelu_tanh", "tanh"};
+  if (activation != Activation::None) {
+    if (sum) os << ", ";
+    os << names[static_cast<int>(activation)];
+    if (activation == Activation::Clip) os << "(" << alpha << ", " << beta << ")";
+  }
+  return os.str();
+}
+
+bool activation_from_aten(const std::string& name, const std::vector<double>& scalars,
+                          const std::string& approximate, PostOps& out) {
+  if (name == "relu") {
+    out.activation = Activation::Relu;
+  } else if (name == "relu6") {
+    out.activation = Activation::Clip;
+    out.alpha = 0.f;
+    out.beta = 6.f;
+  } else if (name == "hardtanh") {
+    out.activation = Activation::Clip;
+    out.alpha = scalars.size() > 0 ? static_cast<float>(scalars[0]) : -1.f;
+    out.beta = scalars.size() > 1 ? static_cast<float>(scalars[1]) : 1.f;
+  } else if (name == "silu") {
+    out.activation = Activation::Silu;
+    out.alpha = 1.f;
+  } else if (name == "sigmoid") {
+    out.activation = Activation::Sigmoid;
+  } else if (name == "hardswish") {
+    out.activation = Activation::Hardswish;
+  } else if (name == "gelu" && (approximate == "none" || approximate == "tanh")) {
+    out.activation = approximate == "none" ? Activation::GeluErf : Activation::GeluTanh;
+  } else if (name == "tanh") {
+    out.activation = Activation::Tanh;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+namespace detail {
+
+const dnnl::engine& engine() {
+  static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+dnnl::stream& stream() {
+  thread_local dnnl::stream s(engine());
+  return s;
+}
+
+void* scratchpad(size_t bytes) {
+  thread_local std::vector<uint8_t> buffer;
+  if (buffer.size() < bytes) buffer.resize(bytes);
+  return buffer.data();
+}
+
+dnnl::memory::data_type data_type(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Float: return dnnl::memory::data_type::f32;
+    case c10::ScalarType::BFloat16: return dnnl::memory::data_type::bf16;
+    default: throw Error(std::string("oneDNN kernels take float or bfloat16 tensors, not ") + c10::toString(t));
+  }
+}
+
+void check_dtype(c10::ScalarType dtype, const char* what) {
+  if (dtype != c10::ScalarType::Float && dtype != c10::ScalarType::BFloat16)
+    throw Error(std::string(what) + ": dtype must be float32 or bfloat16, not " + c10::toString(dtype));
+}
+
+dnnl::primitive_attr make_attr(const PostOps& post_ops) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  dnnl::post_ops ops;
+  if (post_ops.sum) ops.append_sum(1.f);
+  using A = dnnl::algorithm;
+  switch (post_ops.activation) {
+    case Activation::None: break;
+    case Activation::Relu: ops.append_eltwise(1.f, A::eltwise_relu, 0.f, 0.f); break;
+    case Activation::Clip: ops.append_eltwise(1.f, A::eltwise_clip, post_ops.alpha, post_ops.beta); break;
+    case Activation::Silu: ops.append_eltwise(1.f, A::eltwise_swish, 1.f, 0.f); break;
+    case Activation::Sigmoid: ops.append_eltwise(1.f, A::eltwise_logistic, 0.f, 0.f); break;
+    case Activation::Hardswish: ops.append_eltwise(1.f, A::eltwise_hardswish, 0.f, 0.f); break;
+    case Activation::GeluErf: ops.append_eltwise(1.f, A::eltwise_gelu_erf, 0.f, 0.f); break;
+    case Activation::GeluTanh: ops.append_eltwise(1.f, A::eltwise_gelu_tanh, 0.f, 0.f); break;
+    case Activation::Tanh: ops.append_eltwise(1.f, A::eltwise_tanh, 0.f, 0.f); break;
+  }
+  attr.set_post_ops(ops);
+  return attr;
+}
+
+dnnl::memory memory_of(const dnnl::memory::desc& md, const at::Tensor& t) {
+  return dnnl::memory(md, engine(), const_cast<void*>(t.data_ptr()));
+}
+
+void execute(const dnnl::primitive& p, std::unordered_map<int, dnnl::memory>& args, size_t scratchpad_bytes) {
+  if (scratchpad_bytes)
+    args.emplace(DNNL_ARG_SCRATCHPAD,
+                 dnnl::memory(dnnl::memory::desc({static_cast<int64_t>(scratchpad_bytes)}, dnnl::memory::data_type::u8,
+                                                 dnnl::memory::format_tag::a),
+                              engine(), scratchpad(scratchpad_bytes)));
+  p.execute(stream(), args);
+  stream().wait();
+}
+
+at::Tensor make_output(at::IntArrayRef sizes, const at::TensorOptions& options, at::MemoryFormat format,
+                       const PostOps& post_ops, const c10::optional<at::Tensor>& residual, const char* op) {
+  if (!post_ops.sum) return at::empty(sizes, options.memory_format(format));
+  if (!residual || !residual->defined() || residual->sizes() != sizes) {
+    std::ostringstream os;
+    os << op << ": the residual must have the output's shape " << sizes << ", got ";
+    if (residual && residual->defined()) os << residual->sizes(); else os << "None";
+    throw Error(os.str());
+  }
+  const at::Tensor& r = *residual;
+  if (post_ops.residual_inplace && r.scalar_type() == options.dtype() && r.is_contiguous(format)) return r;
+  at::Tensor out = at::empty(sizes, options.memory_format(format));
+  out.copy_(r);
+  return out;
+}
+
+PackedWeights::PackedWeights(at::Tensor plain, dnnl::memory::dims dims, dnnl::memory::format_tag tag)
+    : plain_(std::move(plain)), plain_md_(dims, dnnl::memory::data_type::f32, tag) {}
+
+dnnl::memory PackedWeights::get(const dnnl::memory::desc& md) {
+  {
+    std::shared_lock lock(mutex_);
+    for (const auto& p : packed_)
+      if (p.first == md) return p.second;
+  }
+  std::unique_lock lock(mutex_);
+  for (const auto& p : packed_)
+    if (p.first == md) return p.second;
+  dnnl::memory packed(md, engine());
+  dnnl::memory source = packed_.empty() ? memory_of(plain_md_, plain_) : packed_.front().second;
+  dnnl::stream s(engine());
+  dnnl::reorder(source, packed).execute(s, source, packed);
+  s.wait();
+  packed_.emplace_back(md, packed);
+  plain_ = at::Tensor();  // later layouts are made from the first
+  return packed;
+}
+
+size_t PackedWeights::bytes() const {
+  std::shared_lock lock(mutex_);
+  size_t n = 0;
+  for (const auto& p : packed_) n += p.first.get_size();
+  return n;
+}
+
+}  // namespace detail
+}  // namespace fx::onednn

@@ -1,0 +1,94 @@
+#pragma once
+// Internal: what every oneDNN kernel of fxcpp shares: the CPU engine, a
+// stream and scratchpad per thread, data-type and post-op translation, and
+// PackedWeights (weights reordered once per layout a kernel asks for).
+#include <fx/onednn.h>
+
+#include <ATen/core/Tensor.h>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace fx::onednn::detail {
+
+/// The process's CPU engine.
+const dnnl::engine& engine();
+/// This thread's stream on engine().
+dnnl::stream& stream();
+/// This thread's scratchpad of at least `bytes` (valid until the next call
+/// on this thread).
+void* scratchpad(size_t bytes);
+
+/// oneDNN's data type for f32 / bf16; throws fx::Error for others.
+dnnl::memory::data_type data_type(c10::ScalarType t);
+/// Checks dtype is float or bfloat16 (fx::Error naming `what` otherwise).
+void check_dtype(c10::ScalarType dtype, const char* what);
+
+/// The primitive attributes: user scratchpad, and the post-ops (sum, then
+/// eltwise) of `post_ops`.
+dnnl::primitive_attr make_attr(const PostOps& post_ops);
+
+/// A tensor's memory over its data (no copy).
+dnnl::memory memory_of(const dnnl::memory::desc& md, const at::Tensor& t);
+
+/// Executes `p` with `args` and this thread's scratchpad of
+/// `scratchpad_bytes` on this thread's stream, and waits.
+void execute(const dnnl::primitive& p, std::unordered_map<int, dnnl::memory>& args, size_t scratchpad_bytes);
+
+/// The output of a kernel of `op`: a new tensor of `sizes` in `format`; with
+/// a sum post-op, `residual` itself when post_ops allow it in place and its
+/// dtype and layout fit, else a copy of it. Throws fx::Error when the
+/// residual is missing or of another shape.
+at::Tensor make_output(at::IntArrayRef sizes, const at::TensorOptions& options, at::MemoryFormat format,
+                       const PostOps& post_ops, const c10::optional<at::Tensor>& residual, const char* op);
+
+/// A plain (row-major) f32 weight, reordered into the layouts kernels ask for.
+/// The first layout is made from the plain tensor, which is then dropped;
+/// later layouts (another input shape may pick another kernel) are
+/// reordered from the first. Thread-safe.
+class PackedWeights {
+ public:
+  /// `plain` is contiguous f32 with oneDNN dims `dims` and format `tag`.
+  PackedWeights(at::Tensor plain, dnnl::memory::dims dims, dnnl::memory::format_tag tag);
+  /// The weights in layout `md` (made on first request).
+  dnnl::memory get(const dnnl::memory::desc& md);
+  /// Bytes held by the packed copies.
+  size_t bytes() const;
+
+ private:
+  mutable std::shared_mutex mutex_;
+  at::Tensor plain_;
+  dnnl::memory::desc plain_md_;
+  std::vector<std::pair<dnnl::memory::desc, dnnl::memory>> packed_;
+};
+
+/// A small thread-safe cache of kernels by key (input shape and layout).
+template <class Key, class Value>
+class KernelCache {
+ public:
+  /// The value for `key`, made by make() on first use.
+  template <class Make>
+  std::shared_ptr<const Value> get(const Key& key, Make&& make) {
+    {
+      std::shared_lock lock(mutex_);
+      for (const auto& e : entries_)
+        if (e.first == key) return e.second;
+    }
+    auto value = std::make_shared<const Value>(make());
+    std::unique_lock lock(mutex_);
+    for (const auto& e : entries_)
+      if (e.first == key) return e.second;
+    entries_.emplace_back(key, value);
+    return value;
+  }
+
+ private:
+  std::shared_mutex mutex_;
+  std::vector<std::pair<Key, std::shared_ptr<const Value>>> entries_;
+};
+
+}  // namespace fx::onednn::detail

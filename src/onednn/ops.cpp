@@ -1,0 +1,72 @@
+// The dispatcher operators fxcpp::onednn_conv2d / onednn_linear and their
+// packed classes (torch.classes.fxcpp.PackedConv / PackedLinear).
+#include "onednn/packed_ops.h"
+
+#include <fx/error.h>
+
+#include <torch/library.h>
+
+namespace fx::onednn {
+namespace {
+
+using detail::PackedConv;
+using detail::PackedLinear;
+
+at::Tensor conv2d(const at::Tensor& input, const c10::intrusive_ptr<PackedConv>& packed,
+                  const c10::optional<at::Tensor>& residual) {
+  return packed->run(input, residual);
+}
+
+at::Tensor linear(const at::Tensor& input, const c10::intrusive_ptr<PackedLinear>& packed,
+                  const c10::optional<at::Tensor>& residual) {
+  return packed->run(input, residual);
+}
+
+}  // namespace
+
+TORCH_LIBRARY(fxcpp, m) {
+  m.class_<PackedConv>("PackedConv").def("__str__", &PackedConv::str);
+  m.class_<PackedLinear>("PackedLinear").def("__str__", &PackedLinear::str);
+  m.def("onednn_conv2d(Tensor input, __torch__.torch.classes.fxcpp.PackedConv packed, Tensor? residual=None) -> Tensor",
+        &conv2d);
+  m.def("onednn_linear(Tensor input, __torch__.torch.classes.fxcpp.PackedLinear packed, Tensor? residual=None) -> Tensor",
+        &linear);
+}
+
+void register_ops() {
+  // TORCH_LIBRARY registered everything when this library was loaded; a
+  // call here makes a program that uses only the packing API link it.
+}
+
+c10::IValue pack_conv2d(const at::Tensor& weight, const c10::optional<at::Tensor>& bias, const ConvParams& params,
+                        const PostOps& post_ops, c10::ScalarType dtype) {
+  return c10::IValue(c10::make_intrusive<PackedConv>(weight, bias, params, post_ops, dtype));
+}
+
+c10::IValue pack_linear(const at::Tensor& weight, const c10::optional<at::Tensor>& bias, const PostOps& post_ops,
+                        c10::ScalarType dtype) {
+  return c10::IValue(c10::make_intrusive<PackedLinear>(weight, bias, post_ops, dtype));
+}
+
+void set_output_dtype(const c10::IValue& packed, c10::ScalarType dtype) {
+  detail::check_dtype(dtype, "set_output_dtype");
+  if (packed.isCustomClass()) {
+    if (packed.type() == c10::getCustomClassType<c10::intrusive_ptr<PackedConv>>())
+      return packed.toCustomClass<PackedConv>()->set_output_dtype(dtype);
+    if (packed.type() == c10::getCustomClassType<c10::intrusive_ptr<PackedLinear>>())
+      return packed.toCustomClass<PackedLinear>()->set_output_dtype(dtype);
+  }
+  throw Error("set_output_dtype: not a packed oneDNN operator");
+}
+
+std::string describe(const c10::IValue& packed) {
+  if (packed.isCustomClass()) {
+    if (packed.type() == c10::getCustomClassType<c10::intrusive_ptr<PackedConv>>())
+      return packed.toCustomClass<PackedConv>()->str();
+    if (packed.type() == c10::getCustomClassType<c10::intrusive_ptr<PackedLinear>>())
+      return packed.toCustomClass<PackedLinear>()->str();
+  }
+  throw Error("describe: not a packed oneDNN operator");
+}
+
+}  // namespace fx::onednn

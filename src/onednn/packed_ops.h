@@ -1,0 +1,79 @@
+#pragma once
+// Internal: the packed oneDNN operators (torch custom classes) behind
+// fxcpp::onednn_conv2d and fxcpp::onednn_linear.
+#include "onednn/context.h"
+
+#include <torch/custom_class.h>
+
+namespace fx::onednn::detail {
+
+/// What every packed kernel has: post-ops, dtypes, bias, packed weights.
+class PackedOp : public torch::CustomClassHolder {
+ public:
+  /// The output's dtype (default: the kernel's dtype); set before the first run.
+  void set_output_dtype(c10::ScalarType t) { out_dtype_ = t; }
+
+ protected:
+  PackedOp(PostOps post_ops, c10::ScalarType dtype, const char* op);
+  /// ", bias=False, bf16, +residual, relu)": the end of str().
+  std::string str_suffix() const;
+  /// A kernel made for one input shape: the primitive and its weights' layout.
+  template <class Primitive>
+  struct Kernel {
+    Primitive primitive;
+    dnnl::memory weights;
+    dnnl::memory::desc src, dst;
+    size_t scratchpad_bytes;
+  };
+
+  PostOps post_ops_;
+  c10::ScalarType dtype_, out_dtype_;
+  at::Tensor bias_;  // f32, or undefined
+  std::unique_ptr<PackedWeights> weights_;
+};
+
+/// A 2-d convolution with packed weights, bias and post-ops.
+class PackedConv : public PackedOp {
+ public:
+  PackedConv(const at::Tensor& weight, const c10::optional<at::Tensor>& bias, ConvParams params, PostOps post_ops,
+             c10::ScalarType dtype);
+  /// activation(conv(input) + bias [+ residual]), channels_last.
+  at::Tensor run(const at::Tensor& input, const c10::optional<at::Tensor>& residual) const;
+  /// "Conv2d(64, 128, k=3x3, s=2, relu)": for printing.
+  std::string str() const;
+
+ private:
+  using Kernel = PackedOp::Kernel<dnnl::convolution_forward>;
+  /// Input sizes, whether the input is channels_last, input dtype.
+  using Key = std::tuple<std::vector<int64_t>, bool, c10::ScalarType>;
+  std::shared_ptr<const Kernel> kernel(at::IntArrayRef sizes, bool channels_last, c10::ScalarType src_dtype) const;
+  std::vector<int64_t> output_sizes(at::IntArrayRef sizes) const;
+
+  int64_t out_channels_, in_channels_, kh_, kw_;
+  ConvParams params_;
+  mutable KernelCache<Key, Kernel> kernels_;
+};
+
+/// A linear layer (y = x W^T + b) with packed weights and post-ops.
+class PackedLinear : public PackedOp {
+ public:
+  PackedLinear(const at::Tensor& weight, const c10::optional<at::Tensor>& bias, PostOps post_ops,
+               c10::ScalarType dtype);
+  /// activation(input W^T + bias [+ residual]) for input [..., in_features].
+  at::Tensor run(const at::Tensor& input, const c10::optional<at::Tensor>& residual) const;
+  /// "Linear(768, 3072, gelu)": for printing.
+  std::string str() const;
+
+ private:
+  using Kernel = PackedOp::Kernel<dnnl::matmul>;
+  using Key = std::pair<int64_t, c10::ScalarType>;  // rows, input dtype
+  std::shared_ptr<const Kernel> kernel(int64_t rows, c10::ScalarType src_dtype) const;
+
+  int64_t out_features_, in_features_;
+  mutable KernelCache<Key, Kernel> kernels_;
+};
+
+/// Runs `input` through a reorder into `dtype` if it is not already of it.
+at::Tensor to_dtype(const at::Tensor& input, c10::ScalarType dtype);
+
+}  // namespace fx::onednn::detail

@@ -1,0 +1,214 @@
+// lower_to_onednn: conv2d / linear (+ residual sum + activation) → packed oneDNN ops.
+#include <fx/passes/lower_to_onednn.h>
+
+#include <fx/graph.h>
+#include <fx/onednn.h>
+#include <fx/tensor_meta.h>
+
+#include <unordered_map>
+#include <unordered_set>
+
+namespace fx {
+namespace {
+
+/// "aten::relu_.default" → "relu_".
+std::string op_name(const Node* n) {
+  if (n->op() != Opcode::CallFunction || n->target().rfind("aten::", 0) != 0) return "";
+  std::string s = n->target().substr(6);
+  return s.substr(0, s.find('.'));
+}
+
+const TensorMetadata* tensor_meta(const Node* n) {
+  auto it = n->meta().find("tensor_meta");
+  return it == n->meta().end() ? nullptr : std::any_cast<TensorMetadata>(&it->second);
+}
+
+bool is_get_attr(const Argument& a) { return a.is_node() && a.to_node()->op() == Opcode::GetAttr; }
+
+std::vector<int64_t> int_list(const Argument& a) {
+  std::vector<int64_t> out;
+  if (a.kind() == Argument::Kind::Int) return {a.to_int(), a.to_int()};
+  for (const auto& i : a.items()) out.push_back(i.to_int());
+  return out;
+}
+
+/// Producers whose result is a new tensor no other value aliases.
+bool is_fresh(const Node* n) {
+  static const std::unordered_set<std::string> fresh = {
+      "add", "sub", "mul", "relu", "hardtanh", "silu", "sigmoid", "hardswish", "gelu", "max_pool2d",
+      "avg_pool2d", "adaptive_avg_pool2d", "layer_norm", "conv2d", "linear", "cat"};
+  if (n->op() != Opcode::CallFunction) return false;
+  if (n->target().rfind("fxcpp::onednn_", 0) == 0) return true;
+  return fresh.count(op_name(n)) > 0;
+}
+
+class Lowering {
+ public:
+  Lowering(GraphModule& gm, c10::ScalarType dtype, OneDnnLowering& counts) : gm_(gm), dtype_(dtype), counts_(counts) {
+    size_t i = 0;
+    for (Node* n : gm.graph().nodes()) position_[n] = i++;
+  }
+
+  /// Whether lower() erased `n` (fused into an earlier node).
+  bool erased(const Node* n) const { return erased_.count(n) > 0; }
+
+  /// Lowers `n` if it is a conv2d / linear of constants; true if it did.
+  bool lower(Node* n) {
+    const std::string name = op_name(n);
+    const bool conv = name == "conv2d";
+    if (!conv && name != "linear") return false;
+    const ArgList& a = n->args();
+    if (a.size() < 2 || !a[0].is_node() || !is_get_attr(a[1]) || !n->kwargs().empty()) return false;
+    if (a.size() > 2 && !a[2].is_none() && !is_get_attr(a[2])) return false;
+    at::Tensor w = gm_.fetch_attr(a[1].to_node()->target());
+    c10::optional<at::Tensor> b;
+    if (a.size() > 2 && !a[2].is_none()) b = gm_.fetch_attr(a[2].to_node()->target());
+    if (w.scalar_type() != at::kFloat || w.dim() != (conv ? 4 : 2)) return false;
+    onednn::ConvParams params;
+    if (conv) {
+      if (a.size() > 4 && a[4].kind() == Argument::Kind::String) return false;  // padding="same"
+      if (a.size() > 3) params.stride = int_list(a[3]);
+      if (a.size() > 4) params.padding = int_list(a[4]);
+      if (a.size() > 5) params.dilation = int_list(a[5]);
+      if (a.size() > 6) params.groups = a[6].to_int();
+    }
+
+    // What follows: a residual sum, then an activation.
+    onednn::PostOps post;
+    std::vector<Node*> chain{n};
+    Node* residual = residual_of(n);
+    if (residual) {
+      post.sum = true;
+      chain.push_back(*n->users().begin());
+    }
+    if (Node* act = activation_after(chain.back(), post)) chain.push_back(act);
+    Node* last = chain.back();
+    if (residual) post.residual_inplace = may_overwrite(residual, chain[1]);
+
+    c10::IValue packed = conv ? onednn::pack_conv2d(w, b, params, post, dtype_) : onednn::pack_linear(w, b, post, dtype_);
+    Graph& g = gm_.graph();
+    Node* lowered = nullptr;
+    {
+      InsertPoint at = g.inserting_before(last);
+      ArgList args{a[0], Argument::from_ivalue(packed)};
+      if (residual) args.push_back(residual);
+      lowered = g.call_function(conv ? "fxcpp::onednn_conv2d" : "fxcpp::onednn_linear", std::move(args));
+    }
+    lowered->meta() = last->meta();
+    position_[lowered] = position_[last];
+    last->replace_all_uses_with(lowered);
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      erased_.insert(*it);
+      g.erase_node(*it);
+    }
+    (conv ? counts_.convs : counts_.linears)++;
+    counts_.fused_post_ops += chain.size() - 1;
+    return true;
+  }
+
+ private:
+  /// The other operand of add(n, r) / add(r, n) / add_ when n's only user is
+  /// that add, alpha is 1 and both have the same known shape; else nullptr.
+  Node* residual_of(Node* n) {
+    if (n->users().size() != 1) return nullptr;
+    Node* u = *n->users().begin();
+    const std::string name = op_name(u);
+    if (name != "add" && name != "add_") return nullptr;
+    const ArgList& a = u->args();
+    if (a.size() < 2 || a.size() > 3 || !a[0].is_node() || !a[1].is_node()) return nullptr;
+    if (a.size() == 3 && !(a[2].kind() == Argument::Kind::Int && a[2].to_int() == 1)) return nullptr;
+    for (const auto& [k, v] : u->kwargs())
+      if (k != "alpha" || v.kind() != Argument::Kind::Int || v.to_int() != 1) return nullptr;
+    Node* r = a[0].to_node() == n ? a[1].to_node() : a[0].to_node();
+    if (r == n) return nullptr;
+    // add_(r, n) writes into r: only when nothing reads r afterwards.
+    if (name == "add_" && a[0].to_node() == r && !dead_after(r, u)) return nullptr;
+    const TensorMetadata* mn = tensor_meta(n);
+    const TensorMetadata* mr = tensor_meta(r);
+    if (!mn || !mr || mn->shape != mr->shape || mr->dtype != at::kFloat) return nullptr;
+    return r;
+  }
+
+  /// The activation applied to n (its only user) that oneDNN can fuse, recorded in `post`.
+  Node* activation_after(Node* n, onednn::PostOps& post) {
+    if (n->users().size() != 1) return nullptr;
+    Node* u = *n->users().begin();
+    std::string name = op_name(u);
+    if (name.empty() || u->args().empty() || !u->args()[0].is_node() || u->args()[0].to_node() != n) return nullptr;
+    if (name.back() == '_') name.pop_back();
+    std::vector<double> scalars;
+    for (size_t i = 1; i < u->args().size(); ++i) {
+      const Argument& s = u->args()[i];
+      if (s.kind() != Argument::Kind::Int && s.kind() != Argument::Kind::Double) return nullptr;
+      scalars.push_back(s.to_double());
+    }
+    std::string approximate = "none";
+    for (const auto& [k, v] : u->kwargs()) {
+      if (k != "approximate" || v.kind() != Argument::Kind::String) return nullptr;
+      approximate = v.to_string();
+    }
+    if (name != "hardtanh" && !scalars.empty()) return nullptr;
+    return onednn::activation_from_aten(name, scalars, approximate, post) ? u : nullptr;
+  }
+
+  /// Whether no node after `user` reads `r` (and r is not the graph's output).
+  bool dead_after(Node* r, Node* user) {
+    for (Node* user_node : r->users()) {
+      if (user_node == user) continue;
+      if (user_node->op() == Opcode::Output || position_.at(user_node) > position_.at(user)) return false;
+    }
+    return true;
+  }
+
+  /// Whether the fused op may write its result into r's buffer.
+  bool may_overwrite(Node* r, Node* add) { return is_fresh(r) && dead_after(r, add); }
+
+  GraphModule& gm_;
+  c10::ScalarType dtype_;
+  OneDnnLowering& counts_;
+  std::unordered_map<const Node*, size_t> position_;
+  std::unordered_set<const Node*> erased_;
+};
+
+bool is_onednn(const Node* n) {
+  return n->op() == Opcode::CallFunction && n->target().rfind("fxcpp::onednn_", 0) == 0;
+}
+
+/// bf16 kernels hand bf16 only to other oneDNN kernels; every other
+/// consumer (ATen ops, the output) gets float32, as the graph had.
+void keep_float_at_boundaries(Graph& g) {
+  for (Node* n : g.nodes()) {
+    if (!is_onednn(n)) continue;
+    bool all_onednn = true;
+    for (Node* u : n->users()) all_onednn &= is_onednn(u);
+    if (!all_onednn) onednn::set_output_dtype(n->args()[1].to_constant(), c10::ScalarType::Float);
+  }
+}
+
+}  // namespace
+
+PassResult lower_to_onednn(std::shared_ptr<GraphModule> gm, c10::ScalarType dtype, OneDnnLowering* counts) {
+  if (!gm) throw PassError("lower_to_onednn: no module given");
+  if (dtype != c10::ScalarType::Float && dtype != c10::ScalarType::BFloat16)
+    throw PassError(std::string("lower_to_onednn: dtype must be torch.float32 or torch.bfloat16, not ") +
+                    c10::toString(dtype));
+  onednn::register_ops();
+  Graph& g = gm->graph();
+  g.lint();
+  OneDnnLowering local;
+  Lowering lowering(*gm, dtype, counts ? *counts : local);
+  std::vector<Node*> order = g.nodes().to_vector();
+  bool modified = false;
+  for (Node* n : order) {
+    if (lowering.erased(n)) continue;
+    modified |= lowering.lower(n);
+  }
+  if (modified && dtype == c10::ScalarType::BFloat16) keep_float_at_boundaries(g);
+  if (modified) {
+    g.eliminate_dead_code();
+    g.lint();
+  }
+  return PassResult{gm, modified};
+}
+
+}  // namespace fx

@@ -1,0 +1,325 @@
+// optimize_for_inference and its passes (freeze_modules, fold_batch_norm,
+// lower_to_onednn) on a small C++ network with every pattern the real
+// models have: conv-bn-relu, a residual block, a depthwise conv with ReLU6,
+// squeeze-excitation (SiLU, sigmoid, multiply), a Linear-GELU head.
+#include "passes_test_util.h"
+
+#include <fx/graph.h>
+#include <fx/interpreter.h>
+#include <fx/onednn.h>
+#include <fx/passes/fold_batch_norm.h>
+#include <fx/passes/freeze.h>
+#include <fx/passes/lower_to_onednn.h>
+#include <fx/passes/optimize_for_inference.h>
+#include <fx/passes/shape_prop.h>
+#include <fx/trace.h>
+
+#include <gtest/gtest.h>
+#include <algorithm>
+#include <torch/nn.h>
+
+namespace {
+
+using fx_test::error_of;
+namespace nn = torch::nn;
+
+/// A random-statistics batch norm (folding must move real numbers).
+nn::BatchNorm2d batch_norm(int64_t c) {
+  nn::BatchNorm2d bn(c);
+  bn->running_mean.uniform_(-0.5, 0.5);
+  bn->running_var.uniform_(0.5, 2.0);
+  bn->weight.data().uniform_(0.5, 1.5);
+  bn->bias.data().uniform_(-0.5, 0.5);
+  return bn;
+}
+
+struct TinyNetImpl : nn::Module {
+  TinyNetImpl() {
+    stem = register_module("stem", nn::Conv2d(nn::Conv2dOptions(3, 16, 3).stride(2).padding(1).bias(false)));
+    stem_bn = register_module("stem_bn", batch_norm(16));
+    relu = register_module("relu", nn::ReLU());
+    pool = register_module("pool", nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
+    conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(16, 16, 3).padding(1).bias(false)));
+    bn1 = register_module("bn1", batch_norm(16));
+    conv2 = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(16, 16, 3).padding(1).bias(false)));
+    bn2 = register_module("bn2", batch_norm(16));
+    dw = register_module("dw", nn::Conv2d(nn::Conv2dOptions(16, 16, 3).padding(1).groups(16).bias(false)));
+    dw_bn = register_module("dw_bn", batch_norm(16));
+    relu6 = register_module("relu6", nn::ReLU6());
+    se_pool = register_module("se_pool", nn::AdaptiveAvgPool2d(1));
+    se_reduce = register_module("se_reduce", nn::Conv2d(nn::Conv2dOptions(16, 4, 1)));
+    se_act = register_module("se_act", nn::SiLU());
+    se_expand = register_module("se_expand", nn::Conv2d(nn::Conv2dOptions(4, 16, 1)));
+    se_gate = register_module("se_gate", nn::Sigmoid());
+    project = register_module("project", nn::Conv2d(nn::Conv2dOptions(16, 32, 1)));
+    head_pool = register_module("head_pool", nn::AdaptiveAvgPool2d(1));
+    flatten = register_module("flatten", nn::Flatten());
+    fc1 = register_module("fc1", nn::Linear(32, 64));
+    gelu = register_module("gelu", nn::GELU());
+    drop = register_module("drop", nn::Dropout(0.2));
+    fc2 = register_module("fc2", nn::Linear(64, 10));
+  }
+  at::Tensor forward(at::Tensor x) {
+    x = pool(relu(stem_bn(stem(x))));
+    at::Tensor out = bn2(conv2(relu(bn1(conv1(x)))));
+    out += x;
+    x = relu(out);
+    x = relu6(dw_bn(dw(x)));
+    x = x * se_gate(se_expand(se_act(se_reduce(se_pool(x)))));
+    x = project(x);
+    x = flatten(head_pool(x));
+    return fc2(drop(gelu(fc1(x))));
+  }
+  nn::Conv2d stem{nullptr}, conv1{nullptr}, conv2{nullptr}, dw{nullptr}, se_reduce{nullptr}, se_expand{nullptr},
+      project{nullptr};
+  nn::BatchNorm2d stem_bn{nullptr}, bn1{nullptr}, bn2{nullptr}, dw_bn{nullptr};
+  nn::ReLU relu{nullptr};
+  nn::ReLU6 relu6{nullptr};
+  nn::MaxPool2d pool{nullptr};
+  nn::AdaptiveAvgPool2d se_pool{nullptr}, head_pool{nullptr};
+  nn::SiLU se_act{nullptr};
+  nn::Sigmoid se_gate{nullptr};
+  nn::Flatten flatten{nullptr};
+  nn::Linear fc1{nullptr}, fc2{nullptr};
+  nn::GELU gelu{nullptr};
+  nn::Dropout drop{nullptr};
+};
+TORCH_MODULE(TinyNet);
+
+struct Traced {
+  TinyNet net;
+  std::shared_ptr<fx::GraphModule> gm;
+};
+
+Traced traced_tiny_net() {
+  torch::manual_seed(0);
+  TinyNet net;
+  net->eval();
+  auto gm = fx::symbolic_trace(net.ptr(), {at::randn({2, 3, 32, 32})});
+  return {net, gm};
+}
+
+/// max |a - b| / max |b|.
+double relative_error(const at::Tensor& a, const at::Tensor& b) {
+  return (a.to(at::kFloat) - b).abs().max().item<double>() / b.abs().max().item<double>();
+}
+
+/// Call targets without overload names ("aten::mul.Tensor" → "aten::mul").
+std::vector<std::string> call_targets(const fx::Graph& g) {
+  std::vector<std::string> out;
+  for (const fx::Node* n : g.nodes())
+    if (n->op() == fx::Opcode::CallFunction || n->op() == fx::Opcode::CallModule)
+      out.push_back(n->target().substr(0, n->target().find('.')));
+  return out;
+}
+
+size_t count_calls(const fx::Graph& g, const std::string& target) {
+  auto t = call_targets(g);
+  return std::count(t.begin(), t.end(), target);
+}
+
+TEST(OptimizeForInference, TinyNetEqualsEagerAtEveryBatchSize) {
+  Traced t = traced_tiny_net();
+  const std::string code_before = t.gm->code();
+  fx::OptimizeOptions options;
+  options.example_inputs = {at::randn({2, 3, 32, 32})};
+  fx::OptimizeReport report;
+  auto opt = fx::optimize_for_inference(t.gm, options, &report);
+  at::NoGradGuard no_grad;
+  for (int64_t batch : {1, 2, 5}) {
+    at::Tensor x = at::randn({batch, 3, 32, 32});
+    at::Tensor expected = t.net->forward(x);
+    at::Tensor got = opt->forward(x);
+    EXPECT_EQ(got.sizes(), expected.sizes());
+    EXPECT_LE(relative_error(got, expected), 1e-4) << "batch " << batch;
+    // The Interpreter runs the same graph to the same numbers.
+    at::Tensor interpreted = fx::Interpreter(opt).run({x}).toTensor();
+    EXPECT_TRUE(at::equal(interpreted, got));
+  }
+  // The original module is untouched.
+  EXPECT_EQ(t.gm->code(), code_before);
+
+  // The C++ trace records torch::nn layers by the ATen ops they run, except
+  // the leaves it keeps (activations, pooling, flatten, dropout).
+  EXPECT_EQ(report.frozen_modules, 13u);
+  EXPECT_EQ(report.folded_batch_norms, 4u);
+  EXPECT_EQ(report.onednn_convs, 7u);
+  EXPECT_EQ(report.onednn_linears, 2u);
+  // stem relu, conv1 relu, conv2 +x and relu, dw relu6, se silu, se sigmoid, fc1 gelu.
+  EXPECT_EQ(report.fused_post_ops, 8u);
+  EXPECT_EQ(count_calls(opt->graph(), "aten::dropout"), 0u);
+  EXPECT_EQ(call_targets(opt->graph()),
+            (std::vector<std::string>{"fxcpp::onednn_conv2d", "aten::max_pool2d", "fxcpp::onednn_conv2d",
+                                      "fxcpp::onednn_conv2d", "fxcpp::onednn_conv2d",
+                                      "aten::adaptive_avg_pool2d", "fxcpp::onednn_conv2d", "fxcpp::onednn_conv2d",
+                                      "aten::mul", "fxcpp::onednn_conv2d", "aten::adaptive_avg_pool2d",
+                                      "aten::flatten", "fxcpp::onednn_linear", "fxcpp::onednn_linear"}));
+  EXPECT_LT(report.nodes_after, report.nodes_before);
+  EXPECT_GT(report.optimize_ms, 0);
+}
+
+TEST(OptimizeForInference, PackedArgumentsDescribeTheFusedKernel) {
+  Traced t = traced_tiny_net();
+  fx::OptimizeOptions options;
+  options.example_inputs = {at::randn({1, 3, 32, 32})};
+  auto opt = fx::optimize_for_inference(t.gm, options);
+  std::vector<std::string> kernels;
+  for (const fx::Node* n : opt->graph().nodes())
+    if (n->target().rfind("fxcpp::onednn_", 0) == 0) kernels.push_back(fx::onednn::describe(n->args()[1].to_constant()));
+  EXPECT_EQ(kernels, (std::vector<std::string>{
+                         "Conv2d(3, 16, kernel=(3, 3), stride=[2, 2], padding=[1, 1], relu)",
+                         "Conv2d(16, 16, kernel=(3, 3), padding=[1, 1], relu)",
+                         "Conv2d(16, 16, kernel=(3, 3), padding=[1, 1], +=residual, relu)",
+                         "Conv2d(16, 16, kernel=(3, 3), padding=[1, 1], groups=16, clip(0, 6))",
+                         "Conv2d(16, 4, kernel=(1, 1), silu)",
+                         "Conv2d(4, 16, kernel=(1, 1), sigmoid)",
+                         "Conv2d(16, 32, kernel=(1, 1))",
+                         "Linear(32, 64, gelu)",
+                         "Linear(64, 10)",
+                     }));
+}
+
+TEST(OptimizeForInference, WithoutShapesTheResidualSumStaysAnAdd) {
+  Traced t = traced_tiny_net();
+  for (fx::Node* n : t.gm->graph().nodes()) n->meta().erase("tensor_meta");  // no ShapeProp, no example inputs
+  fx::OptimizeReport report;
+  auto opt = fx::optimize_for_inference(t.gm, {}, &report);
+  EXPECT_EQ(report.fused_post_ops, 6u);  // shapes unknown: neither the sum nor the relu after it
+  EXPECT_EQ(count_calls(opt->graph(), "aten::add_"), 1u);
+  at::NoGradGuard no_grad;
+  at::Tensor x = at::randn({3, 3, 32, 32});
+  EXPECT_LE(relative_error(opt->forward(x), t.net->forward(x)), 1e-4);
+}
+
+TEST(OptimizeForInference, BFloat16IsCloseToFloat) {
+  Traced t = traced_tiny_net();
+  fx::OptimizeOptions options;
+  options.dtype = at::kBFloat16;
+  options.example_inputs = {at::randn({2, 3, 32, 32})};
+  auto opt = fx::optimize_for_inference(t.gm, options);
+  at::NoGradGuard no_grad;
+  at::Tensor x = at::randn({2, 3, 32, 32});
+  at::Tensor got = opt->forward(x);
+  EXPECT_EQ(got.scalar_type(), at::kFloat);  // outputs converted back
+  EXPECT_LE(relative_error(got, t.net->forward(x)), 5e-2);
+  // bf16 flows only between oneDNN kernels: the SE multiply and the head read float32.
+  EXPECT_EQ(count_calls(opt->graph(), "aten::to"), 0u);
+}
+
+TEST(OptimizeForInference, Errors) {
+  Traced t = traced_tiny_net();
+  fx::OptimizeOptions half;
+  half.dtype = at::kHalf;
+  EXPECT_EQ(error_of([&] { fx::optimize_for_inference(t.gm, half); }),
+            "optimize_for_inference: dtype must be torch.float32 or torch.bfloat16, not Half");
+  t.net->train();
+  const std::string code = t.gm->code();
+  EXPECT_EQ(error_of([&] { fx::optimize_for_inference(t.gm); }),
+            "freeze_modules: %stem_bn : [#users=1] = call_module[target=stem_bn](args = (%stem,), kwargs = {}) "
+            "calls a BatchNorm2d in training mode; call eval() on the module before freezing it");
+  EXPECT_EQ(t.gm->code(), code);
+}
+
+TEST(FreezeModules, WritesLayersAsTheirAtenCalls) {
+  // The call_module nodes an imported TorchScript model has, by hand.
+  torch::manual_seed(0);
+  auto root = std::make_shared<nn::Module>("Root");
+  root->register_module("conv", nn::Conv2d(nn::Conv2dOptions(3, 8, 3).stride(2).padding(1)));
+  root->register_module("bn", batch_norm(8));
+  root->register_module("act", nn::ReLU6());
+  root->register_module("pool", nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
+  root->register_module("flat", nn::Flatten());
+  root->register_module("drop", nn::Dropout(0.5));
+  root->register_module("fc", nn::Linear(8 * 4 * 4, 4));
+  root->register_module("gelu", nn::GELU());
+  root->eval();
+  auto g = std::make_shared<fx::Graph>();
+  fx::Node* v = g->placeholder("x");
+  for (const char* m : {"conv", "bn", "act", "pool", "flat", "drop", "fc", "gelu"}) v = g->call_module(m, {v});
+  g->output(v);
+  auto gm = std::make_shared<fx::GraphModule>(root, g);
+  at::NoGradGuard no_grad;
+  at::Tensor x = at::randn({2, 3, 16, 16});
+  at::Tensor expected = gm->forward(x);
+  EXPECT_TRUE(fx::freeze_modules(gm).modified);
+  EXPECT_EQ(gm->code(), R"(
+
+
+def forward(self, x):
+    conv_weight = self.conv.weight
+    conv_bias = self.conv.bias
+    conv2d = torch.ops.aten.conv2d(x, conv_weight, conv_bias, [2, 2], [1, 1], [1, 1], 1);  x = conv_weight = conv_bias = None
+    bn_weight = self.bn.weight
+    bn_bias = self.bn.bias
+    bn_running_mean = self.bn.running_mean
+    bn_running_var = self.bn.running_var
+    batch_norm = torch.ops.aten.batch_norm(conv2d, bn_weight, bn_bias, bn_running_mean, bn_running_var, False, 0.1, 1e-05, True);  conv2d = bn_weight = bn_bias = bn_running_mean = bn_running_var = None
+    hardtanh = torch.ops.aten.hardtanh(batch_norm, 0.0, 6.0);  batch_norm = None
+    max_pool2d = torch.ops.aten.max_pool2d(hardtanh, [3, 3], [2, 2], [1, 1], [1, 1], False);  hardtanh = None
+    flatten = torch.ops.aten.flatten(max_pool2d, 1, -1);  max_pool2d = None
+    fc_weight = self.fc.weight
+    fc_bias = self.fc.bias
+    linear = torch.ops.aten.linear(flatten, fc_weight, fc_bias);  flatten = fc_weight = fc_bias = None
+    gelu_1 = torch.ops.aten.gelu(linear, approximate = 'none');  linear = None
+    return gelu_1
+    )");
+  EXPECT_TRUE(at::allclose(gm->forward(x), expected, 1e-5, 1e-6));
+  EXPECT_FALSE(fx::freeze_modules(gm).modified);
+}
+
+TEST(FoldBatchNorm, FoldsIntoConvAndKeepsValues) {
+  Traced t = traced_tiny_net();
+  fx::freeze_modules(t.gm);
+  at::NoGradGuard no_grad;
+  at::Tensor x = at::randn({2, 3, 32, 32});
+  at::Tensor before = t.gm->forward(x);
+  at::Tensor stem_weight = t.net->stem->weight.clone();
+  EXPECT_TRUE(fx::fold_batch_norm(t.gm).modified);
+  EXPECT_EQ(count_calls(t.gm->graph(), "aten::batch_norm"), 0u);
+  EXPECT_LE(relative_error(t.gm->forward(x), before), 1e-5);
+  EXPECT_TRUE(at::equal(t.net->stem->weight, stem_weight));  // the module's own weight is not changed
+  EXPECT_NE(t.gm->code().find("_folded_weight"), std::string::npos);
+  EXPECT_FALSE(fx::fold_batch_norm(t.gm).modified);
+}
+
+TEST(LowerToOneDnn, ResidualIsNotOverwrittenWhileStillRead) {
+  // y = relu(conv(x) + r) where r is read again afterwards: fused, but not in place.
+  auto root = std::make_shared<torch::nn::Module>("Root");
+  root->register_buffer("w", at::randn({4, 4, 1, 1}));
+  auto g = std::make_shared<fx::Graph>();
+  fx::Node* x = g->placeholder("x");
+  fx::Node* r = g->call_function("aten::relu", {x});
+  fx::Node* c = g->call_function("aten::conv2d", {x, g->get_attr("w")});
+  fx::Node* s = g->call_function("aten::add", {c, r});
+  fx::Node* y = g->call_function("aten::relu", {s});
+  g->output(fx::Argument::tuple({y, g->call_function("aten::mul", {r, 2})}));
+  auto gm = std::make_shared<fx::GraphModule>(root, g);
+  at::Tensor in = at::randn({1, 4, 5, 5});
+  c10::IValue expected = gm->forward({in});
+  fx::ShapeProp(gm).propagate({in});
+  fx::OneDnnLowering counts;
+  EXPECT_TRUE(fx::lower_to_onednn(gm, at::kFloat, &counts).modified);
+  EXPECT_EQ(counts.convs, 1u);
+  EXPECT_EQ(counts.fused_post_ops, 2u);
+  fx::Node* lowered = gm->graph().find_nodes(fx::Opcode::CallFunction, "fxcpp::onednn_conv2d").at(0);
+  EXPECT_EQ(fx::onednn::describe(lowered->args()[1].to_constant()), "Conv2d(4, 4, kernel=(1, 1), bias=False, +residual, relu)");
+  c10::IValue got = gm->forward({in});
+  EXPECT_LE(relative_error(got.toTupleRef().elements()[0].toTensor(), expected.toTupleRef().elements()[0].toTensor()),
+            1e-5);
+  EXPECT_TRUE(at::equal(got.toTupleRef().elements()[1].toTensor(), expected.toTupleRef().elements()[1].toTensor()));
+}
+
+TEST(LowerToOneDnn, KernelErrorsNameTheOperator) {
+  auto root = std::make_shared<torch::nn::Module>("Root");
+  root->register_buffer("w", at::randn({4, 3, 3, 3}));
+  auto g = std::make_shared<fx::Graph>();
+  g->output(g->call_function("aten::conv2d", {g->placeholder("x"), g->get_attr("w")}));
+  auto gm = std::make_shared<fx::GraphModule>(root, g);
+  fx::lower_to_onednn(gm);
+  EXPECT_EQ(error_of([&] { gm->forward({at::randn({1, 5, 8, 8})}); }),
+            "onednn_conv2d: expected an input [N, 3, H, W], got [1, 5, 8, 8]\n\n"
+            "While executing %onednn_conv2d : [#users=1] = call_function[target=fxcpp::onednn_conv2d](args = (%x, "
+            "Conv2d(3, 4, kernel=(3, 3), bias=False)), kwargs = {})");
+}
+
+}  // namespace
