@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <sys/stat.h>
 
@@ -29,6 +30,17 @@ const std::map<std::string, std::string>& descriptions() {
       {"graph", "print str(graph) too"},
       {"no-code", "do not print the generated code"},
       {"interpreter", "run through fx::Interpreter instead of the compiled forward"},
+      {"optimize", "run fx::optimize_for_inference's module (prepared for the inputs)"},
+      {"bf16", "optimise for bfloat16 (oneDNN bf16 kernels, fp32 accumulation); with --optimize or bench"},
+      {"report", "print the optimiser's report on stderr (shown anyway when stderr is a terminal)"},
+      {"threads", "intra-op threads, ATen and oneDNN (default 1)"},
+      {"batch", "repeat the input along dim 0 to this batch (torch::cat; default 1: as saved)"},
+      {"iters", "timed rounds (one forward of each engine per round)"},
+      {"seconds", "time budget of the timed rounds, at least --min-rounds (default 2 s)"},
+      {"min-rounds", "fewest timed rounds with --seconds (default 3)"},
+      {"json", "print the results as one JSON object"},
+      {"roofline", "measure the matmul roofline (GFLOP/s of an NxNxN matmul; no MODEL)"},
+      {"size", "matrix size N of --roofline (default 1024)"},
   };
   return d;
 }
@@ -66,14 +78,28 @@ int ModelArgs::get_int(const std::string& name, int fallback, int min) const {
   }
 }
 
+double ModelArgs::get_positive(const std::string& name, double fallback) const {
+  auto it = values.find(name);
+  if (it == values.end()) return fallback;
+  try {
+    size_t used = 0;
+    const double v = std::stod(it->second, &used);
+    if (used != it->second.size() || !(v > 0) || !std::isfinite(v)) throw std::invalid_argument("");
+    return v;
+  } catch (const std::exception&) {
+    throw Error("--" + name + " expects a number > 0, got '" + it->second + "'");
+  }
+}
+
 ModelArgs parse_model_args(const std::vector<std::string>& args, const std::vector<std::string>& flags,
-                           const std::vector<std::string>& switches) {
+                           const std::vector<std::string>& switches, bool model_optional) {
   const std::string name = current ? std::string("fxcpp ") + current->name : "fxcpp";
   CLI::App app(current ? current->summary : "", name);
   app.set_help_flag("-h,--help", "show this help and exit");
   app.footer(current ? std::string("usage: fxcpp ") + current->usage : "");
   ModelArgs out;
-  app.add_option("model", out.model, "the model file")->required();
+  CLI::Option* model = app.add_option("model", out.model, "the model file");
+  if (!model_optional) model->required();
   for (const std::string& f : flags) {
     auto s = short_names().find(f);
     const std::string names = (s != short_names().end() ? s->second + "," : "") + "--" + f;

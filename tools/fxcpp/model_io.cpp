@@ -28,11 +28,15 @@ void install_activity_buffer(char* buffer, size_t size) {
   activity_size = size;
 }
 
+bool progress_enabled() {
+  static const bool progress = ::isatty(STDERR_FILENO) == 1 && std::getenv("FXCPP_NO_PROGRESS") == nullptr;
+  return progress;
+}
+
 void set_activity(const std::string& what) {
   // Progress for people: on a terminal, each step is a line on stderr
   // ("fxcpp: reading resnet50.pt ..."); quiet when stderr is a file or pipe.
-  static const bool progress = ::isatty(STDERR_FILENO) == 1 && std::getenv("FXCPP_NO_PROGRESS") == nullptr;
-  if (progress && !what.empty()) std::cerr << "fxcpp: " << what << " ...\n";
+  if (progress_enabled() && !what.empty()) std::cerr << "fxcpp: " << what << " ...\n";
   if (activity_buffer == nullptr || activity_size == 0) return;
   const size_t n = std::min(what.size(), activity_size - 1);
   std::memcpy(activity_buffer, what.data(), n);

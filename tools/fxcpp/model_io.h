@@ -23,15 +23,19 @@ struct ModelArgs {
   /// The value of --name as an integer ≥ `min`, or `fallback`; throws
   /// fx::Error if it is not such a number.
   int get_int(const std::string& name, int fallback, int min = 1) const;
+  /// The value of --name as a number > 0, or `fallback`; throws fx::Error
+  /// if it is not such a number.
+  double get_positive(const std::string& name, double fallback) const;
   bool has(const std::string& name) const { return values.count(name) != 0; }
 };
 
 /// Parses args with CLI11 (tools/fxcpp/args.cpp): `flags` are the --names
 /// that take a value (also as --name=value; -i / -o for input / output),
 /// `switches` those that do not; `--` ends the options. -h / --help prints
-/// the command's help (HelpRequested). Throws fx::Error (exit 2) on anything else.
+/// the command's help (HelpRequested). Throws fx::Error (exit 2) on anything
+/// else. With `model_optional`, MODEL may be left out (`model` is then empty).
 ModelArgs parse_model_args(const std::vector<std::string>& args, const std::vector<std::string>& flags,
-                           const std::vector<std::string>& switches = {});
+                           const std::vector<std::string>& switches = {}, bool model_optional = false);
 
 /// Thrown by parse_model_args for -h / --help: `text` is the help to print (exit 0).
 struct HelpRequested {
@@ -62,6 +66,10 @@ std::vector<c10::IValue> load_model_inputs(GraphModule& gm, const std::string& p
 /// Testing hook: with FXCPP_TEST_CRASH set in the environment, the process
 /// raises SIGSEGV right after recording (to test the guard).
 void set_activity(const std::string& what);
+
+/// Whether progress lines go to stderr: it is a terminal and
+/// FXCPP_NO_PROGRESS is unset (what set_activity shows its steps with).
+bool progress_enabled();
 
 /// Installs the shared buffer set_activity writes into (main.cpp, before fork).
 void install_activity_buffer(char* buffer, size_t size);

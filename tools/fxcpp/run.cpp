@@ -1,6 +1,8 @@
-// fxcpp run MODEL.pt --input IN.pt [--output OUT.pt]: runs an imported model.
+// fxcpp run MODEL.pt --input IN.pt [--output OUT.pt] [--optimize [--bf16]]:
+// runs an imported model, or fx::optimize_for_inference's version of it.
 #include "command.h"
 #include "model_io.h"
+#include "optimize_io.h"
 
 #include <fx/interpreter.h>
 #include <fx/tensor_file.h>
@@ -32,14 +34,22 @@ void describe(std::ostream& os, const c10::IValue& v, const std::string& indent)
 }
 
 int run_run(const std::vector<std::string>& argv) {
-  ModelArgs args = parse_model_args(argv, {"input", "output"}, {"interpreter"});
+  ModelArgs args = parse_model_args(argv, {"input", "output"}, {"interpreter", "optimize", "bf16", "report"});
   if (!args.has("input")) throw Error("--input IN.pt is required");
+  if ((args.has("bf16") || args.has("report")) && !args.has("optimize"))
+    throw Error(std::string("--") + (args.has("bf16") ? "bf16" : "report") + " goes with --optimize");
   if (args.has("output")) check_output_path(args.get("output"), "--output");
   auto gm = import_model(args.model);
   std::vector<c10::IValue> inputs = load_model_inputs(*gm, args.get("input"));
+  torch::NoGradGuard no_grad;
+  if (args.has("optimize")) {  // its errors (fx::Error) are one line from main.cpp
+    set_activity("optimising " + args.model + " for " + args.get("input"));
+    OptimizeReport report;
+    gm = optimize_model(gm, inputs, args.has("bf16"), &report);
+    if (args.has("report") || progress_enabled()) std::cerr << "fxcpp run: " << report_line(report) << "\n";
+  }
   c10::IValue out;
   try {
-    torch::NoGradGuard no_grad;
     set_activity("running " + args.model + " on " + args.get("input"));
     out = args.has("interpreter") ? Interpreter(gm).run(inputs) : gm->forward(inputs);
   } catch (const std::exception& e) {
@@ -57,7 +67,7 @@ int run_run(const std::vector<std::string>& argv) {
 
 }  // namespace
 
-FX_COMMAND("run", "run MODEL.pt --input IN.pt [--output OUT.pt] [--interpreter]",
-           "run an imported model on torch.save'd inputs", run_run);
+FX_COMMAND("run", "run MODEL.pt --input IN.pt [--output OUT.pt] [--interpreter] [--optimize [--bf16] [--report]]",
+           "run an imported model (or its fx::optimize_for_inference version) on torch.save'd inputs", run_run);
 
 }  // namespace fx::cli

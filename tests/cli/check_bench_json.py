@@ -1,0 +1,82 @@
+#!/usr/bin/python3
+"""Checks the structure of `fxcpp bench --json` output read from stdin (not speed).
+
+    fxcpp bench M.pt --input I.pt --iters 2 --json | check_bench_json.py ROUNDS [--bf16]
+    fxcpp bench --roofline --json | check_bench_json.py --roofline
+
+Every engine is there, in order, with positive times (min <= median), as
+many samples as rounds, ratio = median / TorchScript-opt median, GFLOP/s =
+FLOPs / median, and outputs equal to eager TorchScript within tolerance
+(bf16: 5e-2 of max |output|). Prints "bench json ok" or the first problem (exit 1).
+"""
+import json
+import math
+import sys
+
+ENGINES = ["torchscript", "torchscript_opt", "fxcpp", "fxcpp_opt"]
+FP32_TOL = 1e-4
+BF16_TOL = 5e-2
+BLAS_KINDS = {"openblas", "reference", "mkl", "blis", "atlas", "other", "none"}
+
+
+def fail(msg):
+    print("bench json: " + msg)
+    sys.exit(1)
+
+
+def close(a, b):
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def check_roofline(d):
+    if d.get("roofline") is not True or d["blas"] not in BLAS_KINDS:
+        fail("not a roofline object: %r" % d)
+    paths = {(p["dtype"], p["path"]) for p in d["paths"]}
+    if ("fp32", "at::mm") not in paths or d["fp32_gflops"] <= 0:
+        fail("no fp32 at::mm rate: %r" % d)
+    if d["fp32_gflops"] != max(p["gflops"] for p in d["paths"] if p["dtype"] == "fp32"):
+        fail("fp32_gflops is not the best fp32 path")
+
+
+def check_bench(d, rounds, bf16):
+    names = [e["engine"] for e in d["engines"]]
+    want = ENGINES + (["fxcpp_opt_bf16"] if bf16 else [])
+    if names != want:
+        fail("engines %r, expected %r" % (names, want))
+    if d["rounds"] != rounds or d["ratio_to"] != "torchscript_opt" or d["blas"] not in BLAS_KINDS:
+        fail("header: rounds %r ratio_to %r blas %r" % (d["rounds"], d["ratio_to"], d["blas"]))
+    if d["flops"] <= 0:
+        fail("no FLOPs counted")
+    ts_opt = d["engines"][1]["median_ms"]
+    for e in d["engines"]:
+        name = e["engine"]
+        if not (0 < e["min_ms"] <= e["median_ms"]) or e["samples"] != rounds:
+            fail("%s: min %r median %r samples %r" % (name, e["min_ms"], e["median_ms"], e["samples"]))
+        if not close(e["ratio"], e["median_ms"] / ts_opt):
+            fail("%s: ratio %r != %r / %r" % (name, e["ratio"], e["median_ms"], ts_opt))
+        if not close(e["gflops"], d["flops"] / (e["median_ms"] * 1e6)):
+            fail("%s: gflops %r != flops / median" % (name, e["gflops"]))
+        tol = BF16_TOL if name.endswith("bf16") else FP32_TOL
+        if not 0 <= e["max_rel_diff"] <= tol:
+            fail("%s: output differs from eager TorchScript by %r of max |output|" % (name, e["max_rel_diff"]))
+        if e["prepare_ms"] <= 0 and name != "fxcpp_opt" and name != "fxcpp_opt_bf16":
+            fail("%s: prepare_ms %r" % (name, e["prepare_ms"]))
+    if d["engines"][0]["max_rel_diff"] != 0 or not close(d["engines"][1]["ratio"], 1.0):
+        fail("eager TorchScript must be the reference and TorchScript-opt ratio 1")
+
+
+def main():
+    text = sys.stdin.read()
+    try:
+        d = json.loads(text)
+    except ValueError as e:
+        fail("not one JSON object (%s): %r" % (e, text[:200]))
+    if sys.argv[1] == "--roofline":
+        check_roofline(d)
+    else:
+        check_bench(d, int(sys.argv[1]), "--bf16" in sys.argv[2:])
+    print("bench json ok")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+# `fxcpp run --optimize` and `fxcpp bench` (issue 9): the optimised module
+# gives the outputs of the plain one (within tolerance: fp32 1e-4, bf16 5e-2
+# of max |output|), bench --json has every engine with positive times and
+# ratio = time / TorchScript-opt time (structure, not speed), and bad
+# arguments are one line and exit status 2.
+# Uses fx_cli_one_line of tests.cmake, included before this file (file(GLOB)
+# sorts: tests.cmake < tests_optimize.cmake).
+set(FX_OPT_DIR ${FX_BIN}/cli_optimize)
+set(FX_OPT_MODEL ${FX_MODELS_DIR}/resnet18.pt)
+set(FX_OPT_INPUT ${FX_MODELS_DIR}/resnet18.input.pt)
+
+# run and run --optimize [--bf16] on resnet18 (64x64), outputs compared by tests/cli/compare_outputs.py.
+foreach(variant "fp32;;1e-4" "bf16;--bf16;5e-2")
+  list(GET variant 0 name)
+  list(GET variant 1 flag)
+  list(GET variant 2 tol)
+  add_test(NAME cli.run_optimize_${name}
+           COMMAND sh -c "mkdir -p \"$1\" && \"$0\" run \"$2\" -i \"$3\" -o \"$1/plain.${name}.pt\" >/dev/null && \"$0\" run \"$2\" -i \"$3\" -o \"$1/opt.${name}.pt\" --optimize ${flag} && /usr/bin/python3 \"$4\" \"$1/plain.${name}.pt\" \"$1/opt.${name}.pt\" ${tol}"
+                   ${FX_CLI} ${FX_OPT_DIR} ${FX_OPT_MODEL} ${FX_OPT_INPUT} ${FX_SRC}/tests/cli/compare_outputs.py)
+  set_tests_properties(cli.run_optimize_${name} PROPERTIES FIXTURES_REQUIRED fx_models_0 TIMEOUT 120
+                       ENVIRONMENT "OMP_NUM_THREADS=1"
+                       PASS_REGULAR_EXPRESSION "tensor \\[1, 1000\\] Float.*wrote .*opt.${name}.pt.*within tolerance")
+endforeach()
+# --report: the optimiser's report, one line on stderr.
+add_test(NAME cli.run_optimize_report COMMAND ${FX_CLI} run ${FX_OPT_MODEL} -i ${FX_OPT_INPUT} --optimize --report)
+set_tests_properties(cli.run_optimize_report PROPERTIES FIXTURES_REQUIRED fx_models_0 ENVIRONMENT "OMP_NUM_THREADS=1"
+                     PASS_REGULAR_EXPRESSION "fxcpp run: optimised in [0-9.]+ ms: [0-9]+ -> [0-9]+ nodes; [0-9]+ modules frozen, [0-9]+ batch norms folded, [0-9]+ no-ops removed; oneDNN: [0-9]+ convs, [0-9]+ linears, [0-9]+ matmuls, [0-9]+ fused post-ops\n.*tensor \\[1, 1000\\] Float")
+
+# bench --json: structure checked by tests/cli/check_bench_json.py (4 engines; 5 with --bf16).
+foreach(variant "fp32;" "bf16;--bf16")
+  list(GET variant 0 name)
+  list(GET variant 1 flag)
+  add_test(NAME cli.bench_json_${name}
+           COMMAND sh -c "\"$0\" bench \"$1\" --input \"$2\" --iters 2 --warmup 1 --batch 2 --json ${flag} | /usr/bin/python3 \"$3\" 2 ${flag}"
+                   ${FX_CLI} ${FX_OPT_MODEL} ${FX_OPT_INPUT} ${FX_SRC}/tests/cli/check_bench_json.py)
+  set_tests_properties(cli.bench_json_${name} PROPERTIES FIXTURES_REQUIRED fx_models_0 TIMEOUT 120
+                       PASS_REGULAR_EXPRESSION "^bench json ok\n$")
+endforeach()
+# The table: the batch repeated along dim 0, TorchScript-opt's own ratio 1, the optimiser's report.
+add_test(NAME cli.bench_table COMMAND ${FX_CLI} bench ${FX_OPT_MODEL} --input ${FX_OPT_INPUT} --iters 1 --warmup 0 --batch 3 --threads 2)
+set_tests_properties(cli.bench_table PROPERTIES FIXTURES_REQUIRED fx_models_0 TIMEOUT 120
+                     PASS_REGULAR_EXPRESSION "inputs \\[3, 3, 64, 64\\] Float, threads 2, BLAS [a-z]+ .*1 timed rounds after 0 warm-up.*\nTorchScript opt +[0-9.]+ +[0-9.]+ +1\\.000 .*\nfxcpp optimized +[0-9.]+ .*fxcpp optimized: optimised in")
+# The matmul roofline (a small one: structure only).
+add_test(NAME cli.bench_roofline
+         COMMAND sh -c "\"$0\" bench --roofline --size 128 --seconds 0.05 --json | /usr/bin/python3 \"$1\" --roofline"
+                 ${FX_CLI} ${FX_SRC}/tests/cli/check_bench_json.py)
+set_tests_properties(cli.bench_roofline PROPERTIES PASS_REGULAR_EXPRESSION "^bench json ok\n$")
+
+# Bad arguments: one line, exit status 2.
+set(FX_LINEAR ${FX_CORRUPT_DIR}/linear.pt)
+set(FX_LINEAR_IN ${FX_CORRUPT_DIR}/linear.input.pt)
+fx_cli_one_line(bench_missing_model "no_such.pt: no such file" bench ${FX_BIN}/no_such.pt --input ${FX_LINEAR_IN})
+fx_cli_one_line(bench_missing_input "no_such.input.pt: no such file"
+                bench ${FX_LINEAR} --input ${FX_BIN}/no_such.input.pt)
+fx_cli_one_line(bench_threads_zero "^fxcpp bench: --threads expects a positive integer, got '0'\n$"
+                bench ${FX_LINEAR} --input ${FX_LINEAR_IN} --threads 0)
+fx_cli_one_line(bench_threads_word "^fxcpp bench: --threads expects a positive integer, got 'two'\n$"
+                bench ${FX_LINEAR} --input ${FX_LINEAR_IN} --threads two)
+fx_cli_one_line(bench_no_input "^fxcpp bench: --input IN.pt is required\n$" bench ${FX_LINEAR})
+fx_cli_one_line(bench_no_model "^fxcpp bench: no model file given \\(MODEL\\)\n$" bench --input ${FX_LINEAR_IN})
+fx_cli_one_line(bench_iters_and_seconds "^fxcpp bench: --iters and --seconds: give one of them\n$"
+                bench ${FX_LINEAR} --input ${FX_LINEAR_IN} --iters 2 --seconds 1)
+fx_cli_one_line(bench_seconds_zero "^fxcpp bench: --seconds expects a number > 0, got '0'\n$"
+                bench ${FX_LINEAR} --input ${FX_LINEAR_IN} --seconds=0)
+fx_cli_one_line(bench_roofline_with_model "^fxcpp bench: --roofline takes no MODEL\n$" bench ${FX_LINEAR} --roofline)
+fx_cli_one_line(run_bf16_without_optimize "^fxcpp run: --bf16 goes with --optimize\n$"
+                run ${FX_LINEAR} --input ${FX_LINEAR_IN} --bf16)

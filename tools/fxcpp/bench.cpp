@@ -1,0 +1,353 @@
+// fxcpp bench MODEL.pt --input IN.pt: eager TorchScript, TorchScript's
+// optimize_for_inference, fxcpp's GraphModule::forward and fxcpp's
+// optimize_for_inference (and its bf16 version) side by side, in one process,
+// interleaved round-robin: one forward of each engine per round, after
+// warm-up, so a busy machine slows every engine alike. Prints median and
+// minimum ms, the ratio to TorchScript's optimize_for_inference, GFLOP/s
+// (fx::summarize_model's FLOPs), and each output's max difference from eager
+// TorchScript relative to its max |output|; --json prints one JSON object.
+// fxcpp bench --roofline measures the matmul roofline instead.
+#include "command.h"
+#include "machine_info.h"
+#include "model_io.h"
+#include "optimize_io.h"
+
+#include <fx/import.h>
+#include <fx/passes/model_summary.h>
+#include <fx/passes/shape_prop.h>
+
+#include <ATen/Parallel.h>
+#include <torch/csrc/jit/api/module.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <sstream>
+
+namespace fx::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+/// One way of running the model.
+struct Engine {
+  std::string key;      ///< JSON name: "torchscript"
+  std::string label;    ///< table name: "TorchScript"
+  std::string prepare;  ///< what prepare_ms measured: "load", "freeze + optimize_for_inference" ...
+  std::function<c10::IValue()> forward;
+  double prepare_ms = 0;
+  std::vector<double> samples;  ///< ms of each timed forward
+  c10::IValue output;           ///< of the last forward
+  double median_ms = 0, min_ms = 0, ratio = 0, gflops = 0, max_rel_diff = 0;
+};
+
+Engine make_engine(std::string key, std::string label, std::string prepare, std::function<c10::IValue()> forward,
+                   double prepare_ms) {
+  Engine e;
+  e.key = std::move(key);
+  e.label = std::move(label);
+  e.prepare = std::move(prepare);
+  e.forward = std::move(forward);
+  e.prepare_ms = prepare_ms;
+  return e;
+}
+
+void flatten(const c10::IValue& v, std::vector<at::Tensor>& out) {
+  if (v.isTensor()) {
+    out.push_back(v.toTensor());
+  } else if (v.isTuple()) {
+    for (const auto& e : v.toTupleRef().elements()) flatten(e, out);
+  } else if (v.isList()) {
+    for (const auto& e : v.toListRef()) flatten(e, out);
+  } else if (v.isGenericDict()) {
+    for (const auto& kv : v.toGenericDict()) flatten(kv.value(), out);
+  }
+}
+
+/// max |out - ref| / max |ref| over every tensor of the outputs.
+double relative_diff(const c10::IValue& out, const c10::IValue& ref, const std::string& engine) {
+  std::vector<at::Tensor> a, b;
+  flatten(out, a);
+  flatten(ref, b);
+  if (a.size() != b.size())
+    throw Error(engine + " returns " + std::to_string(a.size()) + " tensors, eager TorchScript " +
+                std::to_string(b.size()));
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].sizes() != b[i].sizes())
+      throw Error(engine + ": output tensor " + std::to_string(i) + " has another shape than eager TorchScript's");
+    if (b[i].numel() == 0) continue;
+    const at::Tensor x = a[i].to(at::kDouble), y = b[i].to(at::kDouble);
+    diff = std::max(diff, (x - y).abs().max().item<double>());
+    scale = std::max(scale, y.abs().max().item<double>());
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+/// Every tensor input repeated `batch` times along dim 0.
+std::vector<c10::IValue> batched(const std::vector<c10::IValue>& inputs, int batch) {
+  if (batch == 1) return inputs;
+  std::vector<c10::IValue> out;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].isTensor()) {
+      out.push_back(inputs[i]);
+      continue;
+    }
+    const at::Tensor& t = inputs[i].toTensor();
+    if (t.dim() == 0) throw Error("--batch: input " + std::to_string(i) + " is a 0-dim tensor (no dim 0 to repeat)");
+    out.emplace_back(at::cat(std::vector<at::Tensor>(static_cast<size_t>(batch), t), 0));
+  }
+  return out;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::string shapes_of(const std::vector<c10::IValue>& inputs) {
+  std::ostringstream os;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    os << (i ? ", " : "");
+    if (inputs[i].isTensor()) os << inputs[i].toTensor().sizes() << " " << inputs[i].toTensor().scalar_type();
+    else os << inputs[i].tagKind();
+  }
+  return os.str();
+}
+
+/// How long and how often to measure.
+struct Schedule {
+  int warmup = 2;       ///< untimed rounds
+  int iters = 0;        ///< timed rounds (0: by `seconds`)
+  double seconds = 2;   ///< time budget of the timed rounds
+  int min_rounds = 3;   ///< fewest timed rounds with `seconds`
+};
+
+/// Warm-up, then rounds of one forward per engine (the first engine of a
+/// round rotates, so no engine always runs right after another); returns the
+/// number of timed rounds.
+int measure(std::vector<Engine>& engines, const Schedule& s, const std::string& model) {
+  const size_t n = engines.size();
+  for (int w = 0; w < s.warmup; ++w) {
+    set_activity("warm-up round " + std::to_string(w + 1) + " of " + model);
+    for (Engine& e : engines) e.output = e.forward();
+  }
+  const auto start = Clock::now();
+  int rounds = 0;
+  while (s.iters > 0 ? rounds < s.iters
+                     : (rounds < s.min_rounds || ms_since(start) < s.seconds * 1e3)) {
+    set_activity("timed round " + std::to_string(rounds + 1) + " of " + model);
+    for (size_t k = 0; k < n; ++k) {
+      Engine& e = engines[(static_cast<size_t>(rounds) + k) % n];
+      const auto t0 = Clock::now();
+      e.output = e.forward();
+      e.samples.push_back(ms_since(t0));
+    }
+    ++rounds;
+  }
+  return rounds;
+}
+
+/// The setup of a bench run, for the table header and the JSON object.
+struct Setup {
+  std::string model, input_shapes;
+  int threads = 1, batch = 1, rounds = 0;
+  Schedule schedule;
+  BlasInfo blas;
+  int64_t flops = 0;
+  OptimizeReport report;
+};
+
+json report_json(const OptimizeReport& r) {
+  return {{"optimize_ms", r.optimize_ms},        {"nodes_before", r.nodes_before},
+          {"nodes_after", r.nodes_after},        {"frozen_modules", r.frozen_modules},
+          {"folded_batch_norms", r.folded_batch_norms}, {"removed_noops", r.removed_noops},
+          {"onednn_convs", r.onednn_convs},      {"onednn_linears", r.onednn_linears},
+          {"onednn_matmuls", r.onednn_matmuls},  {"fused_post_ops", r.fused_post_ops}};
+}
+
+void print_json(const Setup& s, const std::vector<Engine>& engines) {
+  json out = {{"model", s.model},
+              {"inputs", s.input_shapes},
+              {"threads", s.threads},
+              {"batch", s.batch},
+              {"blas", s.blas.kind},
+              {"blas_path", s.blas.path},
+              {"flops", s.flops},
+              {"warmup_rounds", s.schedule.warmup},
+              {"rounds", s.rounds},
+              {"ratio_to", "torchscript_opt"},
+              {"optimize", report_json(s.report)},
+              {"engines", json::array()}};
+  for (const Engine& e : engines) {
+    out["engines"].push_back({{"engine", e.key},
+                              {"label", e.label},
+                              {"median_ms", e.median_ms},
+                              {"min_ms", e.min_ms},
+                              {"ratio", e.ratio},
+                              {"gflops", e.gflops},
+                              {"max_rel_diff", e.max_rel_diff},
+                              {"prepare_ms", e.prepare_ms},
+                              {"prepare", e.prepare},
+                              {"samples", e.samples.size()}});
+  }
+  std::cout << out.dump(1) << "\n";
+}
+
+void print_table(const Setup& s, const std::vector<Engine>& engines) {
+  std::printf("%s: inputs %s, threads %d, BLAS %s (%s)\n", s.model.c_str(), s.input_shapes.c_str(), s.threads,
+              s.blas.kind.c_str(), s.blas.path.empty() ? "-" : s.blas.path.c_str());
+  std::printf("%.3f GFLOP per forward; %d timed rounds after %d warm-up, one forward of each engine per round\n\n",
+              static_cast<double>(s.flops) / 1e9, s.rounds, s.schedule.warmup);
+  std::printf("%-22s %10s %10s %9s %9s %10s %11s  %s\n", "engine", "median ms", "min ms", "/ TS-opt", "GFLOP/s",
+              "max diff", "prepare ms", "(prepare)");
+  for (const Engine& e : engines) {
+    std::printf("%-22s %10.3f %10.3f %9.3f %9.2f %10.2e %11.1f  (%s)\n", e.label.c_str(), e.median_ms, e.min_ms,
+                e.ratio, e.gflops, e.max_rel_diff, e.prepare_ms, e.prepare.c_str());
+  }
+  std::printf("\nfxcpp optimized: %s\n", report_line(s.report).c_str());
+}
+
+/// fxcpp bench --roofline [--size N] [--threads N] [--seconds S] [--json].
+int run_roofline(const ModelArgs& args, int threads) {
+  if (!args.model.empty()) throw Error("--roofline takes no MODEL");
+  const int n = args.get_int("size", 1024);
+  set_activity("timing " + std::to_string(n) + "^3 matmuls");
+  const std::vector<MatmulRate> rates = matmul_roofline(n, args.get_positive("seconds", 0.5));
+  const BlasInfo blas = loaded_blas();
+  if (args.has("json")) {
+    json out = {{"roofline", true},
+                {"size", n},
+                {"threads", threads},
+                {"blas", blas.kind},
+                {"blas_path", blas.path},
+                {"fp32_gflops", best_rate(rates, "fp32")},
+                {"bf16_gflops", best_rate(rates, "bf16")},
+                {"paths", json::array()}};
+    for (const MatmulRate& r : rates)
+      out["paths"].push_back({{"dtype", r.dtype}, {"path", r.path}, {"gflops", r.gflops}, {"reps", r.reps}});
+    std::cout << out.dump(1) << "\n";
+    return 0;
+  }
+  std::printf("matmul roofline: %dx%dx%d, threads %d, BLAS %s (%s)\n", n, n, n, threads, blas.kind.c_str(),
+              blas.path.empty() ? "-" : blas.path.c_str());
+  for (const MatmulRate& r : rates)
+    std::printf("  %-5s %-22s %8.1f GFLOP/s  (best of %d)\n", r.dtype.c_str(), r.path.c_str(), r.gflops, r.reps);
+  std::printf("roofline: fp32 %.1f GFLOP/s, bf16 %.1f GFLOP/s\n", best_rate(rates, "fp32"), best_rate(rates, "bf16"));
+  return 0;
+}
+
+/// Loads the model four (five) ways; the first engine is eager TorchScript,
+/// the second TorchScript's optimize_for_inference.
+std::vector<Engine> prepare_engines(const ModelArgs& args, Setup& setup, std::vector<c10::IValue>& inputs) {
+  std::vector<Engine> engines(args.has("bf16") ? 5 : 4);
+  set_activity("reading " + args.model);
+  auto t0 = Clock::now();
+  auto ts = std::make_shared<torch::jit::Module>(load_torchscript(args.model));
+  ts->eval();
+  engines[0] = make_engine("torchscript", "TorchScript", "load", [ts, &inputs] { return ts->forward(inputs); },
+                           ms_since(t0));
+
+  set_activity("importing " + args.model);
+  t0 = Clock::now();
+  std::shared_ptr<GraphModule> gm = import_torchscript(*ts);
+  engines[2] = make_engine("fxcpp", "fxcpp", "import", [gm, &inputs] { return gm->forward(inputs); }, ms_since(t0));
+  inputs = batched(load_model_inputs(*gm, args.get("input")), setup.batch);
+  setup.input_shapes = shapes_of(inputs);
+
+  set_activity("freezing and optimising " + args.model + " with TorchScript");
+  t0 = Clock::now();
+  torch::jit::Module clone = ts->clone();
+  clone.eval();
+  auto ts_opt = std::make_shared<torch::jit::Module>(torch::jit::freeze(clone));
+  *ts_opt = torch::jit::optimize_for_inference(*ts_opt);
+  engines[1] = make_engine("torchscript_opt", "TorchScript opt", "freeze + optimize_for_inference",
+                           [ts_opt, &inputs] { return ts_opt->forward(inputs); }, ms_since(t0));
+
+  set_activity("counting FLOPs of " + args.model);
+  ShapeProp(gm).propagate_meta(inputs);
+  setup.flops = summarize_model(*gm).total_flops;
+
+  set_activity("optimising " + args.model + " with fxcpp");
+  t0 = Clock::now();
+  auto opt = optimize_model(gm, inputs, /*bf16=*/false, &setup.report);
+  engines[3] = make_engine("fxcpp_opt", "fxcpp optimized", "optimize_for_inference",
+                           [opt, &inputs] { return opt->forward(inputs); }, ms_since(t0));
+  if (args.has("bf16")) {
+    set_activity("optimising " + args.model + " with fxcpp, bf16");
+    t0 = Clock::now();
+    OptimizeReport report;
+    auto bf16 = optimize_model(gm, inputs, /*bf16=*/true, &report);
+    engines[4] = make_engine("fxcpp_opt_bf16", "fxcpp optimized bf16", "optimize_for_inference bf16",
+                             [bf16, &inputs] { return bf16->forward(inputs); }, ms_since(t0));
+  }
+  return engines;
+}
+
+int run_bench(const std::vector<std::string>& argv) {
+  ModelArgs args = parse_model_args(
+      argv, {"input", "threads", "batch", "iters", "seconds", "min-rounds", "warmup", "size"},
+      {"bf16", "json", "roofline"}, /*model_optional=*/true);
+  const int threads = args.get_int("threads", 1);
+  at::set_num_threads(threads);  // ATen's pool and OpenMP's (oneDNN's) threads
+  if (args.has("roofline")) return run_roofline(args, threads);
+  if (args.model.empty()) throw Error("no model file given (MODEL)");
+  if (!args.has("input")) throw Error("--input IN.pt is required");
+  if (args.has("iters") && args.has("seconds")) throw Error("--iters and --seconds: give one of them");
+  if (args.has("size")) throw Error("--size goes with --roofline");
+  Setup setup;
+  setup.model = args.model;
+  setup.threads = threads;
+  setup.batch = args.get_int("batch", 1);
+  setup.schedule.warmup = args.get_int("warmup", 2, /*min=*/0);
+  setup.schedule.iters = args.has("iters") ? args.get_int("iters", 1) : 0;
+  setup.schedule.seconds = args.get_positive("seconds", 2);
+  setup.schedule.min_rounds = args.get_int("min-rounds", 3);
+
+  torch::NoGradGuard no_grad;
+  std::vector<c10::IValue> inputs;
+  std::vector<Engine> engines;
+  try {
+    engines = prepare_engines(args, setup, inputs);
+    setup.rounds = measure(engines, setup.schedule, args.model);
+  } catch (const Error&) {
+    throw;  // fx's own errors (a bad file, bad inputs file) name their problem
+  } catch (const std::exception& e) {
+    std::cerr << "fxcpp bench: " << args.get("input") << ": bad input for " << args.model << ": "
+              << one_line_error(e) << "\n";
+    return kBadInput;
+  }
+  setup.blas = loaded_blas();
+  const double ts_opt_ms = median(engines[1].samples);
+  for (Engine& e : engines) {
+    e.median_ms = median(e.samples);
+    e.min_ms = e.samples.empty() ? 0 : *std::min_element(e.samples.begin(), e.samples.end());
+    e.ratio = ts_opt_ms > 0 ? e.median_ms / ts_opt_ms : 0;
+    e.gflops = e.median_ms > 0 ? static_cast<double>(setup.flops) / (e.median_ms * 1e6) : 0;
+    e.max_rel_diff = relative_diff(e.output, engines[0].output, e.label);
+  }
+  if (args.has("json")) print_json(setup, engines);
+  else print_table(setup, engines);
+  return 0;
+}
+
+}  // namespace
+
+FX_COMMAND("bench",
+           "bench MODEL.pt --input IN.pt [--threads N] [--batch N] [--iters N | --seconds S] [--warmup N] [--bf16] "
+           "[--json] | bench --roofline [--size N] [--threads N]",
+           "time TorchScript, its optimize_for_inference, fxcpp and fxcpp optimised, interleaved", run_bench);
+
+}  // namespace fx::cli

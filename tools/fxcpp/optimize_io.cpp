@@ -1,0 +1,27 @@
+// fx::optimize_for_inference for the command line (see optimize_io.h).
+#include "optimize_io.h"
+
+#include <cstdio>
+
+namespace fx::cli {
+
+std::shared_ptr<GraphModule> optimize_model(const std::shared_ptr<GraphModule>& gm,
+                                            const std::vector<c10::IValue>& inputs, bool bf16,
+                                            OptimizeReport* report) {
+  OptimizeOptions options;
+  options.example_inputs = inputs;
+  if (bf16) options.dtype = at::kBFloat16;
+  return optimize_for_inference(gm, options, report);
+}
+
+std::string report_line(const OptimizeReport& r) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "optimised in %.1f ms: %zu -> %zu nodes; %zu modules frozen, %zu batch norms folded, %zu no-ops "
+                "removed; oneDNN: %zu convs, %zu linears, %zu matmuls, %zu fused post-ops",
+                r.optimize_ms, r.nodes_before, r.nodes_after, r.frozen_modules, r.folded_batch_norms, r.removed_noops,
+                r.onednn_convs, r.onednn_linears, r.onednn_matmuls, r.fused_post_ops);
+  return buf;
+}
+
+}  // namespace fx::cli
