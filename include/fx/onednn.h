@@ -1,11 +1,12 @@
 #pragma once
 /// \file
-/// oneDNN kernels as call_function targets: convolution and linear with their weights reordered once into the layout oneDNN's
-/// fastest kernel wants ("packed"), and bias, activation and a residual sum
-/// fused as post-ops. Kernels are made per input shape on first use
-/// (fx::optimize_for_inference runs one forward on its example inputs, so
-/// that happens at optimise time). fx::optimize_for_inference's lower_to_onednn pass
-/// puts them in graphs; they are ordinary dispatcher operators, so the
+/// oneDNN kernels as call_function targets: convolution and linear with
+/// their weights reordered once into the layout oneDNN's fastest kernel
+/// wants ("packed"), bias, activation and a residual sum fused as post-ops;
+/// and a batched matmul of two activations. Kernels are made per input
+/// shape on first use (fx::optimize_for_inference runs one forward on its
+/// example inputs, so that happens at optimise time). The lower_to_onednn
+/// pass puts them in graphs; they are ordinary dispatcher operators, so the
 /// optimised graph prints, runs under the Interpreter and GraphModule, and
 /// shows in the profiler:
 ///
@@ -13,6 +14,10 @@
 ///                        Tensor? residual=None) -> Tensor
 ///   fxcpp::onednn_linear(Tensor input, __torch__.torch.classes.fxcpp.PackedLinear packed,
 ///                        Tensor? residual=None) -> Tensor
+///
+///   fxcpp::onednn_matmul(Tensor self, Tensor other) -> Tensor
+///     (two activations [..., M, K] x [..., K, N] with equal batch sizes,
+///     e.g. attention's q @ k^T: no packing, kernels cached per shape)
 ///
 /// The packed objects (torch custom classes) are the node's constant
 /// arguments. Convolutions read NCHW or channels_last input and write

@@ -46,6 +46,10 @@ void execute(const dnnl::primitive& p, std::unordered_map<int, dnnl::memory>& ar
 at::Tensor make_output(at::IntArrayRef sizes, const at::TensorOptions& options, at::MemoryFormat format,
                        const PostOps& post_ops, const c10::optional<at::Tensor>& residual, const char* op);
 
+/// fxcpp::onednn_matmul: self @ other for [..., M, K] x [..., K, N] of equal
+/// batch sizes (3-d or 4-d), strided inputs read in place.
+at::Tensor matmul(const at::Tensor& self, const at::Tensor& other);
+
 /// A plain (row-major) f32 weight, reordered into the layouts kernels ask for.
 /// The first layout is made from the plain tensor, which is then dropped;
 /// later layouts (another input shape may pick another kernel) are

@@ -115,13 +115,10 @@ at::Tensor PackedConv::run(const at::Tensor& input, const c10::optional<at::Tens
   if (!input.defined() || input.dim() != 4 || input.size(1) != in_channels_)
     throw Error("onednn_conv2d: expected an input [N, " + std::to_string(in_channels_) + ", H, W], got " +
                 (input.defined() ? sizes_str(input.sizes()) : std::string("None")));
-  at::Tensor x = to_dtype(input, dtype_);
-  bool channels_last = x.is_contiguous(at::MemoryFormat::ChannelsLast);
-  if (!channels_last && !x.is_contiguous()) {
-    x = x.contiguous(at::MemoryFormat::ChannelsLast);
-    channels_last = true;
-  }
-  auto k = kernel(x.sizes(), channels_last, dtype_);
+  // Always channels_last: oneDNN has no fast kernel for an NCHW source with
+  // an NHWC destination (the 3-channel stem would run its reference code).
+  at::Tensor x = to_dtype(input, dtype_).contiguous(at::MemoryFormat::ChannelsLast);
+  auto k = kernel(x.sizes(), true, dtype_);
   const std::vector<int64_t> out_sizes = output_sizes(x.sizes());
   at::Tensor out = make_output(out_sizes, x.options().dtype(out_dtype_), at::MemoryFormat::ChannelsLast, post_ops_,
                                residual, "onednn_conv2d");

@@ -29,6 +29,7 @@ TORCH_LIBRARY(fxcpp, m) {
   m.class_<PackedLinear>("PackedLinear").def("__str__", &PackedLinear::str);
   m.def("onednn_conv2d(Tensor input, __torch__.torch.classes.fxcpp.PackedConv packed, Tensor? residual=None) -> Tensor",
         &conv2d);
+  m.def("onednn_matmul(Tensor self, Tensor other) -> Tensor", &detail::matmul);
   m.def("onednn_linear(Tensor input, __torch__.torch.classes.fxcpp.PackedLinear packed, Tensor? residual=None) -> Tensor",
         &linear);
 }

@@ -1,6 +1,8 @@
 // freeze_modules: known torch.nn layer calls → the ATen call they run.
 #include <fx/passes/freeze.h>
 
+#include "passes/freeze_attention.h"
+
 #include <fx/graph.h>
 #include <fx/module_attributes.h>
 
@@ -152,6 +154,10 @@ PassResult freeze_modules(std::shared_ptr<GraphModule> gm) {
   bool modified = false;
   for (auto& [n, a] : calls) {
     auto m = gm->get_submodule(n->target());
+    if (a.type == "MultiheadAttention") {
+      modified |= passes_detail::freeze_attention(*gm, n, *m, a);
+      continue;
+    }
     Freezer f(n, *m, a);
     std::optional<Frozen> frozen = f.freeze();
     if (!frozen) continue;

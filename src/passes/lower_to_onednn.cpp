@@ -5,6 +5,7 @@
 #include <fx/onednn.h>
 #include <fx/tensor_meta.h>
 
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -52,9 +53,11 @@ class Lowering {
   /// Whether lower() erased `n` (fused into an earlier node).
   bool erased(const Node* n) const { return erased_.count(n) > 0; }
 
-  /// Lowers `n` if it is a conv2d / linear of constants; true if it did.
+  /// Lowers `n` if it is a conv2d / linear of constants or a batched
+  /// matmul of two activations; true if it did.
   bool lower(Node* n) {
     const std::string name = op_name(n);
+    if (name == "matmul" || name == "bmm") return lower_matmul(n);
     const bool conv = name == "conv2d";
     if (!conv && name != "linear") return false;
     const ArgList& a = n->args();
@@ -107,6 +110,32 @@ class Lowering {
   }
 
  private:
+  /// matmul(a, b) of two float activations of one rank (3 or 4) with equal
+  /// batch sizes (known from tensor_meta) → fxcpp::onednn_matmul.
+  bool lower_matmul(Node* n) {
+    const ArgList& a = n->args();
+    if (a.size() != 2 || !n->kwargs().empty() || !a[0].is_node() || !a[1].is_node()) return false;
+    const TensorMetadata* ma = tensor_meta(a[0].to_node());
+    const TensorMetadata* mb = tensor_meta(a[1].to_node());
+    if (!ma || !mb || ma->dtype != at::kFloat || mb->dtype != at::kFloat) return false;
+    const size_t r = ma->shape.size();
+    if (r < 3 || r > 4 || mb->shape.size() != r) return false;
+    if (!std::equal(ma->shape.begin(), ma->shape.end() - 2, mb->shape.begin())) return false;
+    Graph& g = gm_.graph();
+    Node* lowered = nullptr;
+    {
+      InsertPoint at = g.inserting_before(n);
+      lowered = g.call_function("fxcpp::onednn_matmul", {a[0], a[1]});
+    }
+    lowered->meta() = n->meta();
+    position_[lowered] = position_[n];
+    n->replace_all_uses_with(lowered);
+    erased_.insert(n);
+    g.erase_node(n);
+    counts_.matmuls++;
+    return true;
+  }
+
   /// The other operand of add(n, r) / add(r, n) / add_ when n's only user is
   /// that add, alpha is 1 and both have the same known shape; else nullptr.
   Node* residual_of(Node* n) {
@@ -170,18 +199,20 @@ class Lowering {
   std::unordered_set<const Node*> erased_;
 };
 
-bool is_onednn(const Node* n) {
-  return n->op() == Opcode::CallFunction && n->target().rfind("fxcpp::onednn_", 0) == 0;
+/// A packed oneDNN kernel (conv / linear): those take bf16 from each other.
+bool is_packed(const Node* n) {
+  return n->op() == Opcode::CallFunction &&
+         (n->target() == "fxcpp::onednn_conv2d" || n->target() == "fxcpp::onednn_linear");
 }
 
 /// bf16 kernels hand bf16 only to other oneDNN kernels; every other
 /// consumer (ATen ops, the output) gets float32, as the graph had.
 void keep_float_at_boundaries(Graph& g) {
   for (Node* n : g.nodes()) {
-    if (!is_onednn(n)) continue;
-    bool all_onednn = true;
-    for (Node* u : n->users()) all_onednn &= is_onednn(u);
-    if (!all_onednn) onednn::set_output_dtype(n->args()[1].to_constant(), c10::ScalarType::Float);
+    if (!is_packed(n)) continue;
+    bool all_packed = true;
+    for (Node* u : n->users()) all_packed &= is_packed(u);
+    if (!all_packed) onednn::set_output_dtype(n->args()[1].to_constant(), c10::ScalarType::Float);
   }
 }
 

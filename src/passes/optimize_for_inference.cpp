@@ -3,6 +3,7 @@
 #include <fx/passes/optimize_for_inference.h>
 
 #include <fx/graph.h>
+#include <fx/module_attributes.h>
 #include <fx/passes/fold_batch_norm.h>
 #include <fx/passes/freeze.h>
 #include <fx/passes/lower_to_onednn.h>
@@ -59,9 +60,16 @@ std::shared_ptr<GraphModule> optimize_for_inference(const std::shared_ptr<GraphM
   std::shared_ptr<GraphModule> out = copy_module(gm);
   Graph& g = out->graph();
   const size_t modules = count(g, Opcode::CallModule);
+  for (const Node* n : g.nodes()) {
+    if (n->op() != Opcode::CallModule) continue;
+    auto a = module_attributes(*out->get_submodule(n->target()));
+    r.removed_noops += a && (a->type == "Identity" || a->type.find("Dropout") != std::string::npos);
+  }
   freeze_modules(out);
   r.frozen_modules = modules - count(g, Opcode::CallModule);
+  const size_t nodes = g.nodes().size();
   remove_dropout(out);  // functional dropouts (freeze_modules removed the modules)
+  r.removed_noops += nodes - g.nodes().size();
   if (!options.example_inputs.empty()) ShapeProp(out).propagate_meta(options.example_inputs);
   if (options.fold_batch_norm) {
     const size_t norms = count(g, Opcode::CallFunction, "aten::batch_norm");
@@ -73,6 +81,7 @@ std::shared_ptr<GraphModule> optimize_for_inference(const std::shared_ptr<GraphM
     lower_to_onednn(out, options.dtype, &lowered);
     r.onednn_convs = lowered.convs;
     r.onednn_linears = lowered.linears;
+    r.onednn_matmuls = lowered.matmuls;
     r.fused_post_ops = lowered.fused_post_ops;
   }
   g.eliminate_dead_code();

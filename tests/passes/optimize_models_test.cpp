@@ -19,9 +19,13 @@ double relative_error(const at::Tensor& a, const at::Tensor& b) {
   return (a - b).abs().max().item<double>() / b.abs().max().item<double>();
 }
 
-void check_model(const std::string& name) {
+/// Checks `name`; fills the fp32 report.
+void check_model(const std::string& name, fx::OptimizeReport* out = nullptr) {
   const std::string base = std::string(FX_BINARY_DIR) + "/models/" + name;
-  if (!std::ifstream(base + ".pt")) GTEST_SKIP() << base << ".pt is missing (python/export_models.py exports it)";
+  if (!std::ifstream(base + ".pt")) {
+    // The passes_optimize_* ctest entries export it first; the plain program skips.
+    GTEST_SKIP() << base << ".pt is missing (python/export_models.py exports it)";
+  }
   auto gm = fx::import_torchscript(base + ".pt");
   std::vector<c10::IValue> inputs = fx::load_inputs(base + ".input.pt");
   at::Tensor expected = fx::load_value(base + ".output.pt").toTensor();
@@ -48,13 +52,30 @@ void check_model(const std::string& name) {
   bf16.dtype = at::kBFloat16;
   auto opt16 = fx::optimize_for_inference(gm, bf16);
   EXPECT_LE(relative_error(opt16->forward(inputs).toTensor(), expected), 0.1) << name << " (bf16)";
+  if (out) *out = report;
 }
 
 TEST(OptimizeModels, resnet18) { check_model("resnet18"); }
-TEST(OptimizeModels, resnet50) { check_model("resnet50"); }
+TEST(OptimizeModels, resnet50) {
+  fx::OptimizeReport r;
+  check_model("resnet50", &r);
+  if (IsSkipped()) return;
+  EXPECT_EQ(r.onednn_convs, 53u);
+  EXPECT_EQ(r.folded_batch_norms, 53u);
+  // 16 residual sums and 49 ReLUs fused (every ReLU follows a conv or a sum).
+  EXPECT_EQ(r.fused_post_ops, 16u + 49u);
+}
 TEST(OptimizeModels, mobilenet_v2) { check_model("mobilenet_v2"); }
 TEST(OptimizeModels, mobilenet_v3_small) { check_model("mobilenet_v3_small"); }
 TEST(OptimizeModels, efficientnet_b0) { check_model("efficientnet_b0"); }
-TEST(OptimizeModels, vit_b_16) { check_model("vit_b_16"); }
+TEST(OptimizeModels, vit_b_16) {
+  fx::OptimizeReport r;
+  check_model("vit_b_16", &r);
+  if (IsSkipped()) return;
+  // Each of the 12 self-attention blocks: in/out projections and two matmuls on oneDNN.
+  EXPECT_EQ(r.onednn_linears, 12u * 4 + 1);
+  EXPECT_EQ(r.onednn_matmuls, 12u * 2);
+  EXPECT_EQ(r.onednn_convs, 1u);
+}
 
 }  // namespace

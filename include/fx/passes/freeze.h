@@ -12,7 +12,10 @@
 /// Layers frozen: Conv2d (zeros padding), Linear, BatchNorm1d/2d (eval,
 /// running stats), LayerNorm, ReLU, ReLU6, Hardtanh, SiLU, GELU, Sigmoid,
 /// Tanh, Hardswish, Hardsigmoid, MaxPool2d, AdaptiveAvgPool2d, Flatten,
-/// Softmax, Dropout*, Identity. Other modules stay call_module. Freezing is
+/// Softmax, Dropout*, Identity, and MultiheadAttention used as
+/// self-attention (batch_first, no masks, only output [0] read: linear →
+/// heads → matmul → softmax → matmul → linear, the 1/sqrt(head_dim) scale
+/// folded into the query projection). Other modules stay call_module. Freezing is
 /// for inference: a BatchNorm or Dropout in training mode is an fx::Error
 /// (torch.jit.freeze also requires eval mode), and the graph is unchanged.
 

@@ -11,6 +11,11 @@
 /// residual's buffer when that value is a fresh result (not an input, an
 /// attribute or a view) that nothing reads afterwards.
 ///
+/// aten::matmul / aten::bmm of two float activations of rank 3 or 4 with
+/// equal batch sizes (attention's q @ k^T and p @ v; shapes from
+/// tensor_meta) become fxcpp::onednn_matmul, so they no longer depend on
+/// the BLAS libtorch was given.
+///
 /// Run on frozen graphs (fx::freeze_modules, fx::fold_batch_norm first):
 /// aten::conv2d(x, W, b, stride, padding, dilation, groups) and
 /// aten::linear(x, W, b) with get_attr weights.
@@ -24,7 +29,7 @@ namespace fx {
 /// What lower_to_onednn did.
 struct OneDnnLowering {
   /// Nodes lowered.
-  size_t convs = 0, linears = 0;
+  size_t convs = 0, linears = 0, matmuls = 0;
   /// Residual sums and activations fused into them.
   size_t fused_post_ops = 0;
 };

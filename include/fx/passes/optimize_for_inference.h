@@ -68,8 +68,10 @@ struct OptimizeReport {
   size_t frozen_modules = 0;
   /// Batch norms folded into a conv or linear.
   size_t folded_batch_norms = 0;
+  /// Dropout and identity calls removed (modules and functional).
+  size_t removed_noops = 0;
   /// Nodes lowered to oneDNN, by kind.
-  size_t onednn_convs = 0, onednn_linears = 0;
+  size_t onednn_convs = 0, onednn_linears = 0, onednn_matmuls = 0;
   /// Activations, residual adds and biases fused into a oneDNN node.
   size_t fused_post_ops = 0;
 };
