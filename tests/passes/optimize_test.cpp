@@ -12,6 +12,7 @@
 #include <fx/passes/lower_to_onednn.h>
 #include <fx/passes/optimize_for_inference.h>
 #include <fx/passes/shape_prop.h>
+#include <fx/serialize.h>
 #include <fx/trace.h>
 
 #include <gtest/gtest.h>
@@ -218,6 +219,15 @@ TEST(OptimizeForInference, Errors) {
             "freeze_modules: %stem_bn : [#users=1] = call_module[target=stem_bn](args = (%stem,), kwargs = {}) "
             "calls a BatchNorm2d in training mode; call eval() on the module before freezing it");
   EXPECT_EQ(t.gm->code(), code);
+}
+
+TEST(OptimizeForInference, OptimisedGraphsSayTheyCannotBeSaved) {
+  Traced t = traced_tiny_net();
+  auto opt = fx::optimize_for_inference(t.gm);
+  const std::string e = error_of([&] { fx::save_to_string(*opt); });
+  EXPECT_NE(e.find("a constant of type __torch__.torch.classes.fxcpp.PackedConv cannot be saved"), std::string::npos)
+      << e;
+  fx::save_to_string(*t.gm);  // the original still saves
 }
 
 TEST(FreezeModules, WritesLayersAsTheirAtenCalls) {
