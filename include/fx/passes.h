@@ -17,6 +17,7 @@
 #include <fx/passes/partitioner.h>
 #include <fx/passes/pass_manager.h>
 #include <fx/passes/profiler.h>
+#include <fx/passes/reinplace.h>
 #include <fx/passes/remove_dropout.h>
 #include <fx/passes/remove_noops.h>
 #include <fx/passes/shape_prop.h>

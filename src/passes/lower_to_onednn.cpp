@@ -5,6 +5,8 @@
 #include <fx/onednn.h>
 #include <fx/tensor_meta.h>
 
+#include "passes/buffer_reuse.h"
+
 #include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
@@ -12,17 +14,10 @@
 namespace fx {
 namespace {
 
-/// "aten::relu_.default" → "relu_".
-std::string op_name(const Node* n) {
-  if (n->op() != Opcode::CallFunction || n->target().rfind("aten::", 0) != 0) return "";
-  std::string s = n->target().substr(6);
-  return s.substr(0, s.find('.'));
-}
+using passes_detail::NodeOrder;
+using passes_detail::tensor_meta_of;
 
-const TensorMetadata* tensor_meta(const Node* n) {
-  auto it = n->meta().find("tensor_meta");
-  return it == n->meta().end() ? nullptr : std::any_cast<TensorMetadata>(&it->second);
-}
+std::string op_name(const Node* n) { return passes_detail::aten_op_name(n); }
 
 bool is_get_attr(const Argument& a) { return a.is_node() && a.to_node()->op() == Opcode::GetAttr; }
 
@@ -33,22 +28,10 @@ std::vector<int64_t> int_list(const Argument& a) {
   return out;
 }
 
-/// Producers whose result is a new tensor no other value aliases.
-bool is_fresh(const Node* n) {
-  static const std::unordered_set<std::string> fresh = {
-      "add", "sub", "mul", "relu", "hardtanh", "silu", "sigmoid", "hardswish", "gelu", "max_pool2d",
-      "avg_pool2d", "adaptive_avg_pool2d", "layer_norm", "conv2d", "linear", "cat"};
-  if (n->op() != Opcode::CallFunction) return false;
-  if (n->target().rfind("fxcpp::onednn_", 0) == 0) return true;
-  return fresh.count(op_name(n)) > 0;
-}
-
 class Lowering {
  public:
-  Lowering(GraphModule& gm, c10::ScalarType dtype, OneDnnLowering& counts) : gm_(gm), dtype_(dtype), counts_(counts) {
-    size_t i = 0;
-    for (Node* n : gm.graph().nodes()) position_[n] = i++;
-  }
+  Lowering(GraphModule& gm, c10::ScalarType dtype, OneDnnLowering& counts)
+      : gm_(gm), dtype_(dtype), counts_(counts), order_(gm.graph()) {}
 
   /// Whether lower() erased `n` (fused into an earlier node).
   bool erased(const Node* n) const { return erased_.count(n) > 0; }
@@ -86,7 +69,7 @@ class Lowering {
     }
     if (Node* act = activation_after(chain.back(), post)) chain.push_back(act);
     Node* last = chain.back();
-    if (residual) post.residual_inplace = may_overwrite(residual, chain[1]);
+    if (residual) post.residual_inplace = order_.may_overwrite(residual, chain[1]);
 
     c10::IValue packed = conv ? onednn::pack_conv2d(w, b, params, post, dtype_) : onednn::pack_linear(w, b, post, dtype_);
     Graph& g = gm_.graph();
@@ -98,7 +81,7 @@ class Lowering {
       lowered = g.call_function(conv ? "fxcpp::onednn_conv2d" : "fxcpp::onednn_linear", std::move(args));
     }
     lowered->meta() = last->meta();
-    position_[lowered] = position_[last];
+    order_.place(lowered, last);
     last->replace_all_uses_with(lowered);
     for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
       erased_.insert(*it);
@@ -115,8 +98,8 @@ class Lowering {
   bool lower_matmul(Node* n) {
     const ArgList& a = n->args();
     if (a.size() != 2 || !n->kwargs().empty() || !a[0].is_node() || !a[1].is_node()) return false;
-    const TensorMetadata* ma = tensor_meta(a[0].to_node());
-    const TensorMetadata* mb = tensor_meta(a[1].to_node());
+    const TensorMetadata* ma = tensor_meta_of(a[0].to_node());
+    const TensorMetadata* mb = tensor_meta_of(a[1].to_node());
     if (!ma || !mb || ma->dtype != at::kFloat || mb->dtype != at::kFloat) return false;
     const size_t r = ma->shape.size();
     if (r < 3 || r > 4 || mb->shape.size() != r) return false;
@@ -128,7 +111,7 @@ class Lowering {
       lowered = g.call_function("fxcpp::onednn_matmul", {a[0], a[1]});
     }
     lowered->meta() = n->meta();
-    position_[lowered] = position_[n];
+    order_.place(lowered, n);
     n->replace_all_uses_with(lowered);
     erased_.insert(n);
     g.erase_node(n);
@@ -151,9 +134,9 @@ class Lowering {
     Node* r = a[0].to_node() == n ? a[1].to_node() : a[0].to_node();
     if (r == n) return nullptr;
     // add_(r, n) writes into r: only when nothing reads r afterwards.
-    if (name == "add_" && a[0].to_node() == r && !dead_after(r, u)) return nullptr;
-    const TensorMetadata* mn = tensor_meta(n);
-    const TensorMetadata* mr = tensor_meta(r);
+    if (name == "add_" && a[0].to_node() == r && !order_.dead_after(r, u)) return nullptr;
+    const TensorMetadata* mn = tensor_meta_of(n);
+    const TensorMetadata* mr = tensor_meta_of(r);
     if (!mn || !mr || mn->shape != mr->shape || mr->dtype != at::kFloat) return nullptr;
     return r;
   }
@@ -180,22 +163,10 @@ class Lowering {
     return onednn::activation_from_aten(name, scalars, approximate, post) ? u : nullptr;
   }
 
-  /// Whether no node after `user` reads `r` (and r is not the graph's output).
-  bool dead_after(Node* r, Node* user) {
-    for (Node* user_node : r->users()) {
-      if (user_node == user) continue;
-      if (user_node->op() == Opcode::Output || position_.at(user_node) > position_.at(user)) return false;
-    }
-    return true;
-  }
-
-  /// Whether the fused op may write its result into r's buffer.
-  bool may_overwrite(Node* r, Node* add) { return is_fresh(r) && dead_after(r, add); }
-
   GraphModule& gm_;
   c10::ScalarType dtype_;
   OneDnnLowering& counts_;
-  std::unordered_map<const Node*, size_t> position_;
+  NodeOrder order_;
   std::unordered_set<const Node*> erased_;
 };
 

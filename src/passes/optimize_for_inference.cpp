@@ -7,6 +7,7 @@
 #include <fx/passes/fold_batch_norm.h>
 #include <fx/passes/freeze.h>
 #include <fx/passes/lower_to_onednn.h>
+#include <fx/passes/reinplace.h>
 #include <fx/passes/remove_dropout.h>
 #include <fx/passes/shape_prop.h>
 
@@ -84,6 +85,7 @@ std::shared_ptr<GraphModule> optimize_for_inference(const std::shared_ptr<GraphM
     r.onednn_matmuls = lowered.matmuls;
     r.fused_post_ops = lowered.fused_post_ops;
   }
+  if (options.reinplace) reinplace(out, &r.reinplaced);
   g.eliminate_dead_code();
   g.lint();
   out->delete_all_unused_submodules();

@@ -11,6 +11,7 @@
 #include <fx/passes/freeze.h>
 #include <fx/passes/lower_to_onednn.h>
 #include <fx/passes/optimize_for_inference.h>
+#include <fx/passes/reinplace.h>
 #include <fx/passes/shape_prop.h>
 #include <fx/serialize.h>
 #include <fx/trace.h>
@@ -153,8 +154,9 @@ TEST(OptimizeForInference, TinyNetEqualsEagerAtEveryBatchSize) {
             (std::vector<std::string>{"fxcpp::onednn_conv2d", "aten::max_pool2d", "fxcpp::onednn_conv2d",
                                       "fxcpp::onednn_conv2d", "fxcpp::onednn_conv2d",
                                       "aten::adaptive_avg_pool2d", "fxcpp::onednn_conv2d", "fxcpp::onednn_conv2d",
-                                      "aten::mul", "fxcpp::onednn_conv2d", "aten::adaptive_avg_pool2d",
+                                      "aten::mul_", "fxcpp::onednn_conv2d", "aten::adaptive_avg_pool2d",
                                       "aten::flatten", "fxcpp::onednn_linear", "fxcpp::onednn_linear"}));
+  EXPECT_EQ(report.reinplaced, 1u);  // the squeeze-excitation multiply writes into the conv's output
   EXPECT_LT(report.nodes_after, report.nodes_before);
   EXPECT_GT(report.optimize_ms, 0);
 }
@@ -317,6 +319,34 @@ TEST(LowerToOneDnn, ResidualIsNotOverwrittenWhileStillRead) {
   EXPECT_LE(relative_error(got.toTupleRef().elements()[0].toTensor(), expected.toTupleRef().elements()[0].toTensor()),
             1e-5);
   EXPECT_TRUE(at::equal(got.toTupleRef().elements()[1].toTensor(), expected.toTupleRef().elements()[1].toTensor()));
+}
+
+TEST(Reinplace, OnlyDeadFreshValuesWithoutLiveViews) {
+  auto g = std::make_shared<fx::Graph>();
+  fx::Node* x = g->placeholder("x");
+  fx::Node* b = g->placeholder("b");
+  fx::Node* a = g->call_function("aten::mul", {x, 3});         // fresh
+  fx::Node* r = g->call_function("aten::relu", {a});           // a dead after: relu_
+  fx::Node* s = g->call_function("aten::sigmoid", {x});        // x is an input: stays
+  fx::Node* v = g->call_function("aten::view", {r, fx::Argument::list({16})});  // a view of r, read at the end
+  fx::Node* m = g->call_function("aten::mul", {r, 2});         // r dead after, but its view lives: stays
+  fx::Node* t = g->call_function("aten::tanh", {m});           // m dead after: tanh_
+  fx::Node* c = g->call_function("aten::add", {g->call_function("aten::mul", {b, 1}), t});  // [4, 1] + [4, 4] broadcasts: stays
+  g->output(fx::Argument::tuple({s, v, c}));
+  auto gm = fx_test::module_of(g);
+  std::vector<c10::IValue> in{at::randn({4, 4}), at::randn({4, 1})};
+  c10::IValue want = gm->forward(in);
+  fx::ShapeProp(gm).propagate(in);
+  size_t count = 0;
+  EXPECT_TRUE(fx::reinplace(gm, &count).modified);
+  EXPECT_EQ(count, 2u);
+  EXPECT_EQ(call_targets(gm->graph()), (std::vector<std::string>{"aten::mul", "aten::relu_", "aten::sigmoid",
+                                                                  "aten::view", "aten::mul", "aten::tanh_",
+                                                                  "aten::mul", "aten::add"}));
+  c10::IValue got = gm->forward(in);
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_TRUE(at::equal(got.toTupleRef().elements()[i].toTensor(), want.toTupleRef().elements()[i].toTensor())) << i;
+  EXPECT_FALSE(fx::reinplace(gm).modified);
 }
 
 TEST(LowerToOneDnn, KernelErrorsNameTheOperator) {

@@ -18,7 +18,8 @@
 ///     fused as oneDNN post-ops; activations stay channels_last between
 ///     convolutions, so ATen ops in between (pooling, squeeze-excitation)
 ///     run on the same layout and no conversion pairs appear;
-///  4. dead code elimination and lint.
+///  4. reinplace: element-wise ops on dead fresh values run in place;
+///  5. dead code elimination and lint.
 /// The result prints, runs under the Interpreter and GraphModule::forward,
 /// and can be profiled like any graph. It cannot be saved with fx::save
 /// (packed weights are not part of the file format): save the module
@@ -52,6 +53,8 @@ struct OptimizeOptions {
   bool fold_batch_norm = true;
   /// Lower conv/linear/matmul to oneDNN (false: freeze and fold only).
   bool use_onednn = true;
+  /// Run element-wise ops in place where their input is dead (fx::reinplace).
+  bool reinplace = true;
   /// Keep freed memory in the process (glibc mallopt: no trimming, no mmap
   /// for large blocks) so a steady-state forward does not page-fault its
   /// buffers back in every call. Process-wide; off leaves malloc as it is.
@@ -72,8 +75,10 @@ struct OptimizeReport {
   size_t removed_noops = 0;
   /// Nodes lowered to oneDNN, by kind.
   size_t onednn_convs = 0, onednn_linears = 0, onednn_matmuls = 0;
-  /// Activations, residual adds and biases fused into a oneDNN node.
+  /// Activations and residual adds fused into a oneDNN node.
   size_t fused_post_ops = 0;
+  /// Ops turned into their in-place form (fx::reinplace).
+  size_t reinplaced = 0;
 };
 
 /// Returns a new GraphModule computing the same function as `gm` (fp32:
