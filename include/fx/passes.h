@@ -6,6 +6,7 @@
 #include <fx/passes/cse.h>
 #include <fx/passes/dead_code.h>
 #include <fx/passes/fold_batch_norm.h>
+#include <fx/passes/fold_conv_add_mul.h>
 #include <fx/passes/freeze.h>
 #include <fx/passes/fuser_utils.h>
 #include <fx/passes/graph_drawer.h>

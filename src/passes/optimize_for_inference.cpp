@@ -5,6 +5,7 @@
 #include <fx/graph.h>
 #include <fx/module_attributes.h>
 #include <fx/passes/fold_batch_norm.h>
+#include <fx/passes/fold_conv_add_mul.h>
 #include <fx/passes/freeze.h>
 #include <fx/passes/lower_to_onednn.h>
 #include <fx/passes/reinplace.h>
@@ -76,6 +77,7 @@ std::shared_ptr<GraphModule> optimize_for_inference(const std::shared_ptr<GraphM
     const size_t norms = count(g, Opcode::CallFunction, "aten::batch_norm");
     fold_batch_norm(out);
     r.folded_batch_norms = norms - count(g, Opcode::CallFunction, "aten::batch_norm");
+    fold_conv_add_mul(out, &r.folded_add_mul);
   }
   if (options.use_onednn) {
     OneDnnLowering lowered;

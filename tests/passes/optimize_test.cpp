@@ -8,6 +8,7 @@
 #include <fx/interpreter.h>
 #include <fx/onednn.h>
 #include <fx/passes/fold_batch_norm.h>
+#include <fx/passes/fold_conv_add_mul.h>
 #include <fx/passes/freeze.h>
 #include <fx/passes/lower_to_onednn.h>
 #include <fx/passes/optimize_for_inference.h>
@@ -292,6 +293,40 @@ TEST(FoldBatchNorm, FoldsIntoConvAndKeepsValues) {
   EXPECT_TRUE(at::equal(t.net->stem->weight, stem_weight));  // the module's own weight is not changed
   EXPECT_NE(t.gm->code().find("_folded_weight"), std::string::npos);
   EXPECT_FALSE(fx::fold_batch_norm(t.gm).modified);
+}
+
+TEST(FoldConvAddMul, FoldsPerChannelConstantsOnly) {
+  auto root = std::make_shared<torch::nn::Module>("Root");
+  root->register_buffer("w", at::randn({4, 3, 3, 3}));
+  root->register_buffer("b", at::randn({4}));
+  root->register_buffer("shift", at::randn({1, 4, 1, 1}));
+  root->register_buffer("plane", at::randn({4, 6, 6}));  // varies over space: cannot be a bias
+  auto g = std::make_shared<fx::Graph>();
+  fx::Node* x = g->placeholder("x");
+  fx::Node* c = g->call_function("aten::conv2d", {x, g->get_attr("w"), g->get_attr("b")});
+  fx::Node* v = g->call_function("aten::mul", {c, 0.5});
+  v = g->call_function("aten::add", {g->get_attr("shift"), v});
+  v = g->call_function("aten::div", {v, 4});
+  v = g->call_function("aten::sub", {v, 1});
+  v = g->call_function("aten::relu", {v});
+  fx::Node* c2 = g->call_function("aten::conv2d", {x, g->get_attr("w")});
+  fx::Node* p = g->call_function("aten::add", {c2, g->get_attr("plane")});
+  fx::Node* q = g->call_function("aten::rsub", {p, 1});  // 1 - p: not folded
+  g->output(fx::Argument::tuple({v, q}));
+  auto gm = std::make_shared<fx::GraphModule>(root, g);
+  at::Tensor in = at::randn({2, 3, 8, 8});
+  c10::IValue want = gm->forward({in});
+  size_t count = 0;
+  EXPECT_TRUE(fx::fold_conv_add_mul(gm, &count).modified);
+  EXPECT_EQ(count, 4u);
+  EXPECT_EQ(call_targets(gm->graph()),
+            (std::vector<std::string>{"aten::conv2d", "aten::relu", "aten::conv2d", "aten::add", "aten::rsub"}));
+  c10::IValue got = gm->forward({in});
+  for (size_t i = 0; i < 2; ++i)
+    EXPECT_LE(relative_error(got.toTupleRef().elements()[i].toTensor(), want.toTupleRef().elements()[i].toTensor()),
+              1e-5);
+  EXPECT_TRUE(at::equal(root->named_buffers()["w"], gm->fetch_attr("w")));  // the original weight is untouched
+  EXPECT_FALSE(fx::fold_conv_add_mul(gm).modified);
 }
 
 TEST(LowerToOneDnn, ResidualIsNotOverwrittenWhileStillRead) {

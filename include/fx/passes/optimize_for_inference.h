@@ -9,8 +9,9 @@
 ///     TorchScript leaves) become the ATen call_function they run, their
 ///     parameters get_attr constants; dropout (modules and functional) and
 ///     identity are removed;
-///  2. fold_batch_norm: eval batch norm after a conv/linear is folded into
-///     its weight and bias (new attributes; the original module is untouched);
+///  2. fold_batch_norm, fold_conv_add_mul: eval batch norm, and add / sub /
+///     mul / div by a per-channel constant, after a conv/linear are folded
+///     into its weight and bias (new attributes; the module is untouched);
 ///  3. lower_to_onednn: conv2d / linear / bmm / matmul become fxcpp::onednn_*
 ///     call_function targets (registered dispatcher operators with schemas)
 ///     whose packed weights are reordered once, with bias, activations
@@ -49,7 +50,7 @@ struct OptimizeOptions {
   /// Inputs whose shapes the kernels are prepared for (weights packed at
   /// optimise time). Empty: packed at the first forward of each shape.
   std::vector<c10::IValue> example_inputs;
-  /// Fold batch norm into the preceding conv/linear.
+  /// Fold batch norm, and add/sub/mul/div by constants, into the preceding conv/linear.
   bool fold_batch_norm = true;
   /// Lower conv/linear/matmul to oneDNN (false: freeze and fold only).
   bool use_onednn = true;
@@ -71,6 +72,8 @@ struct OptimizeReport {
   size_t frozen_modules = 0;
   /// Batch norms folded into a conv or linear.
   size_t folded_batch_norms = 0;
+  /// Constant add/sub/mul/div folded into a conv or linear.
+  size_t folded_add_mul = 0;
   /// Dropout and identity calls removed (modules and functional).
   size_t removed_noops = 0;
   /// Nodes lowered to oneDNN, by kind.
