@@ -19,6 +19,7 @@
 
 #include <gtest/gtest.h>
 #include <algorithm>
+#include <thread>
 #include <torch/nn.h>
 
 namespace {
@@ -222,6 +223,25 @@ TEST(OptimizeForInference, Errors) {
             "freeze_modules: %stem_bn : [#users=1] = call_module[target=stem_bn](args = (%stem,), kwargs = {}) "
             "calls a BatchNorm2d in training mode; call eval() on the module before freezing it");
   EXPECT_EQ(t.gm->code(), code);
+}
+
+TEST(OptimizeForInference, ConcurrentForwardsOfNewShapesAgree) {
+  // No example inputs: every thread's first call makes kernels and packs
+  // weights for its batch size while the others run.
+  Traced t = traced_tiny_net();
+  auto opt = fx::optimize_for_inference(t.gm);
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> inputs, want(6), got(6);
+  for (int64_t i = 0; i < 6; ++i) inputs.push_back(at::randn({1 + i % 3, 3, 32, 32}));
+  for (size_t i = 0; i < inputs.size(); ++i) want[i] = t.net->forward(inputs[i]);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    threads.emplace_back([&, i] {
+      at::NoGradGuard guard;
+      got[i] = opt->forward(inputs[i]);
+    });
+  for (auto& th : threads) th.join();
+  for (size_t i = 0; i < inputs.size(); ++i) EXPECT_LE(relative_error(got[i], want[i]), 1e-4) << i;
 }
 
 TEST(OptimizeForInference, OptimisedGraphsSayTheyCannotBeSaved) {
