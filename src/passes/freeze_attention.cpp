@@ -70,7 +70,7 @@ bool freeze_attention(GraphModule& gm, Node* n, const torch::nn::Module& module,
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   at::Tensor w = w_in.detach().clone();
   w.narrow(0, 0, e).mul_(scale);
-  const std::string base = n->name() + "_";
+  const std::string base = "_folded." + n->name() + ".";
   gm.register_attr(base + "in_proj_weight", w);
   if (b_in.defined()) {
     at::Tensor b = b_in.detach().clone();

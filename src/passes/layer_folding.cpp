@@ -22,7 +22,9 @@ bool is_constant_layer(const Node* n, bool* linear) {
 
 void fold_into_layer(GraphModule& gm, Node* layer, Node* folded, const at::Tensor& weight, const at::Tensor& bias) {
   Graph& g = layer->graph();
-  const std::string base = layer->name() + "_folded_";
+  // One submodule per layer: once nothing reads them (lower_to_onednn packed
+  // them), delete_all_unused_submodules frees them.
+  const std::string base = "_folded." + layer->name() + ".";
   gm.register_attr(base + "weight", weight);
   gm.register_attr(base + "bias", bias);
   {

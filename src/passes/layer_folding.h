@@ -20,7 +20,7 @@ bool is_get_attr(const Argument& a);
 bool is_constant_layer(const Node* n, bool* linear = nullptr);
 
 /// Gives `layer` the new `weight` and `bias` (attributes of gm named after
-/// the layer: "<layer>_folded_weight" / "_folded_bias") and replaces
+/// the layer: "_folded.<layer>.weight" / ".bias") and replaces
 /// `folded` (the layer's only user) by the layer.
 void fold_into_layer(GraphModule& gm, Node* layer, Node* folded, const at::Tensor& weight, const at::Tensor& bias);
 

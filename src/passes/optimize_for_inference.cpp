@@ -90,7 +90,7 @@ std::shared_ptr<GraphModule> optimize_for_inference(const std::shared_ptr<GraphM
   if (options.reinplace) reinplace(out, &r.reinplaced);
   g.eliminate_dead_code();
   g.lint();
-  out->delete_all_unused_submodules();
+  out->delete_all_unused_submodules();  // with it the folded weights the kernels packed (_folded.*)
   out->recompile();
   if (options.keep_freed_memory) keep_freed_memory();
   if (!options.example_inputs.empty()) out->forward(options.example_inputs);  // makes the kernels, packs weights

@@ -9,7 +9,8 @@
 /// Works on frozen graphs (fx::freeze_modules): aten::conv2d / aten::linear
 /// followed by aten::batch_norm(training=False), all parameters get_attr
 /// nodes. The folded tensors are new attributes of `gm` named
-/// `<conv node>_folded_weight` / `_folded_bias`; the original parameters
+/// `_folded.<conv node>.weight` / `.bias` (one submodule per layer, so
+/// delete_all_unused_submodules frees them once unused); the original parameters
 /// (shared with the module the graph came from) are never changed.
 
 #include <fx/passes/pass_manager.h>
