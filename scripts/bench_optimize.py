@@ -2,7 +2,8 @@
 """`make bench`, issue 9: fx::optimize_for_inference against TorchScript's.
 
 Runs `fxcpp bench` once per configuration, each in its own child process
-(models x BLAS x threads x batch; the engines of one configuration are
+(models x BLAS x threads x batch, less what skip_reason leaves out: the
+reference BLAS runs at batch 1 only; the engines of one configuration are
 interleaved round-robin in that process): eager TorchScript, TorchScript's
 optimize_for_inference (TS-opt), fxcpp's GraphModule::forward and fxcpp's
 optimize_for_inference (fp32; bf16 too at threads 1, batch 1, OpenBLAS),
@@ -19,7 +20,7 @@ in BUILD/bench_optimize.json (--render re-prints the markdown from it).
 Models: torchvision, random seeded weights, 224x224, exported to
 BUILD/models/NAME.bench.pt (+ NAME.bench.input.pt) on first use.
 
-    /usr/bin/python3 scripts/bench_optimize.py [--build build] [--quick] [--render]
+    /usr/bin/python3 scripts/bench_optimize.py [--build build] [--quick | --all] [--render]
 """
 import argparse
 import datetime
@@ -36,10 +37,24 @@ MODELS = ["resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "vit_b_16"]
 REFERENCE_BLAS_DIR = "/usr/lib/x86_64-linux-gnu/blas"  # Debian's netlib libblas.so.3
 BLAS_LABEL = {"openblas": "OpenBLAS", "reference": "reference"}
 ROOFLINE_SIZE = 1024
-# Configurations left out of the full run, with why (the budget of `make bench`: well under 25 minutes).
-SKIP = {
-    ("vit_b_16", "reference", 8): "reference BLAS: ~80 s per TorchScript forward at batch 8",
-}
+
+
+def skip_reason(cfg):
+    """Why a configuration is left out of `make bench` (its budget: well under 25 minutes), or None.
+
+    The reference BLAS matters at batch 1 (what a user without OpenBLAS gets;
+    its rows show which engines depend on the BLAS); at batch 8 its eager
+    TorchScript convolutions take 1-10 s per forward, and the reference BLAS
+    is single-threaded, so vit_b_16 (~10 s per forward at batch 1) runs it
+    at one thread only. --all measures these too.
+    """
+    if cfg["blas"] != "reference":
+        return None
+    if cfg["batch"] != 1:
+        return "reference BLAS at batch 8"
+    if cfg["model"] == "vit_b_16" and cfg["threads"] != 1:
+        return "vit_b_16, reference BLAS at 2 threads"
+    return None
 
 
 def log(msg):
@@ -143,7 +158,7 @@ def pyfx(models_dir, name, seconds):
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def configs(models, quick, blases):
+def configs(models, quick, blases, everything):
     out = []
     for name in models:
         if quick:
@@ -154,8 +169,9 @@ def configs(models, quick, blases):
                 for batch in (1, 8):
                     cfg = {"model": name, "blas": blas, "threads": threads, "batch": batch,
                            "bf16": blas == "openblas" and threads == 1 and batch == 1}
-                    if (name, blas, batch) in SKIP:
-                        cfg["skipped"] = SKIP[(name, blas, batch)]
+                    reason = None if everything else skip_reason(cfg)
+                    if reason:
+                        cfg["skipped"] = reason
                     out.append(cfg)
     return out
 
@@ -205,8 +221,11 @@ def fmt_ratio(v):
 def render(data):
     """The markdown document of a run (data: what main() saved)."""
     roof = {int(k): v for k, v in data["roofline"].items()}
-    lines = ["Measured %s on %s (%s logical CPUs), libtorch %s; `%s`, wall time %.1f min." %
-             (data["date"], data["cpu"], data["cpus"], data["torch"], data["command"], data["wall_s"] / 60), "",
+    load = ""
+    if data.get("load_start") is not None:
+        load = " Load average (1 min) %.1f at the start, %.1f at the end." % (data["load_start"], data["load_end"])
+    lines = ["Measured %s on %s (%s logical CPUs), libtorch %s; `%s`, wall time %.1f min.%s" %
+             (data["date"], data["cpu"], data["cpus"], data["torch"], data["command"], data["wall_s"] / 60, load), "",
              "One `fxcpp bench` child process per row; in it the four engines run interleaved round-robin "
              "(one forward of each per round, after warm-up), median of at least 3 rounds; torchvision models "
              "with random seeded weights, 224×224 inputs, batch = the input repeated along dim 0.",
@@ -216,14 +235,16 @@ def render(data):
              "| model | BLAS | threads | batch | TS ms | TS-opt ms | fxcpp ms | fxcpp-opt ms | opt / TS-opt "
              "| GFLOP/s | % of roofline | optimise ms | max diff | Python fx-opt ms |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    ratios = {}
+    ratios, skipped = {}, {}
     for r in data["results"]:
         cfg = r["config"]
         label = BLAS_LABEL[cfg["blas"]]
         head = "| %s | %s | %d | %d |" % (cfg["model"], label, cfg["threads"], cfg["batch"])
-        if "skipped" in cfg or "error" in r:
-            lines.append(head + " %s |" % ("skipped: " + cfg["skipped"] if "skipped" in cfg else "failed: " + r["error"])
-                         + " |" * 9)
+        if "skipped" in cfg:
+            skipped.setdefault(cfg["skipped"], []).append(cfg)
+            continue
+        if "error" in r:
+            lines.append(head + " failed: %s |" % r["error"] + " |" * 9)
             continue
         res = r["result"]
         ts, tso, fx, opt = (engine(res, k) for k in ("torchscript", "torchscript_opt", "fxcpp", "fxcpp_opt"))
@@ -242,6 +263,9 @@ def render(data):
               "thread count; optimise ms: wall time of `fx::optimize_for_inference`; max diff: "
               "max |fxcpp-opt − TS| / max |TS|; Python fx-opt: Python torch.fx's "
               "`experimental.optimization.optimize_for_inference` (OpenBLAS, 1 thread, batch 1 only).", ""]
+    for reason, cfgs in skipped.items():
+        lines.append("Not measured (the budget of `make bench`; `scripts/bench_optimize.py --all` does): %s (%s)." % (
+            reason, ", ".join("%s threads %d batch %d" % (c["model"], c["threads"], c["batch"]) for c in cfgs)))
     lines.append("Geomean of fxcpp-opt / TS-opt: %s over %d rows (%s)." % (
         fmt_ratio(geomean(all_ratios)), len(all_ratios),
         ", ".join("%s %s" % (BLAS_LABEL[b], fmt_ratio(geomean(v))) for b, v in sorted(ratios.items()))))
@@ -266,6 +290,15 @@ def render(data):
     return "\n".join(lines) + "\n"
 
 
+def load_average():
+    """The 1-minute load average (other work on the machine skews every row, threads 2 most)."""
+    try:
+        with open("/proc/loadavg") as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def cpu_name():
     try:
         with open("/proc/cpuinfo") as f:
@@ -285,6 +318,7 @@ def main():
     ap.add_argument("--blas", nargs="+", default=["openblas", "reference"], choices=["openblas", "reference"])
     ap.add_argument("--seconds", type=float, default=None,
                     help="time budget of each configuration's timed rounds (default 2, --quick 1; at least 3 rounds)")
+    ap.add_argument("--all", action="store_true", help="also the configurations make bench leaves out (skip_reason)")
     ap.add_argument("--no-python", action="store_true", help="leave out Python torch.fx's optimize_for_inference")
     ap.add_argument("--render", action="store_true", help="re-print the markdown of BUILD/bench_optimize.json")
     args = ap.parse_args()
@@ -311,8 +345,9 @@ def main():
     import torch
     data = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "cpu": cpu_name(),
             "cpus": os.cpu_count(), "torch": torch.__version__,
-            "command": "make bench" + (" (--quick)" if args.quick else ""), "roofline": {}, "results": []}
-    cfgs = configs(args.models, args.quick, blases)
+            "command": "make bench" + (" (--quick)" if args.quick else ""), "load_start": load_average(),
+            "roofline": {}, "results": []}
+    cfgs = configs(args.models, args.quick, blases, args.all)
     for threads in sorted({c["threads"] for c in cfgs}):
         data["roofline"][threads] = roofline(fxcpp, threads)
     for i, cfg in enumerate(cfgs):
@@ -330,6 +365,7 @@ def main():
                 entry["pyfx"] = pyfx(models_dir, cfg["model"], seconds)
         data["results"].append(entry)
     data["wall_s"] = time.time() - start
+    data["load_end"] = load_average()
     with open(json_path, "w") as f:
         json.dump(data, f, indent=1)
     text = render(data)
