@@ -266,7 +266,7 @@ def render(data):
     for reason, cfgs in skipped.items():
         models = ", ".join(dict.fromkeys(c["model"] for c in cfgs))
         lines.append("Not measured (the budget of `make bench`; `scripts/bench_optimize.py --all` does): %s "
-                     "(%d configurations: %s)." % (reason, len(cfgs), models))
+                     "(%d configuration%s: %s)." % (reason, len(cfgs), "" if len(cfgs) == 1 else "s", models))
     lines.append("Geomean of fxcpp-opt / TS-opt: %s over %d rows (%s)." % (
         fmt_ratio(geomean(all_ratios)), len(all_ratios),
         ", ".join("%s %s" % (BLAS_LABEL[b], fmt_ratio(geomean(v))) for b, v in sorted(ratios.items()))))
