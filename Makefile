@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all setup configure build demo test bench goldens install docs fuzz check-sanitize clean
+.PHONY: all setup configure build demo test bench bench-optimize goldens install docs fuzz check-sanitize clean
 
 all: build
 
@@ -29,8 +29,17 @@ install: build
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# QUICK=1: the short versions (bench_table.py --quick; one configuration per model).
 bench: build
-	/usr/bin/python3 scripts/bench_table.py --build $(BUILD)
+	/usr/bin/python3 scripts/bench_table.py --build $(BUILD) $(if $(QUICK),--quick)
+	/usr/bin/python3 scripts/bench_optimize.py --build $(BUILD) $(if $(QUICK),--quick)
+
+# Only the optimize_for_inference table (issue 9; needs only the command
+# line): fxcpp optimised vs TorchScript's optimize_for_inference, written to
+# $(BUILD)/bench_optimize.md. QUICK=1: one configuration per model.
+bench-optimize: configure
+	cmake --build $(BUILD) -j $(JOBS) --target fxcpp_cli
+	/usr/bin/python3 scripts/bench_optimize.py --build $(BUILD) $(if $(QUICK),--quick)
 
 # Regenerates the Python torch.fx goldens the differential tests compare with.
 goldens: setup

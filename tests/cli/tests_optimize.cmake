@@ -56,6 +56,8 @@ fx_cli_one_line(bench_threads_zero "^fxcpp bench: --threads expects a positive i
                 bench ${FX_LINEAR} --input ${FX_LINEAR_IN} --threads 0)
 fx_cli_one_line(bench_threads_word "^fxcpp bench: --threads expects a positive integer, got 'two'\n$"
                 bench ${FX_LINEAR} --input ${FX_LINEAR_IN} --threads two)
+fx_cli_one_line(bench_threads_huge "^fxcpp bench: --threads 100000: at most 256\n$"
+                bench ${FX_LINEAR} --input ${FX_LINEAR_IN} --threads 100000)
 fx_cli_one_line(bench_no_input "^fxcpp bench: --input IN.pt is required\n$" bench ${FX_LINEAR})
 fx_cli_one_line(bench_no_model "^fxcpp bench: no model file given \\(MODEL\\)\n$" bench --input ${FX_LINEAR_IN})
 fx_cli_one_line(bench_iters_and_seconds "^fxcpp bench: --iters and --seconds: give one of them\n$"

@@ -35,6 +35,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
+/// More threads than this is a typo, not a benchmark (each is an OS thread in two pools).
+constexpr int kMaxThreads = 256;
+
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
@@ -301,6 +304,8 @@ int run_bench(const std::vector<std::string>& argv) {
       argv, {"input", "threads", "batch", "iters", "seconds", "min-rounds", "warmup", "size"},
       {"bf16", "json", "roofline"}, /*model_optional=*/true);
   const int threads = args.get_int("threads", 1);
+  if (threads > kMaxThreads)
+    throw Error("--threads " + std::to_string(threads) + ": at most " + std::to_string(kMaxThreads));
   at::set_num_threads(threads);  // ATen's pool and OpenMP's (oneDNN's) threads
   if (args.has("roofline")) return run_roofline(args, threads);
   if (args.model.empty()) throw Error("no model file given (MODEL)");
@@ -346,8 +351,8 @@ int run_bench(const std::vector<std::string>& argv) {
 }  // namespace
 
 FX_COMMAND("bench",
-           "bench MODEL.pt --input IN.pt [--threads N] [--batch N] [--iters N | --seconds S] [--warmup N] [--bf16] "
-           "[--json] | bench --roofline [--size N] [--threads N]",
+           "bench MODEL.pt --input IN.pt [--threads N] [--batch N] [--iters N | --seconds S [--min-rounds N]] "
+           "[--warmup N] [--bf16] [--json] | bench --roofline [--size N] [--threads N] [--seconds S] [--json]",
            "time TorchScript, its optimize_for_inference, fxcpp and fxcpp optimised, interleaved", run_bench);
 
 }  // namespace fx::cli

@@ -1,0 +1,381 @@
+#!/usr/bin/python3
+"""`make bench`, issue 9: fx::optimize_for_inference against TorchScript's.
+
+Runs `fxcpp bench` once per configuration, each in its own child process
+(models x BLAS x threads x batch, less what skip_reason leaves out: the
+reference BLAS runs at batch 1 only; the engines of one configuration are
+interleaved round-robin in that process): eager TorchScript, TorchScript's
+optimize_for_inference (TS-opt), fxcpp's GraphModule::forward and fxcpp's
+optimize_for_inference (fp32; bf16 too at threads 1, batch 1, OpenBLAS),
+plus the matmul roofline (`fxcpp bench --roofline`) measured in the same
+run, and Python torch.fx's optimize_for_inference where it is cheap
+(OpenBLAS, threads 1, batch 1). The reference BLAS is Debian's netlib build,
+selected for a child with LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/blas.
+OMP_NUM_THREADS is removed from the children's environment; --threads is
+explicit.
+
+Prints one markdown document (the fp32 table, the bf16 table, geomeans of
+the ratios) and writes it to BUILD/bench_optimize.md, with the raw results
+in BUILD/bench_optimize.json (--render re-prints the markdown from it).
+Models: torchvision, random seeded weights, 224x224, exported to
+BUILD/models/NAME.bench.pt (+ NAME.bench.input.pt) on first use.
+
+    /usr/bin/python3 scripts/bench_optimize.py [--build build] [--quick | --all] [--render]
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODELS = ["resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "vit_b_16"]
+REFERENCE_BLAS_DIR = "/usr/lib/x86_64-linux-gnu/blas"  # Debian's netlib libblas.so.3
+BLAS_LABEL = {"openblas": "OpenBLAS", "reference": "reference"}
+ROOFLINE_SIZE = 1024
+
+
+def skip_reason(cfg):
+    """Why a configuration is left out of `make bench` (its budget: well under 25 minutes), or None.
+
+    The reference BLAS matters at batch 1 (what a user without OpenBLAS gets;
+    its rows show which engines depend on the BLAS); at batch 8 its eager
+    TorchScript convolutions take 1-10 s per forward, and the reference BLAS
+    is single-threaded, so vit_b_16 (~10 s per forward at batch 1) runs it
+    at one thread only. --all measures these too.
+    """
+    if cfg["blas"] != "reference":
+        return None
+    if cfg["batch"] != 1:
+        return "reference BLAS at batch 8"
+    if cfg["model"] == "vit_b_16" and cfg["threads"] != 1:
+        return "vit_b_16, reference BLAS at 2 threads"
+    return None
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def child_env(blas):
+    env = dict(os.environ)
+    env.pop("OMP_NUM_THREADS", None)
+    env["FXCPP_NO_PROGRESS"] = "1"
+    if blas == "reference":
+        old = env.get("LD_LIBRARY_PATH")
+        env["LD_LIBRARY_PATH"] = REFERENCE_BLAS_DIR + (":" + old if old else "")
+    return env
+
+
+def export_models(models_dir, names):
+    """NAME.bench.pt (torch.jit.script, as python/export_models.py --bench) and NAME.bench.input.pt, 224x224."""
+    missing = [n for n in names if not (os.path.exists(os.path.join(models_dir, n + ".bench.pt")) and
+                                        os.path.exists(os.path.join(models_dir, n + ".bench.input.pt")))]
+    if not missing:
+        return
+    import warnings
+    warnings.filterwarnings("ignore")
+    import torch
+    import torchvision
+    os.makedirs(models_dir, exist_ok=True)
+    for name in missing:
+        log("exporting %s (224x224) to %s" % (name, models_dir))
+        torch.manual_seed(0)
+        model = getattr(torchvision.models, name)(weights=None).eval()
+        x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(1))
+        torch.jit.script(model).save(os.path.join(models_dir, name + ".bench.pt"))
+        torch.save(x, os.path.join(models_dir, name + ".bench.input.pt"))
+
+
+def run_json(cmd, env, timeout):
+    log("+ " + " ".join(cmd))
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError("%s failed (exit %d): %s" % (" ".join(cmd), p.returncode, p.stderr.strip()))
+    return json.loads(p.stdout)
+
+
+def roofline(fxcpp, threads):
+    return run_json([fxcpp, "bench", "--roofline", "--size", str(ROOFLINE_SIZE), "--threads", str(threads), "--json"],
+                    child_env("openblas"), 300)
+
+
+def bench_config(fxcpp, models_dir, cfg, seconds):
+    name, blas, threads, batch, bf16 = cfg["model"], cfg["blas"], cfg["threads"], cfg["batch"], cfg["bf16"]
+    cmd = [fxcpp, "bench", os.path.join(models_dir, name + ".bench.pt"), "--input",
+           os.path.join(models_dir, name + ".bench.input.pt"), "--threads", str(threads), "--batch", str(batch),
+           "--seconds", str(seconds), "--min-rounds", "3", "--warmup", "1" if blas == "reference" else "2", "--json"]
+    if bf16:
+        cmd.append("--bf16")
+    t0 = time.time()
+    result = run_json(cmd, child_env(blas), 1800)
+    result["wall_s"] = time.time() - t0
+    if result["blas"] != blas:
+        raise RuntimeError("%s: expected the %s BLAS, the child loaded %s (%s)" %
+                           (name, blas, result["blas"], result["blas_path"]))
+    return result
+
+
+PYFX_CHILD = r"""
+import sys, time, warnings
+warnings.filterwarnings("ignore")
+import torch, torchvision
+import torch.fx.experimental.optimization as optimization
+torch.set_num_threads(1)
+torch.manual_seed(0)
+model = getattr(torchvision.models, sys.argv[1])(weights=None).eval()
+x = torch.load(sys.argv[2])
+with torch.no_grad():
+    t0 = time.perf_counter()
+    opt = optimization.optimize_for_inference(model)
+    optimize_ms = (time.perf_counter() - t0) * 1e3
+    times = []
+    start = time.perf_counter()
+    for i in range(1000):
+        t0 = time.perf_counter()
+        opt(x)
+        times.append((time.perf_counter() - t0) * 1e3)
+        if i >= 4 and time.perf_counter() - start > float(sys.argv[3]):
+            break
+times = sorted(times[2:])
+print('{"median_ms": %f, "optimize_ms": %f}' % (times[len(times) // 2], optimize_ms))
+"""
+
+
+def pyfx(models_dir, name, seconds):
+    """Python torch.fx's optimize_for_inference (OpenBLAS, one thread, batch 1), in a child process; None if it fails."""
+    cmd = [sys.executable, "-c", PYFX_CHILD, name, os.path.join(models_dir, name + ".bench.input.pt"), str(seconds)]
+    log("+ python torch.fx optimize_for_inference " + name)
+    p = subprocess.run(cmd, env=child_env("openblas"), capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        last = (p.stderr.strip().splitlines() or ["?"])[-1]
+        log("  python torch.fx failed on %s: %s" % (name, last))
+        return {"error": last.split(":")[0].split(".")[-1]}  # "TraceError"
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def configs(models, quick, blases, everything):
+    out = []
+    for name in models:
+        if quick:
+            out.append({"model": name, "blas": "openblas", "threads": 1, "batch": 1, "bf16": True})
+            continue
+        for blas in blases:
+            for threads in (1, 2):
+                for batch in (1, 8):
+                    cfg = {"model": name, "blas": blas, "threads": threads, "batch": batch,
+                           "bf16": blas == "openblas" and threads == 1 and batch == 1}
+                    reason = None if everything else skip_reason(cfg)
+                    if reason:
+                        cfg["skipped"] = reason
+                    out.append(cfg)
+    return out
+
+
+def engine(result, key):
+    for e in result["engines"]:
+        if e["engine"] == key:
+            return e
+    return None
+
+
+def geomean(values):
+    values = [v for v in values if v and v > 0]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def fmt_ms(v):
+    if v is None:
+        return "—"
+    return "%.1f" % v if v >= 10 else "%.2f" % v
+
+
+def fmt_prepare(v):
+    return "%.0f" % v if v >= 10 else "%.1f" % v
+
+
+def roofline_paths(r):
+    """"fp32 at::mm 83, oneDNN mkldnn_linear 194 GFLOP/s; bf16 ..." from a roofline result."""
+    parts = []
+    for dtype in ("fp32", "bf16"):
+        paths = [p for p in r["paths"] if p["dtype"] == dtype]
+        if paths:
+            parts.append(dtype + " " + ", ".join("%s %.0f" % (p["path"], p["gflops"]) for p in paths) + " GFLOP/s")
+    return "; ".join(parts)
+
+
+def fmt_pyfx(py):
+    if py is None:
+        return "—"
+    return "fails (%s)" % py["error"] if "error" in py else fmt_ms(py["median_ms"])
+
+
+def fmt_ratio(v):
+    return "—" if v is None else "%.2f" % v
+
+
+def render(data):
+    """The markdown document of a run (data: what main() saved)."""
+    roof = {int(k): v for k, v in data["roofline"].items()}
+    load = ""
+    if data.get("load_start") is not None:
+        load = " Load average (1 min) %.1f at the start, %.1f at the end." % (data["load_start"], data["load_end"])
+    lines = ["Measured %s on %s (%s logical CPUs), libtorch %s; `%s`, wall time %.1f min.%s" %
+             (data["date"], data["cpu"], data["cpus"], data["torch"], data["command"], data["wall_s"] / 60, load), "",
+             "One `fxcpp bench` child process per row; in it the four engines run interleaved round-robin "
+             "(one forward of each per round, after warm-up), median of at least 3 rounds; torchvision models "
+             "with random seeded weights, 224×224 inputs, batch = the input repeated along dim 0.",
+             "Matmul roofline (%d³, measured in the same run; the best path of each dtype counts): %s." %
+             (ROOFLINE_SIZE, "; ".join("%d thread%s: %s" % (t, "" if t == 1 else "s", roofline_paths(r))
+                                       for t, r in sorted(roof.items()))), "",
+             "| model | BLAS | threads | batch | TS ms | TS-opt ms | fxcpp ms | fxcpp-opt ms | opt / TS-opt "
+             "| GFLOP/s | % of roofline | optimise ms | max diff | Python fx-opt ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    ratios, skipped = {}, {}
+    for r in data["results"]:
+        cfg = r["config"]
+        label = BLAS_LABEL[cfg["blas"]]
+        head = "| %s | %s | %d | %d |" % (cfg["model"], label, cfg["threads"], cfg["batch"])
+        if "skipped" in cfg:
+            skipped.setdefault(cfg["skipped"], []).append(cfg)
+            continue
+        if "error" in r:
+            lines.append(head + " failed: %s |" % r["error"] + " |" * 9)
+            continue
+        res = r["result"]
+        ts, tso, fx, opt = (engine(res, k) for k in ("torchscript", "torchscript_opt", "fxcpp", "fxcpp_opt"))
+        ratios.setdefault(cfg["blas"], []).append(opt["ratio"])
+        peak = roof.get(cfg["threads"], {}).get("fp32_gflops")
+        py = r.get("pyfx")
+        lines.append(head + " %s | %s | %s | %s | %s | %.1f | %s | %s | %.1e | %s |" % (
+            fmt_ms(ts["median_ms"]), fmt_ms(tso["median_ms"]), fmt_ms(fx["median_ms"]), fmt_ms(opt["median_ms"]),
+            fmt_ratio(opt["ratio"]), opt["gflops"], "%.0f%%" % (100 * opt["gflops"] / peak) if peak else "—",
+            fmt_prepare(opt["prepare_ms"]), opt["max_rel_diff"], fmt_pyfx(py)))
+    all_ratios = [v for vs in ratios.values() for v in vs]
+    lines += ["", "TS: eager TorchScript (`torch::jit::load`, `forward`); TS-opt: "
+              "`torch::jit::optimize_for_inference(torch::jit::freeze(module))`; fxcpp: `GraphModule::forward` of "
+              "the imported module; fxcpp-opt: of `fx::optimize_for_inference`'s (example inputs given). GFLOP/s: "
+              "fxcpp-opt, FLOPs of `fx::summarize_model`; % of roofline: of the fp32 matmul roofline at the same "
+              "thread count; optimise ms: wall time of `fx::optimize_for_inference`; max diff: "
+              "max |fxcpp-opt − TS| / max |TS|; Python fx-opt: Python torch.fx's "
+              "`experimental.optimization.optimize_for_inference` (OpenBLAS, 1 thread, batch 1 only).", ""]
+    for reason, cfgs in skipped.items():
+        models = ", ".join(dict.fromkeys(c["model"] for c in cfgs))
+        lines.append("Not measured (the budget of `make bench`; `scripts/bench_optimize.py --all` does): %s "
+                     "(%d configuration%s: %s)." % (reason, len(cfgs), "" if len(cfgs) == 1 else "s", models))
+    lines.append("Geomean of fxcpp-opt / TS-opt: %s over %d rows (%s)." % (
+        fmt_ratio(geomean(all_ratios)), len(all_ratios),
+        ", ".join("%s %s" % (BLAS_LABEL[b], fmt_ratio(geomean(v))) for b, v in sorted(ratios.items()))))
+    bf16 = [r for r in data["results"] if r["config"]["bf16"] and "result" in r]
+    if bf16:
+        peak = roof.get(1, {}).get("bf16_gflops")
+        lines += ["", "bf16 (opt-in; OpenBLAS, threads 1, batch 1; max diff: against eager fp32 TorchScript, "
+                      "relative to max |output|):", "",
+                  "| model | TS-opt ms (fp32) | fxcpp-opt fp32 ms | fxcpp-opt bf16 ms | bf16 / TS-opt | GFLOP/s "
+                  "| % of bf16 roofline | optimise ms | max diff |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        bf16_ratios = []
+        for r in bf16:
+            res = r["result"]
+            tso, opt, b = (engine(res, k) for k in ("torchscript_opt", "fxcpp_opt", "fxcpp_opt_bf16"))
+            bf16_ratios.append(b["ratio"])
+            lines.append("| %s | %s | %s | %s | %s | %.1f | %s | %s | %.1e |" % (
+                r["config"]["model"], fmt_ms(tso["median_ms"]), fmt_ms(opt["median_ms"]), fmt_ms(b["median_ms"]),
+                fmt_ratio(b["ratio"]), b["gflops"], "%.0f%%" % (100 * b["gflops"] / peak) if peak else "—",
+                fmt_prepare(b["prepare_ms"]), b["max_rel_diff"]))
+        lines += ["", "Geomean of fxcpp-opt bf16 / TS-opt: %s." % fmt_ratio(geomean(bf16_ratios))]
+    return "\n".join(lines) + "\n"
+
+
+def load_average():
+    """The 1-minute load average (other work on the machine skews every row, threads 2 most)."""
+    try:
+        with open("/proc/loadavg") as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--quick", action="store_true", help="one configuration per model (OpenBLAS, 1 thread, batch 1)")
+    ap.add_argument("--models", nargs="+", default=MODELS, choices=MODELS)
+    ap.add_argument("--blas", nargs="+", default=["openblas", "reference"], choices=["openblas", "reference"])
+    ap.add_argument("--seconds", type=float, default=None,
+                    help="time budget of each configuration's timed rounds (default 2, --quick 1; at least 3 rounds)")
+    ap.add_argument("--all", action="store_true", help="also the configurations make bench leaves out (skip_reason)")
+    ap.add_argument("--no-python", action="store_true", help="leave out Python torch.fx's optimize_for_inference")
+    ap.add_argument("--render", action="store_true", help="re-print the markdown of BUILD/bench_optimize.json")
+    args = ap.parse_args()
+    md_path = os.path.join(args.build, "bench_optimize.md")
+    json_path = os.path.join(args.build, "bench_optimize.json")
+    if args.render:
+        if not os.path.exists(json_path):
+            sys.exit("%s: no results yet (run without --render first)" % json_path)
+        with open(json_path) as f:
+            text = render(json.load(f))
+        print(text, end="")
+        return 0
+    fxcpp = os.path.join(args.build, "fxcpp")
+    if not os.access(fxcpp, os.X_OK):
+        sys.exit("%s: not built (ninja -C %s fxcpp_cli)" % (fxcpp, args.build))
+    blases = args.blas
+    if "reference" in blases and not os.path.exists(os.path.join(REFERENCE_BLAS_DIR, "libblas.so.3")):
+        log("no reference BLAS in %s (Debian libblas3): measuring OpenBLAS only" % REFERENCE_BLAS_DIR)
+        blases = [b for b in blases if b != "reference"]
+    seconds = args.seconds or (1.0 if args.quick else 2.0)
+    models_dir = os.path.join(args.build, "models")
+    start = time.time()
+    export_models(models_dir, args.models)
+    import torch
+    data = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "cpu": cpu_name(),
+            "cpus": os.cpu_count(), "torch": torch.__version__,
+            "command": "make bench" + (" (--quick)" if args.quick else ""), "load_start": load_average(),
+            "roofline": {}, "results": []}
+    cfgs = configs(args.models, args.quick, blases, args.all)
+    for threads in sorted({c["threads"] for c in cfgs}):
+        data["roofline"][threads] = roofline(fxcpp, threads)
+    for i, cfg in enumerate(cfgs):
+        entry = {"config": cfg}
+        if "skipped" not in cfg:
+            log("[%d/%d] %s, %s BLAS, %d thread(s), batch %d%s (%.0f s so far)" % (
+                i + 1, len(cfgs), cfg["model"], cfg["blas"], cfg["threads"], cfg["batch"],
+                ", bf16 too" if cfg["bf16"] else "", time.time() - start))
+            try:
+                entry["result"] = bench_config(fxcpp, models_dir, cfg, seconds)
+            except (RuntimeError, subprocess.TimeoutExpired, ValueError) as e:
+                entry["error"] = str(e).splitlines()[0] if str(e) else type(e).__name__
+                log("  " + entry["error"])
+            if cfg["bf16"] and not args.no_python:
+                entry["pyfx"] = pyfx(models_dir, cfg["model"], seconds)
+        data["results"].append(entry)
+    data["wall_s"] = time.time() - start
+    data["load_end"] = load_average()
+    with open(json_path, "w") as f:
+        json.dump(data, f, indent=1)
+    text = render(data)
+    with open(md_path, "w") as f:
+        f.write(text)
+    print(text, end="")
+    log("wrote %s and %s" % (md_path, json_path))
+    return 1 if any("error" in r for r in data["results"]) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
