@@ -84,9 +84,9 @@
 ///    graph on another shape or dtype is an fx::ShapeGuardError naming the
 ///    input, unless the dimension was declared in TraceOptions::dynamic_dims.
 ///  - Dynamic dimensions (TraceOptions::dynamic_dims): the code is traced
-///    once at the example sizes and twice more per declared dimension (at
-///    size + 1 and + 2; once more with every declared dimension grown when
-///    there are several). Integer arguments that move with a dimension
+///    once at the example sizes and twice more per dynamic size (a declared
+///    dimension, or all the dimensions declared with one name) at size + 1
+///    and + 2, and once more with every size grown when there are several. Integer arguments that move with a dimension
 ///    (view / reshape / expand sizes, arange lengths ...) are replaced by
 ///    nodes computing them from the input: `aten::size.int(x, d)` nodes right
 ///    after the placeholders, and `operator.mul` / `operator.add` /
@@ -249,12 +249,21 @@ struct TraceOptions {
   /// tensor, counted among the example inputs only), dimension `dim`
   /// (negative counts from the end).
   struct Dim {
+    Dim() = default;
+    /// Dimension `dim` of example input `input`, sharing its size with the
+    /// other dimensions declared with the same non-empty `name`.
+    Dim(size_t input, int64_t dim, std::string name = {}) : input(input), dim(dim), name(std::move(name)) {}
     size_t input = 0;
     int64_t dim = 0;
+    /// Dimensions declared with the same non-empty name are one size: they
+    /// are grown together when probing (x and a mask sharing the batch:
+    /// {{0, 0, "batch"}, {1, 0, "batch"}}) and must have the same example
+    /// size. An unnamed dimension is a size of its own.
+    std::string name;
   };
   /// The dimensions the graph must be valid for at any size, e.g. {{0, 0}}
   /// for the batch dimension of the first input (see "Dynamic dimensions"
-  /// above). Each costs two more traces.
+  /// above). Each size costs two more traces.
   std::vector<Dim> dynamic_dims;
   /// Record a ShapeGuard in meta["shape_guard"] of every tensor placeholder
   /// (on by default; off: graphs run on any shape, as before guards existed).

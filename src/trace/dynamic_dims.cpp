@@ -23,6 +23,13 @@ namespace {
 
 using Dim = TraceOptions::Dim;
 
+// One dynamic size: the declared dimensions that share it (one unnamed
+// dimension, or every dimension declared with the same name).
+struct Size {
+  std::vector<Dim> members;
+  std::string label;  // "input 0 dimension 0", or "'batch'"
+};
+
 std::string ints_str(const std::vector<int64_t>& v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
@@ -57,7 +64,7 @@ struct Affine {
 // Rewrites the base graph's moving integer arguments as nodes.
 class Generalizer {
  public:
-  Generalizer(Graph& graph, const torch::nn::Module& base_root, const std::vector<Dim>& dims,
+  Generalizer(Graph& graph, const torch::nn::Module& base_root, const std::vector<Size>& dims,
               std::vector<int64_t> sizes, std::vector<Probe>& probes)
       : base_root_(base_root), graph_(graph), dims_(dims), sizes_(std::move(sizes)), probes_(probes) {
     for (Node* n : graph_.nodes()) {
@@ -109,8 +116,7 @@ class Generalizer {
     std::string s;
     for (size_t d = 0; d < dims_.size(); ++d) {
       if (p.delta[d] == 0) continue;
-      s += (s.empty() ? "" : ", ") + std::string("input ") + std::to_string(dims_[d].input) + " dimension " +
-           std::to_string(dims_[d].dim) + " = " + std::to_string(sizes_[d] + p.delta[d]);
+      s += (s.empty() ? "" : ", ") + dims_[d].label + " = " + std::to_string(sizes_[d] + p.delta[d]);
     }
     return s;
   }
@@ -119,8 +125,7 @@ class Generalizer {
                            const std::string& v1, const std::string& why) const {
     std::string sizes;
     for (size_t d = 0; d < dims_.size(); ++d) {
-      sizes += (d ? ", " : "") + std::string("input ") + std::to_string(dims_[d].input) + " dimension " +
-               std::to_string(dims_[d].dim) + " = " + std::to_string(sizes_[d]);
+      sizes += (d ? ", " : "") + dims_[d].label + " = " + std::to_string(sizes_[d]);
     }
     throw TraceError("TraceOptions::dynamic_dims: " + what + " of node %" + n.name() + " (" + n.target() + ") is " +
                      v0 + " at " + sizes + " but " + v1 + " at " + where(p) + ": " + why);
@@ -265,7 +270,8 @@ class Generalizer {
     auto it = size_nodes_.find(d);
     if (it != size_nodes_.end()) return it->second;
     auto at = graph_.inserting_before(anchor_);
-    Node* s = graph_.call_function("aten::size.int", {Argument(placeholders_[dims_[d].input]), Argument(dims_[d].dim)});
+    const Dim& first = dims_[d].members.front();
+    Node* s = graph_.call_function("aten::size.int", {Argument(placeholders_[first.input]), Argument(first.dim)});
     size_nodes_.emplace(d, s);
     return s;
   }
@@ -292,7 +298,7 @@ class Generalizer {
 
   const torch::nn::Module& base_root_;
   Graph& graph_;
-  const std::vector<Dim>& dims_;
+  const std::vector<Size>& dims_;
   std::vector<int64_t> sizes_;
   std::vector<Probe>& probes_;
   std::vector<Node*> base_nodes_;
@@ -308,8 +314,9 @@ class Generalizer {
 std::shared_ptr<Graph> Tracer::trace_dynamic(const std::shared_ptr<torch::nn::Module>& root,
                                              const TracedFunction& forward, std::vector<c10::IValue> example_inputs,
                                              const ConcreteArgs& concrete_args) {
-  // The declared dimensions, normalised, and their example sizes.
-  std::vector<Dim> dims;
+  // The declared dimensions, normalised and grouped by name, and their
+  // example sizes.
+  std::vector<Size> dims;
   std::vector<int64_t> sizes;
   std::set<std::pair<size_t, int64_t>> seen;
   for (const Dim& d : options_.dynamic_dims) {
@@ -326,15 +333,28 @@ std::shared_ptr<Graph> Tracer::trace_dynamic(const std::shared_ptr<torch::nn::Mo
       throw TraceError("TraceOptions::dynamic_dims: " + name + ": the example input has " + std::to_string(t.dim()) +
                        " dimensions");
     }
-    Dim nd{d.input, d.dim < 0 ? d.dim + t.dim() : d.dim};
+    Dim nd{d.input, d.dim < 0 ? d.dim + t.dim() : d.dim, d.name};
     if (!seen.insert({nd.input, nd.dim}).second) {
       throw TraceError("TraceOptions::dynamic_dims: " + name + " is declared twice");
     }
-    if (t.size(nd.dim) == 0) {
+    const int64_t size = t.size(nd.dim);
+    if (size == 0) {
       throw TraceError("TraceOptions::dynamic_dims: " + name + " has size 0 in the example; trace with a size >= 1");
     }
-    dims.push_back(nd);
-    sizes.push_back(t.size(nd.dim));
+    size_t g = 0;
+    while (g < dims.size() && (d.name.empty() || dims[g].members.front().name != d.name)) ++g;
+    if (g < dims.size()) {
+      if (sizes[g] != size) {
+        throw TraceError("TraceOptions::dynamic_dims: '" + d.name + "' is " + std::to_string(sizes[g]) + " in " +
+                         "input " + std::to_string(dims[g].members.front().input) + " dimension " +
+                         std::to_string(dims[g].members.front().dim) + " but " + std::to_string(size) + " in " +
+                         name + "; dimensions sharing a name must have the same size");
+      }
+      dims[g].members.push_back(nd);
+      continue;
+    }
+    dims.push_back(Size{{nd}, d.name.empty() ? name : "'" + d.name + "'"});
+    sizes.push_back(size);
   }
 
   // The probes: each dimension grown by 1 and 2, then all grown by 1.
@@ -355,7 +375,7 @@ std::shared_ptr<Graph> Tracer::trace_dynamic(const std::shared_ptr<torch::nn::Mo
       std::vector<c10::IValue> inputs = example_inputs;
       for (size_t d = 0; d < dims.size(); ++d) {
         if (delta[d] == 0) continue;
-        inputs[dims[d].input] = grown(inputs[dims[d].input].toTensor(), dims[d].dim, delta[d]);
+        for (const Dim& m : dims[d].members) inputs[m.input] = grown(inputs[m.input].toTensor(), m.dim, delta[d]);
       }
       Probe p;
       p.delta = delta;
@@ -365,8 +385,7 @@ std::shared_ptr<Graph> Tracer::trace_dynamic(const std::shared_ptr<torch::nn::Mo
         std::string at;
         for (size_t d = 0; d < dims.size(); ++d) {
           if (delta[d] == 0) continue;
-          at += (at.empty() ? "" : ", ") + std::string("input ") + std::to_string(dims[d].input) + " dimension " +
-                std::to_string(dims[d].dim) + " = " + std::to_string(sizes[d] + delta[d]);
+          at += (at.empty() ? "" : ", ") + dims[d].label + " = " + std::to_string(sizes[d] + delta[d]);
         }
         throw TraceError("TraceOptions::dynamic_dims: tracing at " + at + " failed: " + e.what_without_backtrace());
       }
@@ -386,9 +405,13 @@ std::shared_ptr<Graph> Tracer::trace_dynamic(const std::shared_ptr<torch::nn::Mo
     if (!options_.shape_guards) p->meta().erase(kShapeGuardKey);
   }
   if (options_.shape_guards) {
-    for (const Dim& d : dims) {
-      auto it = placeholders[d.input]->meta().find(kShapeGuardKey);
-      if (it != placeholders[d.input]->meta().end()) std::any_cast<ShapeGuard&>(it->second).shape[d.dim] = kDynamicDim;
+    for (const Size& size : dims) {
+      for (const Dim& d : size.members) {
+        auto it = placeholders[d.input]->meta().find(kShapeGuardKey);
+        if (it != placeholders[d.input]->meta().end()) {
+          std::any_cast<ShapeGuard&>(it->second).shape[d.dim] = kDynamicDim;
+        }
+      }
     }
   }
   return graph;

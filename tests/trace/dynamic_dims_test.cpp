@@ -167,6 +167,31 @@ TEST(DynamicDims, SeveralDimensionsAddUp) {
   }
 }
 
+TEST(DynamicDims, NamedDimensionsShareOneSize) {
+  auto fn = [](std::vector<c10::IValue> a) -> c10::IValue {
+    at::Tensor x = a[0].toTensor(), mask = a[1].toTensor();
+    return (x * mask.unsqueeze(1)).view({x.size(0), -1});
+  };
+  TraceOptions o;
+  o.dynamic_dims = {{0, 0, "batch"}, {1, 0, "batch"}};
+  auto gm = symbolic_trace(fn, {at::randn({2, 3}), at::ones({2})}, {}, o);
+  EXPECT_EQ(count_calls(gm->graph(), "aten::size.int"), 1u);
+  for (int64_t b : {1, 5}) {
+    at::Tensor x = at::randn({b, 3}), mask = at::randn({b});
+    EXPECT_TRUE(at::equal(gm->forward({x, mask}).toTensor(), fn({x, mask}).toTensor())) << "batch " << b;
+  }
+  // Unnamed, they are probed one at a time, and x * mask fails to broadcast.
+  o.dynamic_dims = {{0, 0}, {1, 0}};
+  EXPECT_EQ(error_of([&] { symbolic_trace(fn, {at::randn({2, 3}), at::ones({2})}, {}, o); }),
+            "TraceOptions::dynamic_dims: tracing at input 0 dimension 0 = 3 failed: The size of tensor a (3) must "
+            "match the size of tensor b (2) at non-singleton dimension 0 (fxcpp: while tracing aten::mul.Tensor on "
+            "zero-filled values (it has no meta kernel))");
+  o.dynamic_dims = {{0, 0, "batch"}, {0, 1, "batch"}};
+  EXPECT_EQ(error_of([&] { symbolic_trace(fn, {at::randn({2, 3}), at::ones({2})}, {}, o); }),
+            "TraceOptions::dynamic_dims: 'batch' is 2 in input 0 dimension 0 but 3 in input 0 dimension 1; "
+            "dimensions sharing a name must have the same size");
+}
+
 TEST(DynamicDims, AProductOfTwoDynamicSizesIsAnError) {
   auto fn = unary([](const at::Tensor& x) { return x.reshape({x.size(0) * x.size(1)}); });
   TraceOptions o;
