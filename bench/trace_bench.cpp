@@ -1,7 +1,8 @@
 // symbolic_trace of a ResNet-50-shaped C++ model (torchvision's layout,
 // batch 1, 224x224), beside one eager forward of the same model on the same
-// input. Tracing runs every operator once on the example values, so the
-// figure of merit is the overhead per recorded node beyond that forward.
+// input: /0 traces on meta tensors (the default: no arithmetic), /1 with
+// TraceOptions::real_values (every operator runs once on the example values,
+// so the figure of merit is the overhead per node beyond that forward).
 #include <fx/trace.h>
 
 #include "../tests/trace/trace_models.h"
@@ -42,13 +43,15 @@ double thread_seconds() {
 void BM_Trace_ResNet50(benchmark::State& state) {
   at::set_num_threads(1);
   auto& f = resnet50();
-  fx::symbolic_trace(f.net, {f.x});  // registers the tracing kernel once
+  fx::TraceOptions options;
+  options.real_values = state.range(0) != 0;
+  fx::symbolic_trace(f.net, {f.x}, {}, options);  // registers the tracing kernel once
   double best_trace = 1e9;
   double best_eager = 1e9;
   size_t nodes = 0;
   for (auto _ : state) {
     double t0 = thread_seconds();
-    auto gm = fx::symbolic_trace(f.net, {f.x});
+    auto gm = fx::symbolic_trace(f.net, {f.x}, {}, options);
     best_trace = std::min(best_trace, thread_seconds() - t0);
     nodes = gm->graph().nodes().size();
     benchmark::DoNotOptimize(gm);
@@ -67,7 +70,7 @@ void BM_Trace_ResNet50(benchmark::State& state) {
   state.counters["overhead_us_per_node"] =
       (best_trace - best_eager) * 1e6 / static_cast<double>(std::max<size_t>(nodes, 1));
 }
-BENCHMARK(BM_Trace_ResNet50)->Unit(benchmark::kMillisecond)->Iterations(7);
+BENCHMARK(BM_Trace_ResNet50)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(7);
 
 void BM_Trace_ResNet50_EagerForward(benchmark::State& state) {
   at::set_num_threads(1);
@@ -110,6 +113,6 @@ void BM_Trace_ElementwiseChain(benchmark::State& state) {
   state.counters["eager_us_per_op"] = best_eager * 1e6 / static_cast<double>(n);
   state.counters["overhead_us_per_node"] = (best_trace - best_eager) * 1e6 / static_cast<double>(n);
 }
-BENCHMARK(BM_Trace_ElementwiseChain)->Arg(4000)->Unit(benchmark::kMillisecond)->Iterations(20);
+BENCHMARK(BM_Trace_ElementwiseChain)->Arg(100)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond)->Iterations(20);
 
 }  // namespace

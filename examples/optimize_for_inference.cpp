@@ -20,7 +20,9 @@ int main() {
   torch::manual_seed(0);
   auto model = fx::examples::ResidualNet();
   model->eval();  // inference: batch norm uses its running statistics
-  auto gm = fx::symbolic_trace(model, {at::randn({1, 3, 32, 32})});
+  fx::TraceOptions trace_options;
+  trace_options.dynamic_dims = {{0, 0}};  // the graph runs at other batch sizes below
+  auto gm = fx::symbolic_trace(model, {at::randn({1, 3, 32, 32})}, {}, trace_options);
 
   fx::OptimizeOptions options;
   options.example_inputs = {at::randn({4, 3, 32, 32})};  // shapes to prepare the kernels for

@@ -52,10 +52,13 @@ int main() {
   check(!interp.freed_after_.empty(), "the input was freed during the run, after node " + interp.freed_after_);
   check(std::abs(out.toTensor().item<double>() - expected) < 1e-4, "the result equals eager");
 
-  // A node that fails says which node it was: x + y traced on [4] + [4], run on [4] + [3].
+  // A node that fails says which node it was: x + y traced on [4] + [4], run on [4] + [3]
+  // (the length declared dynamic, one size "n" for both, so that the inputs pass the shape guards).
+  fx::TraceOptions any_size;
+  any_size.dynamic_dims = {{0, 0, "n"}, {1, 0, "n"}};
   auto add = fx::symbolic_trace(
       [](std::vector<c10::IValue> a) -> c10::IValue { return a[0].toTensor() + a[1].toTensor(); },
-      {at::randn({4}), at::randn({4})});
+      {at::randn({4}), at::randn({4})}, {}, any_size);
   std::vector<c10::IValue> mismatched{at::randn({4}), at::randn({3})};
   try {
     fx::Interpreter(add).boxed_run(mismatched);

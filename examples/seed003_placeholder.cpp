@@ -83,6 +83,9 @@ int main() {
   // forward(x, y) = x * 2 + y, with the placeholders named as in the seed.
   fx::Tracer tracer;
   tracer.set_input_names({"x", "y"});
+  fx::TraceOptions any_length;  // the profiling run below uses length 256
+  any_length.dynamic_dims = {{0, 0, "n"}, {1, 0, "n"}};
+  tracer.set_options(any_length);
   auto graph = tracer.trace(
       [](std::vector<c10::IValue> a) -> c10::IValue { return a[0].toTensor() * 2 + a[1].toTensor(); },
       {at::ones({1}), at::ones({1})});

@@ -32,7 +32,9 @@ int main() {
   torch::manual_seed(0);
   auto model = fx::examples::ResidualNet();
   model->eval();
-  auto gm = fx::symbolic_trace(model, {at::randn({1, 3, 32, 32})});
+  fx::TraceOptions trace_options;
+  trace_options.dynamic_dims = {{0, 0}, {0, 2}, {0, 3}};  // shapes are propagated for other sizes below
+  auto gm = fx::symbolic_trace(model, {at::randn({1, 3, 32, 32})}, {}, trace_options);
 
   // 1. With data, as torch.fx: ShapeProp(gm).propagate(sample_input).
   fx::ShapeProp(gm).propagate({at::randn({8, 3, 32, 32})});

@@ -56,7 +56,7 @@ struct SaveOptions {
 /// What fx::save did.
 struct SaveReport {
   /// Meta entries left out because their value is not serializable (only
-  /// TensorMetadata, lists of TensorMetadata and strings are).
+  /// TensorMetadata, lists of TensorMetadata, ShapeGuard, strings and scalars are).
   size_t dropped_meta = 0;
   /// "node.key" of each dropped entry, in graph order.
   std::vector<std::string> dropped_meta_keys;

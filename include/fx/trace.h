@@ -4,17 +4,30 @@
 /// `symbolic_trace`).
 ///
 /// How it works: every example input becomes a *proxy tensor* carrying a
-/// dispatch key fxcpp owns (PrivateUse1) and the real example value. A boxed
+/// dispatch key fxcpp owns (PrivateUse1) and an example value. A boxed
 /// kernel registered for every operator on AutogradPrivateUse1 (and
 /// PrivateUse1) sees each call before composite decomposition (aten::linear,
 /// aten::conv2d, aten::batch_norm, aten::layer_norm stay single nodes),
 /// records it as a call_function node whose target is the exact overload
 /// ("aten::add.Tensor"), computes the result on the example values under
-/// InferenceMode and hands back new proxies. Because proxies carry real
-/// values, shape code traces (`x.size(0)`, `view({-1, n})`) and every node
-/// gets `meta["tensor_meta"]` (fx::TensorMetadata). Arguments equal to the
+/// InferenceMode and hands back new proxies. Because proxies carry shapes,
+/// shape code traces (`x.size(0)`, `view({-1, n})`) and every node gets
+/// `meta["tensor_meta"]` (fx::TensorMetadata). Arguments equal to the
 /// schema default are left out (trailing positional ones; keyword-only ones
 /// are recorded as kwargs only when they differ).
+///
+/// Meta by default: the example values proxies carry are meta tensors of the
+/// inputs' shapes, dtypes and strides, and recorded operators run on meta
+/// (parameters and buffers are passed as meta tensors too), so tracing
+/// computes no data: the cost is the dispatcher's, not the model's FLOPs.
+/// Proxies still report the inputs' device (cpu), so `x.options()` in
+/// traced code means what it means in eager code. An operator without a meta
+/// kernel in libtorch 1.13 (fxcpp adds the common missing ones, see
+/// fx/meta_kernels.h) runs instead on real zero-filled tensors of the same
+/// metadata; Tracer::meta_fallbacks() lists them. Operators on ordinary
+/// tensors only (a buffer update, a factory) still run on real values.
+/// TraceOptions::real_values computes everything on the real example values
+/// instead (one eager forward), as fxcpp did before meta tracing.
 ///
 /// The kernel is registered once per process, on the first trace; it only
 /// ever sees proxies, or the tracing thread's calls during a trace. It claims
@@ -62,9 +75,29 @@
 /// TraceError naming the module.
 ///
 /// Differences from torch.fx
-///  - Tracing runs the code on the example values (one eager forward), so
-///    shapes are specialised to the example inputs: `x.size(0)` is a constant
+///  - Tracing runs the code on meta values of the example inputs' shapes (or
+///    on the example values), so shapes are specialised to the example
+///    inputs: `x.size(0)` is a constant
 ///    in the graph, and factory calls (`torch::zeros({n})`) become constants.
+///    To keep this from going unnoticed, every tensor placeholder gets a
+///    ShapeGuard (fx/shape_guard.h) in `meta["shape_guard"]`: running the
+///    graph on another shape or dtype is an fx::ShapeGuardError naming the
+///    input, unless the dimension was declared in TraceOptions::dynamic_dims.
+///  - Dynamic dimensions (TraceOptions::dynamic_dims): the code is traced
+///    once at the example sizes and twice more per dynamic size (a declared
+///    dimension, or all the dimensions declared with one name) at size + 1
+///    and + 2, and once more with every size grown when there are several. Integer arguments that move with a dimension
+///    (view / reshape / expand sizes, arange lengths ...) are replaced by
+///    nodes computing them from the input: `aten::size.int(x, d)` nodes right
+///    after the placeholders, and `operator.mul` / `operator.add` /
+///    `operator.sub` nodes for a*s + b. A moving argument that is not affine
+///    in the declared sizes, a moving float argument, a tensor constant whose
+///    shape moves, or a graph whose structure changes with the size is a
+///    TraceError naming the node and the values seen. Factory calls
+///    (aten::arange, aten::zeros ... : operators without tensor arguments)
+///    are recorded as call_function nodes in this mode instead of becoming
+///    constants, so a tensor they return is a proxy (its values cannot be
+///    read during the trace). tensor_meta keeps the example sizes.
 ///  - Reading a traced value (item(), is_nonzero(), aten::equal / allclose of
 ///    two different values, _local_scalar_dense) throws fx::TraceError
 ///    "symbolically traced variables cannot be used as inputs to control
@@ -81,6 +114,7 @@
 #include <fx/error.h>
 #include <fx/graph.h>
 #include <fx/graph_module.h>
+#include <fx/shape_guard.h>
 #include <fx/tensor_meta.h>
 
 #include <ATen/core/ivalue.h>
@@ -208,6 +242,43 @@ TracedFunction forward_of(const std::shared_ptr<M>& m) {
 
 }  // namespace trace_detail
 
+/// How a trace captures shapes (an fxcpp addition: torch.fx traces with
+/// symbolic sizes instead).
+struct TraceOptions {
+  /// One dimension that may vary at run time: example input `input` (a
+  /// tensor, counted among the example inputs only), dimension `dim`
+  /// (negative counts from the end).
+  struct Dim {
+    Dim() = default;
+    /// Dimension `dim` of example input `input`, sharing its size with the
+    /// other dimensions declared with the same non-empty `name`.
+    Dim(size_t input, int64_t dim, std::string name = {}) : input(input), dim(dim), name(std::move(name)) {}
+    size_t input = 0;
+    int64_t dim = 0;
+    /// Dimensions declared with the same non-empty name are one size: they
+    /// are grown together when probing (x and a mask sharing the batch:
+    /// {{0, 0, "batch"}, {1, 0, "batch"}}) and must have the same example
+    /// size. An unnamed dimension is a size of its own.
+    std::string name;
+  };
+  /// The dimensions the graph must be valid for at any size, e.g. {{0, 0}}
+  /// for the batch dimension of the first input (see "Dynamic dimensions"
+  /// above). Each size costs two more traces.
+  std::vector<Dim> dynamic_dims;
+  /// Record a ShapeGuard in meta["shape_guard"] of every tensor placeholder
+  /// (on by default; off: graphs run on any shape, as before guards existed).
+  bool shape_guards = true;
+  /// Compute every recorded operator on the real example values (one eager
+  /// forward). Off (the default): on meta tensors of the same shape, dtype
+  /// and strides (no data computed, parameters never read); operators
+  /// without a meta kernel run on real zero-filled values of the same
+  /// metadata and are listed in Tracer::meta_fallbacks(). Code that reads
+  /// traced values (item(), control flow) fails the same way in both modes.
+  /// Switch it on for shapes that depend on data (nonzero, unique, masked
+  /// selects: on zeros they come out empty).
+  bool real_values = false;
+};
+
 /// Captures a module's forward (or a free function) as a Graph
 /// (torch.fx `Tracer`). Subclass it to choose the leaf modules.
 class Tracer {
@@ -264,8 +335,27 @@ class Tracer {
   const std::string& root_class_name() const { return class_name_; }
   /// Names for the placeholders, in input order (missing ones get defaults).
   void set_input_names(std::vector<std::string> names) { input_names_ = std::move(names); }
+  /// How the next traces capture shapes (guards, dynamic dimensions).
+  void set_options(TraceOptions options) { options_ = std::move(options); }
+  /// The options traces use.
+  const TraceOptions& options() const { return options_; }
+  /// The operators the last trace ran on zero-filled real values because
+  /// they have no meta kernel (TraceOptions::real_values off), in the order
+  /// first met; empty after a trace on real values.
+  const std::vector<std::string>& meta_fallbacks() const { return meta_fallbacks_; }
 
  private:
+  /// One trace at the example sizes; `record_factories` records operators
+  /// without tensor arguments instead of running them.
+  std::shared_ptr<Graph> trace_once(const std::shared_ptr<torch::nn::Module>& root, const TracedFunction& forward,
+                                    std::vector<c10::IValue> example_inputs, const ConcreteArgs& concrete_args,
+                                    bool record_factories);
+  /// trace() with options_.dynamic_dims not empty.
+  std::shared_ptr<Graph> trace_dynamic(const std::shared_ptr<torch::nn::Module>& root, const TracedFunction& forward,
+                                       std::vector<c10::IValue> example_inputs, const ConcreteArgs& concrete_args);
+
+  TraceOptions options_;
+  std::vector<std::string> meta_fallbacks_;
   std::shared_ptr<torch::nn::Module> traced_root_;
   std::string class_name_ = "GraphModule";
   std::vector<std::string> input_names_;
@@ -274,13 +364,14 @@ class Tracer {
 /// Traces `forward` with the default Tracer into a GraphModule.
 std::shared_ptr<GraphModule> symbolic_trace(std::shared_ptr<torch::nn::Module> root, const TracedFunction& forward,
                                             std::vector<c10::IValue> example_inputs,
-                                            const ConcreteArgs& concrete_args = {});
+                                            const ConcreteArgs& concrete_args = {}, const TraceOptions& options = {});
 /// Traces a free function (any callable taking the forward arguments as a
 /// std::vector<c10::IValue>) into a GraphModule (no parameters; constants only).
 template <class F, std::enable_if_t<trace_detail::is_traced_function<F>::value, int> = 0>
 std::shared_ptr<GraphModule> symbolic_trace(F&& fn, std::vector<c10::IValue> example_inputs,
-                                            const ConcreteArgs& concrete_args = {}) {
-  return symbolic_trace(nullptr, TracedFunction(std::forward<F>(fn)), std::move(example_inputs), concrete_args);
+                                            const ConcreteArgs& concrete_args = {}, const TraceOptions& options = {}) {
+  return symbolic_trace(nullptr, TracedFunction(std::forward<F>(fn)), std::move(example_inputs), concrete_args,
+                        options);
 }
 /// Traces `tracer` and wraps the graph with the tracer's root (torch.fx
 /// `GraphModule(tracer.root, tracer.trace(root))`).
@@ -289,8 +380,9 @@ std::shared_ptr<GraphModule> to_graph_module(const Tracer& tracer, std::shared_p
 /// Traces root->forward(...) into a GraphModule (torch.fx `symbolic_trace(m)`).
 template <class M>
 std::shared_ptr<GraphModule> symbolic_trace(const std::shared_ptr<M>& root, std::vector<c10::IValue> example_inputs,
-                                            const ConcreteArgs& concrete_args = {}) {
+                                            const ConcreteArgs& concrete_args = {}, const TraceOptions& options = {}) {
   Tracer tracer;
+  tracer.set_options(options);
   auto graph = tracer.trace(root, std::move(example_inputs), concrete_args);
   return to_graph_module(tracer, std::move(graph));
 }
@@ -298,8 +390,8 @@ std::shared_ptr<GraphModule> symbolic_trace(const std::shared_ptr<M>& root, std:
 template <class Impl>
 std::shared_ptr<GraphModule> symbolic_trace(const torch::nn::ModuleHolder<Impl>& root,
                                             std::vector<c10::IValue> example_inputs,
-                                            const ConcreteArgs& concrete_args = {}) {
-  return symbolic_trace(root.ptr(), std::move(example_inputs), concrete_args);
+                                            const ConcreteArgs& concrete_args = {}, const TraceOptions& options = {}) {
+  return symbolic_trace(root.ptr(), std::move(example_inputs), concrete_args, options);
 }
 
 }  // namespace fx

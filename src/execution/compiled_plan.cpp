@@ -141,6 +141,7 @@ CompiledPlan::CompiledPlan(GraphModule& module) {
       PlanInput in;
       in.name = n->target();
       if (!n->args().empty()) in.default_value = n->args()[0].to_ivalue();
+      if (const ShapeGuard* guard = shape_guard_of(*n)) in.guard = *guard;
       if (last_user[n->id()]) {
         in.slot = take_slot();
         node_values_[n->id()] = {ValueSource::Kind::Slot, *in.slot};
@@ -286,6 +287,7 @@ c10::IValue CompiledPlan::run(std::vector<c10::IValue>& inputs) const {
   for (size_t i = 0; i < inputs_.size(); ++i) {
     const PlanInput& in = inputs_[i];
     if (i < inputs.size()) {
+      if (in.guard) check_shape_guard(*in.guard, inputs[i], "forward()", in.name);
       if (in.slot) frame[*in.slot] = std::move(inputs[i]);
     } else if (in.default_value) {
       if (in.slot) frame[*in.slot] = *in.default_value;

@@ -12,6 +12,7 @@
 // straight from slots or constants: no string, map or virtual lookup per node.
 
 #include <fx/graph_module.h>
+#include <fx/shape_guard.h>
 
 #include "targets/operator_call.h"
 
@@ -78,6 +79,8 @@ struct PlanInput {
   std::optional<uint32_t> slot;
   /// The placeholder's default value, if it has one.
   std::optional<c10::IValue> default_value;
+  /// The shape and dtype a given value must have (meta["shape_guard"]).
+  std::optional<ShapeGuard> guard;
 };
 
 /// The compiled form of one version of a GraphModule's graph.

@@ -5,6 +5,7 @@
 #include "execution/opcode_dispatch.h"
 
 #include <fx/error.h>
+#include <fx/shape_guard.h>
 
 
 namespace fx {
@@ -55,6 +56,8 @@ struct Interpreter::Cache {
   const Graph* graph = nullptr;
   uint64_t version = 0;
   std::vector<Node*> placeholders;
+  /// Per placeholder: the guard its argument is checked against.
+  std::vector<std::optional<ShapeGuard>> guards;
   /// By node id: the values whose last use is that node.
   std::vector<std::vector<const Node*>> last_uses;
 
@@ -132,8 +135,12 @@ Interpreter::Cache& Interpreter::cache() {
       }
     }
   }
-  for (Node* node : g.nodes())
-    if (node->op() == Opcode::Placeholder) c->placeholders.push_back(node);
+  for (Node* node : g.nodes()) {
+    if (node->op() != Opcode::Placeholder) continue;
+    c->placeholders.push_back(node);
+    const ShapeGuard* guard = shape_guard_of(*node);
+    c->guards.push_back(guard ? std::optional<ShapeGuard>(*guard) : std::nullopt);
+  }
   cache_ = std::move(c);
   return *cache_;
 }
@@ -154,6 +161,8 @@ c10::IValue Interpreter::boxed_run(std::vector<c10::IValue>& args) {
   size_t next = 0;
   for (Node* p : c.placeholders) {
     if (next < args.size()) {
+      if (const auto& guard = c.guards[next])
+        check_shape_guard(*guard, args[next], "Interpreter.boxed_run()", p->target());
       env.set(p, std::move(args[next++]));
     } else if (!p->args().empty()) {
       env.set(p, p->args()[0].to_ivalue());
@@ -206,8 +215,12 @@ c10::IValue Interpreter::run_impl(std::vector<c10::IValue> args, Env env) {
     }
   } reset{this};
 
+  size_t placeholder_index = 0;
   for (Node* node : module_->graph().nodes()) {
+    const std::optional<ShapeGuard>* guard = nullptr;
+    if (node->op() == Opcode::Placeholder) guard = &c.guards[placeholder_index++];
     if (env_.contains(node)) continue;  // given in initial_env: partial evaluation
+    const size_t args_before = next_arg_;
     try {
       c10::IValue value = run_node(node);
       env_.set(node, std::move(value));
@@ -216,6 +229,9 @@ c10::IValue Interpreter::run_impl(std::vector<c10::IValue> args, Env env) {
       detail::rethrow_while_executing(*node);
     }
     current_ = nullptr;
+    // An argument (not a default value) must match the traced shape.
+    if (guard && *guard && next_arg_ > args_before)
+      check_shape_guard(**guard, env_.at(node), "Interpreter.run()", node->target());
     if (garbage_collect_values_)
       for (const Node* dead : c.last_uses[node->id()]) env_.erase(dead);
     if (node->op() == Opcode::Output) return env_.at(node);

@@ -4,6 +4,7 @@
 // file order, so a reference to a node that is not defined yet is an error.
 #include "serialize/document.h"
 
+#include <fx/shape_guard.h>
 #include <fx/tensor_meta.h>
 
 #include <cmath>
@@ -244,6 +245,9 @@ std::optional<json> meta_to_json(const std::any& v) {
     for (const auto& m : *l) items.push_back(tensor_meta_to_json(m));
     return json{{"tensor_meta_list", std::move(items)}};
   }
+  if (auto* g = std::any_cast<ShapeGuard>(&v)) {
+    return json{{"shape_guard", {{"shape", g->shape}, {"dtype", dtype_name(g->dtype)}}}};
+  }
   if (auto* s = std::any_cast<std::string>(&v)) return json{{"string", *s}};
   if (auto* b = std::any_cast<bool>(&v)) return json{{"bool", *b}};
   if (auto* i = std::any_cast<int64_t>(&v)) return json{{"int", *i}};
@@ -262,6 +266,18 @@ std::any meta_from_json(const json& j, const std::string& where) {
     std::vector<TensorMetadata> l;
     for (const json& m : value) l.push_back(tensor_meta_from_json(m, where));
     return l;
+  }
+  if (key == "shape_guard") {
+    ShapeGuard g;
+    for (const json& v : get_array(value, "shape", where)) {
+      g.shape.push_back(as_int(v, where + ": shape_guard shape"));
+      if (g.shape.back() < kDynamicDim) {
+        throw ImportError(where + ": shape_guard shape has size " + std::to_string(g.shape.back()) +
+                          " (sizes are >= 0, or -1 for a dynamic dimension)");
+      }
+    }
+    g.dtype = dtype_from_name(get_string(value, "dtype", where), where);
+    return g;
   }
   if (key == "string") return as_string(value, where);
   if (key == "bool") {

@@ -85,9 +85,10 @@ Registry& registry() {
   return *r;
 }
 
-const c10::DispatchKeySet& trace_tls_keys() {
-  static const c10::DispatchKeySet ks(c10::DispatchKey::AutogradPrivateUse1);
-  return ks;
+c10::DispatchKeySet trace_tls_keys(bool below_autograd) {
+  static const c10::DispatchKeySet autograd(c10::DispatchKey::AutogradPrivateUse1);
+  static const c10::DispatchKeySet both = autograd | c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
+  return below_autograd ? both : autograd;
 }
 
 }  // namespace
@@ -134,44 +135,57 @@ OpHandler* current_handler() { return tls_handler; }
 // Dispatch key sets cannot remove a backend bit with operator- or remove()
 // (they only drop functionality bits), so the guards below save and restore
 // the raw thread-local sets. `tls_added` holds the bits the active trace added
-// to the included set, which SuspendTracing takes away again.
+// to the included set, `tls_excluded_added` those it added to the excluded
+// set (BackendSelect, whose factory kernels redispatch without the thread's
+// included keys); SuspendTracing takes both away again.
 namespace {
 thread_local uint64_t tls_added = 0;
+thread_local uint64_t tls_excluded_added = 0;
 
 uint64_t raw(c10::DispatchKeySet ks) { return ks.raw_repr(); }
 
-void force_included(uint64_t bits) {
-  c10::impl::LocalDispatchKeySet cur = c10::impl::tls_local_dispatch_key_set();
+void force_tls(uint64_t included, uint64_t excluded) {
   c10::impl::PODLocalDispatchKeySet pod{};
-  pod.set_included(c10::DispatchKeySet(c10::DispatchKeySet::RAW, bits));
-  pod.set_excluded(cur.excluded_);
+  pod.set_included(c10::DispatchKeySet(c10::DispatchKeySet::RAW, included));
+  pod.set_excluded(c10::DispatchKeySet(c10::DispatchKeySet::RAW, excluded));
   c10::impl::_force_tls_local_dispatch_key_set(pod);
 }
+
+uint64_t tls_included() { return raw(c10::impl::tls_local_dispatch_key_set().included_); }
+uint64_t tls_excluded() { return raw(c10::impl::tls_local_dispatch_key_set().excluded_); }
 }  // namespace
 
-ActiveTrace::ActiveTrace(OpHandler* handler) : previous_(tls_handler), previous_added_(tls_added) {
-  const uint64_t included = raw(c10::impl::tls_local_dispatch_key_set().included_);
-  const uint64_t wanted = raw(trace_tls_keys());
+ActiveTrace::ActiveTrace(OpHandler* handler, bool below_autograd)
+    : previous_(tls_handler), previous_added_(tls_added), previous_excluded_added_(tls_excluded_added) {
+  const uint64_t included = tls_included(), excluded = tls_excluded();
+  const uint64_t wanted = raw(trace_tls_keys(below_autograd));
+  const uint64_t wanted_excluded =
+      below_autograd ? raw(c10::DispatchKeySet(c10::DispatchKey::BackendSelect)) : uint64_t{0};
   tls_added = wanted & ~included;
-  force_included(included | wanted);
+  tls_excluded_added = wanted_excluded & ~excluded;
+  force_tls(included | wanted, excluded | wanted_excluded);
   tls_handler = handler;
 }
 
 ActiveTrace::~ActiveTrace() {
-  force_included(raw(c10::impl::tls_local_dispatch_key_set().included_) & ~tls_added);
+  force_tls(tls_included() & ~tls_added, tls_excluded() & ~tls_excluded_added);
   tls_added = previous_added_;
+  tls_excluded_added = previous_excluded_added_;
   tls_handler = previous_;
 }
 
-SuspendTracing::SuspendTracing() : previous_(tls_handler), previous_added_(tls_added) {
-  force_included(raw(c10::impl::tls_local_dispatch_key_set().included_) & ~tls_added);
+SuspendTracing::SuspendTracing()
+    : previous_(tls_handler), previous_added_(tls_added), previous_excluded_added_(tls_excluded_added) {
+  force_tls(tls_included() & ~tls_added, tls_excluded() & ~tls_excluded_added);
   tls_added = 0;
+  tls_excluded_added = 0;
   tls_handler = nullptr;
 }
 
 SuspendTracing::~SuspendTracing() {
-  force_included(raw(c10::impl::tls_local_dispatch_key_set().included_) | previous_added_);
+  force_tls(tls_included() | previous_added_, tls_excluded() | previous_excluded_added_);
   tls_added = previous_added_;
+  tls_excluded_added = previous_excluded_added_;
   tls_handler = previous_;
 }
 

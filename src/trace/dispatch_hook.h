@@ -42,9 +42,13 @@ void install_trace_kernel();
 
 /// While alive, `handler` receives every operator call on this thread.
 /// Restores the previous dispatch state on destruction (also when unwinding).
+/// With `below_autograd`, PrivateUse1 is added to the thread's included keys
+/// and BackendSelect to its excluded keys, so calls made below autograd
+/// (torch::arange and the other torch:: factories call at:: under
+/// AutoDispatchBelowADInplaceOrView) reach the handler as well.
 class ActiveTrace {
  public:
-  explicit ActiveTrace(OpHandler* handler);
+  explicit ActiveTrace(OpHandler* handler, bool below_autograd = false);
   ~ActiveTrace();
   ActiveTrace(const ActiveTrace&) = delete;
   ActiveTrace& operator=(const ActiveTrace&) = delete;
@@ -52,6 +56,7 @@ class ActiveTrace {
  private:
   OpHandler* previous_;
   uint64_t previous_added_;
+  uint64_t previous_excluded_added_;
 };
 
 /// While alive, operator calls on this thread bypass the tracing kernel.
@@ -65,6 +70,7 @@ class SuspendTracing {
  private:
   OpHandler* previous_;
   uint64_t previous_added_;
+  uint64_t previous_excluded_added_;
 };
 
 /// The handler active on this thread, or nullptr.

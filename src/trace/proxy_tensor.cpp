@@ -12,8 +12,9 @@ c10::DispatchKeySet proxy_key_set() {
   return ks;
 }
 
-ProxyTensorImpl::ProxyTensorImpl(at::Tensor example, uint64_t session, ValueRef ref)
-    : c10::TensorImpl(proxy_key_set(), example.dtype(), example.device()),
+ProxyTensorImpl::ProxyTensorImpl(at::Tensor example, uint64_t session, ValueRef ref,
+                                 c10::optional<c10::Device> device)
+    : c10::TensorImpl(proxy_key_set(), example.dtype(), device.value_or(example.device())),
       example_(std::move(example)),
       session_(session),
       ref_(std::move(ref)) {
@@ -34,7 +35,7 @@ void ProxyTensorImpl::set_example(at::Tensor example) {
 
 c10::intrusive_ptr<c10::TensorImpl> ProxyTensorImpl::shallow_copy_and_detach(
     const c10::VariableVersion& version_counter, bool allow_tensor_metadata_change) const {
-  auto impl = c10::make_intrusive<ProxyTensorImpl>(example_, session_, ref_);
+  auto impl = c10::make_intrusive<ProxyTensorImpl>(example_, session_, ref_, device());
   impl->traced_requires_grad_ = traced_requires_grad_;
   impl->set_version_counter(version_counter);
   impl->set_allow_tensor_metadata_change(allow_tensor_metadata_change);
@@ -43,7 +44,7 @@ c10::intrusive_ptr<c10::TensorImpl> ProxyTensorImpl::shallow_copy_and_detach(
 
 c10::intrusive_ptr<c10::TensorImpl> ProxyTensorImpl::shallow_copy_and_detach(
     c10::VariableVersion&& version_counter, bool allow_tensor_metadata_change) const {
-  auto impl = c10::make_intrusive<ProxyTensorImpl>(example_, session_, ref_);
+  auto impl = c10::make_intrusive<ProxyTensorImpl>(example_, session_, ref_, device());
   impl->traced_requires_grad_ = traced_requires_grad_;
   impl->set_version_counter(std::move(version_counter));
   impl->set_allow_tensor_metadata_change(allow_tensor_metadata_change);
@@ -72,14 +73,14 @@ ProxyTensorImpl* as_proxy(const at::TensorBase& t) {
   return dynamic_cast<ProxyTensorImpl*>(impl);
 }
 
-at::Tensor make_proxy(at::Tensor example, uint64_t session, ValueRef ref) {
+at::Tensor make_proxy(at::Tensor example, uint64_t session, ValueRef ref, c10::optional<c10::Device> device) {
   // Inference mode would strip the autograd key from a new TensorImpl, and
   // the proxy needs it to reach the tracing kernel first.
   if (c10::InferenceMode::is_enabled()) {
     c10::InferenceMode autograd_keys_on(false);
-    return at::Tensor(c10::make_intrusive<ProxyTensorImpl>(std::move(example), session, std::move(ref)));
+    return at::Tensor(c10::make_intrusive<ProxyTensorImpl>(std::move(example), session, std::move(ref), device));
   }
-  return at::Tensor(c10::make_intrusive<ProxyTensorImpl>(std::move(example), session, std::move(ref)));
+  return at::Tensor(c10::make_intrusive<ProxyTensorImpl>(std::move(example), session, std::move(ref), device));
 }
 
 }  // namespace fx::trace_impl

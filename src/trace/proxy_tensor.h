@@ -35,8 +35,11 @@ struct ValueRef {
 class ProxyTensorImpl final : public c10::TensorImpl {
  public:
   /// A proxy for `ref` in trace `session`, with metadata taken from
-  /// `example` (which must be a defined, strided tensor).
-  ProxyTensorImpl(at::Tensor example, uint64_t session, ValueRef ref);
+  /// `example` (which must be a defined, strided tensor). The proxy reports
+  /// `device` (default: the example's), so that a meta example can stand for
+  /// a CPU value.
+  ProxyTensorImpl(at::Tensor example, uint64_t session, ValueRef ref,
+                  c10::optional<c10::Device> device = c10::nullopt);
 
   /// The real value the traced program would have computed here.
   const at::Tensor& example() const { return example_; }
@@ -77,7 +80,9 @@ c10::DispatchKeySet proxy_key_set();
 /// The proxy behind `t`, or nullptr if `t` is undefined or not a proxy.
 ProxyTensorImpl* as_proxy(const at::TensorBase& t);
 
-/// A new proxy tensor wrapping `example`.
-at::Tensor make_proxy(at::Tensor example, uint64_t session, ValueRef ref);
+/// A new proxy tensor wrapping `example`, reporting `device` (default: the
+/// example's).
+at::Tensor make_proxy(at::Tensor example, uint64_t session, ValueRef ref,
+                      c10::optional<c10::Device> device = c10::nullopt);
 
 }  // namespace fx::trace_impl

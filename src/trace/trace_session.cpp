@@ -3,12 +3,14 @@
 #include "trace/trace_session.h"
 
 #include <fx/error.h>
+#include <fx/shape_guard.h>
 #include <fx/tensor_meta.h>
 
 #include <ATen/core/grad_mode.h>
 #include <ATen/core/jit_type.h>
 #include <c10/core/InferenceMode.h>
 
+#include <algorithm>
 #include <atomic>
 
 namespace fx::trace_impl {
@@ -80,6 +82,41 @@ bool same_as_default(const c10::IValue& v, const c10::Argument& arg) {
   return false;
 }
 
+// A factory: no tensor arguments, a tensor result, nothing written (out=).
+// The aten::empty family is left out: code that makes an empty tensor fills
+// it through its data pointer next (torch::tensor({1, 2}) does), which a
+// proxy cannot serve.
+bool is_factory(const c10::FunctionSchema& schema) {
+  if (schema.name().rfind("aten::empty", 0) == 0) return false;
+  for (const c10::Argument& a : schema.arguments()) {
+    if (type_has_tensor(a.type()) || (a.alias_info() && a.alias_info()->isWrite())) return false;
+  }
+  for (const c10::Argument& r : schema.returns()) {
+    if (type_has_tensor(r.type())) return true;
+  }
+  return false;
+}
+
+// Whether `t` can be replaced by a meta tensor of its metadata (wrapped
+// numbers stay CPU scalars: they promote types differently).
+bool has_meta_form(const at::Tensor& t) {
+  return t.defined() && !t.is_meta() && t.layout() == c10::kStrided && !t.is_quantized() &&
+         !t.unsafeGetTensorImpl()->is_wrapped_number();
+}
+
+at::Tensor meta_like(const at::Tensor& t) {
+  if (!has_meta_form(t)) return t;
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+}
+
+// A real tensor of `t`'s metadata on `device`, every element zero.
+at::Tensor zeros_like_strided(const at::Tensor& t, c10::Device device) {
+  at::Tensor r = at::empty_strided(t.sizes(), t.strides(), t.options().device(device));
+  const int64_t n = static_cast<int64_t>(r.storage().nbytes() / r.element_size());
+  r.as_strided({n}, {1}, 0).zero_();
+  return r;
+}
+
 bool is_float_like(c10::ScalarType t) { return c10::isFloatingType(t) || c10::isComplexType(t); }
 
 // The argument a written (in-place / out=) return aliases, or -1.
@@ -107,8 +144,8 @@ struct TraceSession::Scan {
   bool buffer = false;       // a buffer (computed on its private copy, not recorded)
 };
 
-TraceSession::TraceSession(Graph& graph, const torch::nn::Module* root)
-    : graph_(graph), id_(next_session_id.fetch_add(1)) {
+TraceSession::TraceSession(Graph& graph, const torch::nn::Module* root, bool record_factories, ExampleValues values)
+    : graph_(graph), id_(next_session_id.fetch_add(1)), record_factories_(record_factories), values_(values) {
   if (root == nullptr) return;
   auto add = [&](const std::string& name, const at::Tensor& t, AttrTensor::Kind kind) {
     if (!t.defined() || attrs_.count(t.unsafeGetTensorImpl())) return;  // tied weights: the first name wins
@@ -140,7 +177,10 @@ c10::IValue TraceSession::add_input(const c10::IValue& example, const std::strin
   if (example.isTensor() && example.toTensor().defined()) {
     const at::Tensor& t = example.toTensor();
     ph->meta()["tensor_meta"] = TensorMetadata::from_tensor(t);
-    at::Tensor proxy = make_proxy(clone(t), id_, ValueRef{ph, {}});
+    ph->meta()[kShapeGuardKey] = ShapeGuard{t.sizes().vec(), t.scalar_type()};
+    if (!device_) device_ = t.device();
+    at::Tensor proxy = make_proxy(values_ == ExampleValues::Meta ? meta_like(t) : clone(t), id_, ValueRef{ph, {}},
+                                  t.device());
     static_cast<ProxyTensorImpl*>(proxy.unsafeGetTensorImpl())->set_traced_requires_grad(t.requires_grad());
     return proxy;
   }
@@ -158,7 +198,9 @@ c10::IValue TraceSession::add_input(const c10::IValue& example, const std::strin
     std::vector<c10::IValue> proxies;
     for (size_t i = 0; i < items.size(); ++i) {
       metas.push_back(TensorMetadata::from_tensor(items[i]));
-      at::Tensor p = make_proxy(clone(items[i]), id_, ValueRef{ph, {static_cast<int64_t>(i)}});
+      if (!device_) device_ = items[i].device();
+      at::Tensor p = make_proxy(values_ == ExampleValues::Meta ? meta_like(items[i]) : clone(items[i]), id_,
+                                ValueRef{ph, {static_cast<int64_t>(i)}}, items[i].device());
       static_cast<ProxyTensorImpl*>(p.unsafeGetTensorImpl())->set_traced_requires_grad(items[i].requires_grad());
       proxies.emplace_back(std::move(p));
     }
@@ -210,7 +252,7 @@ void TraceSession::handle(const c10::OperatorHandle& op, torch::jit::Stack* stac
     throw TraceError("a proxy tensor of another or a finished symbolic_trace was used in " +
                      operator_target(op.operator_name()));
   }
-  if (!s.proxy && !s.traced_attr) {
+  if (!s.proxy && !s.traced_attr && !(record_factories_ && is_factory(op.schema()))) {
     run_untraced(op, stack, s.buffer);
     return;
   }
@@ -225,9 +267,13 @@ void TraceSession::run_untraced(const c10::OperatorHandle& op, torch::jit::Stack
   op.callBoxed(stack);
 }
 
-at::Tensor TraceSession::example_of(const at::Tensor& t, bool substitute_buffers) {
+at::Tensor TraceSession::example_of(const at::Tensor& t, bool substitute_buffers, As as) {
   if (!t.defined()) return t;
-  if (ProxyTensorImpl* p = as_proxy(t)) return p->example();
+  if (ProxyTensorImpl* p = as_proxy(t)) {
+    if (as == As::Zeros && p->example().is_meta()) return zeros_like_strided(p->example(), p->device());
+    return p->example();
+  }
+  if (as == As::Meta) return meta_like(example_of(t, substitute_buffers));
   auto it = attrs_.find(t.unsafeGetTensorImpl());
   if (it == attrs_.end()) return t;
   AttrTensor& a = *it->second;
@@ -241,18 +287,18 @@ at::Tensor TraceSession::example_of(const at::Tensor& t, bool substitute_buffers
   return a.example;
 }
 
-c10::IValue TraceSession::unwrap(const c10::IValue& v, bool substitute_buffers) {
-  if (v.isTensor()) return example_of(v.toTensor(), substitute_buffers);
+c10::IValue TraceSession::unwrap(const c10::IValue& v, bool substitute_buffers, As as) {
+  if (v.isTensor()) return example_of(v.toTensor(), substitute_buffers, as);
   if (v.isList()) {
     c10::List<c10::IValue> in = v.toList();
     c10::impl::GenericList out(in.elementType());
     out.reserve(in.size());
-    for (const c10::IValue& e : in) out.push_back(unwrap(e, substitute_buffers));
+    for (const c10::IValue& e : in) out.push_back(unwrap(e, substitute_buffers, as));
     return out;
   }
   if (v.isTuple()) {
     std::vector<c10::IValue> items;
-    for (const c10::IValue& e : v.toTupleRef().elements()) items.push_back(unwrap(e, substitute_buffers));
+    for (const c10::IValue& e : v.toTupleRef().elements()) items.push_back(unwrap(e, substitute_buffers, as));
     return c10::ivalue::Tuple::create(std::move(items));
   }
   return v;
@@ -378,9 +424,8 @@ void TraceSession::record(const c10::OperatorHandle& op, torch::jit::Stack* stac
   for (const c10::Argument& a : schema.arguments()) writes = writes || (a.alias_info() && a.alias_info()->isWrite());
   if (!returns.empty() && !tensor_result && !writes) {
     // A metadata query (is_same_size, size.int ...): answer it, record nothing.
-    for (size_t i = base; i < stack->size(); ++i) (*stack)[i] = unwrap((*stack)[i], true);
-    c10::InferenceMode inference;
-    op.callBoxed(stack);
+    std::vector<c10::IValue> originals(stack->begin() + base, stack->end());
+    compute(op, stack, originals, target);
     return;
   }
 
@@ -415,16 +460,7 @@ void TraceSession::record(const c10::OperatorHandle& op, torch::jit::Stack* stac
       a->copied = true;
     }
   }
-  for (size_t i = base; i < stack->size(); ++i) (*stack)[i] = unwrap((*stack)[i], true);
-  {
-    c10::InferenceMode inference;
-    try {
-      op.callBoxed(stack);
-    } catch (c10::Error& e) {
-      e.add_context("fxcpp: while tracing " + target + " on the example values");
-      throw;
-    }
-  }
+  compute(op, stack, originals, target);
 
   // The node: positional arguments up to the last one that differs from its
   // default, keyword-only arguments only when they differ.
@@ -453,7 +489,9 @@ void TraceSession::record(const c10::OperatorHandle& op, torch::jit::Stack* stac
   auto new_proxy = [&](const at::Tensor& example, ValueRef ref) {
     const bool rg = requires_grad && is_float_like(example.scalar_type());
     metas.push_back(TensorMetadata::from_tensor(example, rg));
-    at::Tensor p = make_proxy(example, id_, std::move(ref));
+    at::Tensor p = make_proxy(example, id_, std::move(ref),
+                              values_ == ExampleValues::Meta ? c10::optional<c10::Device>(device_.value_or(c10::kCPU))
+                                                             : c10::nullopt);
     static_cast<ProxyTensorImpl*>(p.unsafeGetTensorImpl())->set_traced_requires_grad(rg);
     return p;
   };
@@ -469,7 +507,7 @@ void TraceSession::record(const c10::OperatorHandle& op, torch::jit::Stack* stac
         p->set_ref(ref_for(j));
       } else {
         AttrTensor* a = attr_for(orig, true);
-        a->example = example;
+        if (!example.is_meta() || a->example.is_meta()) a->example = example;  // meta: keep the real value
         ValueRef ref = ref_for(j);
         a->current = ref.path.empty() ? node : graph_.call_function("operator.getitem", {Argument(node), Argument(ref.path[0])});
       }
@@ -491,6 +529,53 @@ void TraceSession::record(const c10::OperatorHandle& op, torch::jit::Stack* stac
     node->meta()["tensor_meta"] = metas.front();
   } else if (!metas.empty()) {
     node->meta()["tensor_meta"] = metas;
+  }
+}
+
+void TraceSession::compute(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                           const std::vector<c10::IValue>& originals, const std::string& target) {
+  const c10::FunctionSchema& schema = op.schema();
+  const size_t n = originals.size();
+  const size_t base = stack->size() - n;
+  const bool meta = values_ == ExampleValues::Meta;
+  for (size_t i = 0; i < n; ++i) (*stack)[base + i] = unwrap(originals[i], true, meta ? As::Meta : As::Example);
+  if (meta && is_factory(schema)) {
+    // A recorded factory (dynamic dimensions) makes its tensor on meta.
+    for (size_t i = 0; i < n; ++i) {
+      const c10::TypePtr t = unwrap_optional(schema.arguments()[i].real_type());
+      if (t->kind() == c10::TypeKind::DeviceObjType) (*stack)[base + i] = c10::Device(c10::kMeta);
+    }
+  }
+  c10::InferenceMode inference;
+  try {
+    op.callBoxed(stack);
+    return;
+  } catch (c10::Error& e) {
+    if (!meta) {
+      e.add_context("fxcpp: while tracing " + target + " on the example values");
+      throw;
+    }
+  }
+  // No meta kernel (or one that refused): run on zeros of the same metadata.
+  stack->resize(base);
+  for (size_t i = 0; i < n; ++i) stack->push_back(unwrap(originals[i], true, As::Zeros));
+  try {
+    op.callBoxed(stack);
+  } catch (c10::Error& e) {
+    e.add_context("fxcpp: while tracing " + target + " on zero-filled values (it has no meta kernel)");
+    throw;
+  }
+  if (std::find(fallbacks_.begin(), fallbacks_.end(), target) == fallbacks_.end()) fallbacks_.push_back(target);
+  const size_t r = schema.returns().size();
+  for (size_t j = stack->size() - r; j < stack->size(); ++j) {
+    c10::IValue& out = (*stack)[j];
+    if (out.isTensor()) {
+      out = meta_like(out.toTensor());
+    } else if (out.isTensorList()) {
+      c10::List<at::Tensor> list;
+      for (const at::Tensor& t : out.toTensorVector()) list.push_back(meta_like(t));
+      out = list;
+    }
   }
 }
 

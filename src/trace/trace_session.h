@@ -47,12 +47,21 @@ struct AttrTensor {
   Node* current = nullptr;   ///< the node holding its current value (after in-place writes)
 };
 
+/// What recorded operators compute with.
+enum class ExampleValues {
+  Real,  ///< the example values (one eager forward)
+  Meta,  ///< meta tensors of the same metadata; ops without a meta kernel run on zeros
+};
+
 /// Records the operator calls of one trace into a graph.
 class TraceSession final : public OpHandler {
  public:
   /// Records into `graph`; `root` (may be null) provides the parameters and
-  /// buffers that become get_attr nodes.
-  TraceSession(Graph& graph, const torch::nn::Module* root);
+  /// buffers that become get_attr nodes. With `record_factories`, operators
+  /// without tensor arguments (aten::arange, aten::zeros ...) are recorded
+  /// and return proxies instead of running as constants.
+  TraceSession(Graph& graph, const torch::nn::Module* root, bool record_factories = false,
+               ExampleValues values = ExampleValues::Real);
   ~TraceSession() override;
 
   /// A placeholder named `name` for `example` (a tensor, or a list/tuple of
@@ -71,6 +80,9 @@ class TraceSession final : public OpHandler {
   const AttrTensor* find_attr(const std::string& name) const;
   /// This trace's id (proxies of other traces are rejected).
   uint64_t id() const { return id_; }
+  /// With ExampleValues::Meta: the operators that had no meta kernel and ran
+  /// on real zero-filled values, in the order first met.
+  const std::vector<std::string>& fallbacks() const { return fallbacks_; }
 
  private:
   struct Scan;
@@ -87,15 +99,28 @@ class TraceSession final : public OpHandler {
   /// The attr entry of an ordinary tensor (nullptr if not a parameter/buffer
   /// and `create_constant` is false).
   AttrTensor* attr_for(const at::Tensor& t, bool create_constant);
+  /// How unwrap converts tensors.
+  enum class As { Example, Meta, Zeros };
   /// The example value to compute with in place of `t`.
-  at::Tensor example_of(const at::Tensor& t, bool substitute_buffers);
-  /// `v` with every proxy / attr tensor replaced by its example value.
-  c10::IValue unwrap(const c10::IValue& v, bool substitute_buffers);
+  at::Tensor example_of(const at::Tensor& t, bool substitute_buffers, As as = As::Example);
+  /// `v` with every proxy / attr tensor replaced by its example value (As::
+  /// Meta: by a meta tensor of its metadata; As::Zeros: proxies by real
+  /// zero-filled tensors on the trace's device).
+  c10::IValue unwrap(const c10::IValue& v, bool substitute_buffers, As as = As::Example);
+  /// Runs `op` on the stack's arguments (originals: as the traced code
+  /// passed them) on the example values; with meta values, an operator that
+  /// fails on meta runs again on zeros and its tensor results become meta.
+  void compute(const c10::OperatorHandle& op, torch::jit::Stack* stack, const std::vector<c10::IValue>& originals,
+               const std::string& target);
   /// Whether a traced value requires grad (for tensor_meta).
   bool requires_grad_of(const at::Tensor& t) const;
 
   Graph& graph_;
   uint64_t id_;
+  bool record_factories_;
+  ExampleValues values_;
+  c10::optional<c10::Device> device_;  ///< what meta proxies report (the first input's device)
+  std::vector<std::string> fallbacks_;
   std::unordered_map<const c10::TensorImpl*, std::unique_ptr<AttrTensor>> attrs_;
   std::unordered_map<std::string, AttrTensor*> attrs_by_name_;
   std::vector<const AttrTensor*> constants_;

@@ -1,6 +1,8 @@
 // fx::Tracer and fx::symbolic_trace: drive one trace from inputs to a graph.
 #include <fx/trace.h>
 
+#include <fx/meta_kernels.h>
+
 #include "trace/dispatch_hook.h"
 #include "trace/leaf_modules.h"
 #include "trace/trace_session.h"
@@ -83,10 +85,23 @@ bool Tracer::is_leaf_module(const torch::nn::Module& m, const std::string& /*qua
 
 std::shared_ptr<Graph> Tracer::trace(std::shared_ptr<torch::nn::Module> root, const TracedFunction& forward,
                                      std::vector<c10::IValue> example_inputs, const ConcreteArgs& concrete_args) {
+  if (!options_.dynamic_dims.empty()) return trace_dynamic(root, forward, std::move(example_inputs), concrete_args);
+  auto graph = trace_once(root, forward, std::move(example_inputs), concrete_args, /*record_factories=*/false);
+  if (!options_.shape_guards) {
+    for (Node* p : graph->find_nodes(Opcode::Placeholder)) p->meta().erase(kShapeGuardKey);
+  }
+  return graph;
+}
+
+std::shared_ptr<Graph> Tracer::trace_once(const std::shared_ptr<torch::nn::Module>& root,
+                                          const TracedFunction& forward, std::vector<c10::IValue> example_inputs,
+                                          const ConcreteArgs& concrete_args, bool record_factories) {
+  meta_fallbacks_.clear();
   if (trace_impl::current_handler() != nullptr) {
     throw TraceError("symbolic_trace cannot be called from code that is being traced");
   }
   trace_impl::install_trace_kernel();
+  if (!options_.real_values) register_meta_shape_functions();
   const size_t total = example_inputs.size() + concrete_args.size();
   for (const auto& c : concrete_args) {
     if (c.first >= total) {
@@ -97,7 +112,8 @@ std::shared_ptr<Graph> Tracer::trace(std::shared_ptr<torch::nn::Module> root, co
   LeafContext ctx = root ? leaf_context(*this, *root) : LeafContext{};
 
   auto graph = std::make_shared<Graph>();
-  TraceSession session(*graph, root.get());
+  TraceSession session(*graph, root.get(), record_factories,
+                       options_.real_values ? trace_impl::ExampleValues::Real : trace_impl::ExampleValues::Meta);
   std::vector<c10::IValue> args;
   args.reserve(total);
   size_t next = 0;
@@ -115,7 +131,7 @@ std::shared_ptr<Graph> Tracer::trace(std::shared_ptr<torch::nn::Module> root, co
 
   c10::IValue result;
   {
-    trace_impl::ActiveTrace active(&session);
+    trace_impl::ActiveTrace active(&session, /*below_autograd=*/record_factories);
     try {
       result = forward(std::move(args));
     } catch (const c10::Error& e) {
@@ -123,6 +139,7 @@ std::shared_ptr<Graph> Tracer::trace(std::shared_ptr<torch::nn::Module> root, co
     }
   }
   graph->output(session.output_argument(result));
+  meta_fallbacks_ = session.fallbacks();
   result = c10::IValue();
 
   ctx.tensor_of = [&session](const std::string& name) {
@@ -165,8 +182,9 @@ std::shared_ptr<GraphModule> to_graph_module(const Tracer& tracer, std::shared_p
 
 std::shared_ptr<GraphModule> symbolic_trace(std::shared_ptr<torch::nn::Module> root, const TracedFunction& forward,
                                             std::vector<c10::IValue> example_inputs,
-                                            const ConcreteArgs& concrete_args) {
+                                            const ConcreteArgs& concrete_args, const TraceOptions& options) {
   Tracer tracer;
+  tracer.set_options(options);
   auto graph = tracer.trace(std::move(root), forward, std::move(example_inputs), concrete_args);
   return to_graph_module(tracer, std::move(graph));
 }

@@ -64,6 +64,7 @@
 /// (BatchNorm's num_batches_tracked += 1), as it does in real mode.
 
 #include <fx/interpreter.h>
+#include <fx/meta_kernels.h>
 #include <fx/passes/pass_manager.h>
 #include <fx/tensor_meta.h>
 
@@ -144,18 +145,8 @@ std::string python_type_name(const c10::IValue& value);
 /// overlapping strides, such as an expanded tensor, becomes a view of a leaf).
 at::Tensor to_meta_tensor(const at::Tensor& t);
 
-/// Registers fxcpp's C++ shape functions as Meta-dispatch-key kernels for the
-/// ATen operators that have no Meta kernel in this libtorch and that common
-/// models reach: aten::convolution (every conv and conv_transpose),
-/// native_batch_norm (also what layer_norm, group_norm and instance_norm
-/// decompose to on meta), _adaptive_avg_pool2d/3d, relu, hardtanh (relu6),
-/// hardswish, index_select (embedding), channel_shuffle. Each lays out its
-/// result exactly as the CPU kernel does (channels_last included). An
-/// operator that already has a Meta kernel is never replaced. Idempotent
-/// and thread-safe; propagate_meta() calls it. The kernels serve the whole
-/// process (any meta tensor, not only ShapeProp's). Returns the operators it
-/// registered (the same list on every call).
-const std::vector<std::string>& register_meta_shape_functions();
+/// register_meta_shape_functions() (fx/meta_kernels.h) is declared there:
+/// symbolic_trace on meta tensors uses the same kernels.
 
 /// ShapeProp as a pass for PassManager: annotates the module and reports it
 /// unmodified (only meta changes; the graph does not).

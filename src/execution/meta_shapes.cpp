@@ -7,7 +7,7 @@
 // shape_prop_test.cpp compares every one against a real run), and reads no
 // data: in ShapeProp's meta mode, leaf modules run on meta inputs with their
 // real parameters, which these kernels only look at.
-#include <fx/passes/shape_prop.h>
+#include <fx/meta_kernels.h>
 
 #include <ATen/ATen.h>
 #include <ATen/TensorIterator.h>
