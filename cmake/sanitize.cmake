@@ -17,6 +17,7 @@ option(FXCPP_FUZZ "Build the libFuzzer targets of fuzz/ (clang; implies ASan + U
 # under a sanitizer that takes longer than GoogleTest's default 5 s.
 set(FX_GTEST_DISCOVERY_TIMEOUT 5)
 set(FX_SANITIZE_LIST ${FXCPP_SANITIZE})
+set(FX_SANITIZE_CONSUMER_LINK "")
 if(FXCPP_FUZZ)
   if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
     message(FATAL_ERROR "FXCPP_FUZZ needs clang (CXX=clang++): libFuzzer is part of clang")
@@ -37,6 +38,11 @@ if(FX_SANITIZE_LIST)
     list(APPEND FX_SANITIZE_COMPILE -fno-sanitize-recover=undefined -fno-sanitize=vptr)
   endif()
   set(FX_SANITIZE_LINK -fsanitize=${FX_SANITIZE_FLAGS})
+  # A sanitized fxcpp library needs the sanitizer runtime loaded first, so a
+  # program using it (an installed fxcpp: find_package's fxcpp::fxcpp, or
+  # pkg-config's Libs) links with the same flag; without it the program
+  # dies at start-up (ctest package.find_package).
+  set(FX_SANITIZE_CONSUMER_LINK ${FX_SANITIZE_LINK})
   if(FXCPP_FUZZ)
     # Coverage for libFuzzer in every library; only the fuzz programs link
     # libFuzzer's main (fuzz/fuzz.cmake).
