@@ -59,9 +59,10 @@ fuzz: setup
 # fxcpp turns into an fx::Error; handle_segv=0: a segfault still fails its
 # test (by the signal), and cli.crash_guard can check that fxcpp's crash guard
 # reports its child's SIGSEGV. Allocation stacks use ASan's default fast
-# unwinder (scripts/lsan.supp matches the allocating library's frames):
-# fast_unwind_on_malloc=0 made every test process spend ~5 s CPU unwinding
-# libtorch's start-up allocations (~25 s wall per ctest entry, 510 entries).
+# unwinder: fast_unwind_on_malloc=0 made every test process spend ~5 s CPU
+# unwinding libtorch's start-up allocations (~25 s wall per ctest entry, 510
+# entries); only the entries that need it for an LSan suppression get it
+# (cmake/sanitize.cmake).
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 TSAN_TESTS = Concurrency.*:FunctionCall.ConcurrentFirstCallsResolveSafely:TraceGraph.ConcurrentTracesOnSeveralThreads
