@@ -12,7 +12,8 @@ from in its "// fuzz-seeds:" line (fuzz/README.md):
                     make_corrupt_files.py
   OUT/fx/           fxcpp files (fx::save's format, written by
                     python/fxcpp_bridge.py): an ATen graph from make_fx, a
-                    module graph with torch.nn leaves
+                    module graph with torch.nn leaves, and the two graphs of
+                    python/test_fxcpp_bridge.py (RNN leaves; kwargs)
 Files stay small (a few KB) so that mutations hit structure, not weights.
 Deterministic; run with Debian's python3 (python3-torch).
 """
@@ -103,6 +104,11 @@ def fx_seeds(out):
     seq = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.BatchNorm2d(2), torch.nn.ReLU(),
                               torch.nn.Flatten(), torch.nn.Linear(18, 2)).eval()
     fxcpp_bridge.save(torch.fx.symbolic_trace(seq), os.path.join(out, "modules.fx"))
+    # The bridge test's graphs: Embedding/LSTM/LayerNorm/GRU/ConvTranspose1d
+    # leaves with tuple outputs and getitem, and operator targets with kwargs.
+    import test_fxcpp_bridge
+    for name, make in (("rnn.fx", test_fxcpp_bridge.rnn_graph), ("leaves_kwargs.fx", test_fxcpp_bridge.leaf_graph)):
+        fxcpp_bridge.save(make()[0], os.path.join(out, name))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 # Runs every libFuzzer program of a FXCPP_FUZZ build (make fuzz) for SECONDS
 # each and prints executions and findings per target.
 #   scripts/run_fuzz.sh BUILD_DIR SECONDS [TARGET...]
+#   FUZZ_RUNS=N scripts/run_fuzz.sh ...   also stop after N executions
+#                                         (libFuzzer -runs; whichever comes first)
 # BUILD_DIR/fuzz/<name>_fuzz        the program
 # BUILD_DIR/fuzz/<name>.dirs        its seed folders (+ tests/corpus/<name>)
 # BUILD_DIR/fuzz/corpus/<name>/     the growing corpus (kept between runs)
@@ -33,7 +35,7 @@ for name in "${names[@]}"; do
   mapfile -t dirs < "$fuzz/$name.dirs"
   existing=()
   for d in "${dirs[@]}"; do [ -d "$d" ] && existing+=("$d"); done
-  "$fuzz/${name}_fuzz" -max_total_time="$seconds" -max_len=32768 -timeout=20 -report_slow_units=20 \
+  "$fuzz/${name}_fuzz" -max_total_time="$seconds" ${FUZZ_RUNS:+-runs="$FUZZ_RUNS"} -max_len=32768 -timeout=20 -report_slow_units=20 \
     -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$fuzz/findings/$name/" \
     "$fuzz/corpus/$name" "${existing[@]}" > "$fuzz/$name.log" 2>&1
   rc=$?
