@@ -193,10 +193,12 @@ CompiledPlan::CompiledPlan(GraphModule& module) {
           step.kind = Step::Kind::Module;
           data.module = module.get_submodule(n->target());
           data.forward = find_module_forward(*data.module);
-          if (!data.forward)
+          if (!data.forward) {
+            const torch::nn::Module& m = *data.module;  // typeid of a plain reference: nothing evaluated twice
             throw Error("no forward is registered for module '" + n->target() + "' of type " +
-                        c10::demangle(typeid(*data.module).name()) +
+                        c10::demangle(typeid(m).name()) +
                         "; register it with fx::register_module_type<ItsImplClass>() or fx::register_module_forward()");
+          }
           if (!n->kwargs().empty())
             throw Error("call_module '" + n->target() +
                         "' has keyword arguments, but a C++ module's forward takes positional arguments only");

@@ -312,10 +312,12 @@ c10::IValue Interpreter::call_module(const std::string& target, std::vector<c10:
   } else {
     sub = module_->get_submodule(target);
     forward = find_module_forward(*sub);
-    if (!forward)
+    if (!forward) {
+      const torch::nn::Module& m = *sub;  // typeid of a plain reference: nothing evaluated twice
       throw Error("no forward is registered for module '" + target + "' of type " +
-                  c10::demangle(typeid(*sub).name()) +
+                  c10::demangle(typeid(m).name()) +
                   "; register it with fx::register_module_type<ItsImplClass>() or fx::register_module_forward()");
+    }
     if (cached) {
       cache_->modules[current_->id()] = sub;
       cache_->forwards[current_->id()] = forward;
