@@ -1,9 +1,11 @@
-// symbolic_trace of a ResNet-50-shaped C++ model (torchvision's layout,
-// batch 1, 224x224), beside one eager forward of the same model on the same
+// symbolic_trace of ResNet-50/18-shaped C++ models (torchvision's layout,
+// batch 1, 224x224) and a transformer encoder, each beside one eager forward of the same model on the same
 // input: /0 traces on meta tensors (the default: no arithmetic), /1 with
 // TraceOptions::real_values (every operator runs once on the example values,
 // so the figure of merit is the overhead per node beyond that forward).
 #include <fx/trace.h>
+
+#include <torch/nn/modules/transformercoder.h>
 
 #include "../tests/trace/trace_models.h"
 
@@ -39,19 +41,20 @@ double thread_seconds() {
 }
 
 // symbolic_trace (to a GraphModule) vs one eager forward, interleaved; the
-// counters compare the best thread-CPU time of each.
-void BM_Trace_ResNet50(benchmark::State& state) {
+// counters compare the best thread-CPU time of each. range(0): 0 on meta
+// tensors, 1 with real values.
+template <class M>
+void trace_against_eager(benchmark::State& state, M& net, const at::Tensor& x) {
   at::set_num_threads(1);
-  auto& f = resnet50();
   fx::TraceOptions options;
   options.real_values = state.range(0) != 0;
-  fx::symbolic_trace(f.net, {f.x}, {}, options);  // registers the tracing kernel once
+  fx::symbolic_trace(net, {x}, {}, options);  // registers the tracing kernel once
   double best_trace = 1e9;
   double best_eager = 1e9;
   size_t nodes = 0;
   for (auto _ : state) {
     double t0 = thread_seconds();
-    auto gm = fx::symbolic_trace(f.net, {f.x}, {}, options);
+    auto gm = fx::symbolic_trace(net, {x}, {}, options);
     best_trace = std::min(best_trace, thread_seconds() - t0);
     nodes = gm->graph().nodes().size();
     benchmark::DoNotOptimize(gm);
@@ -59,7 +62,7 @@ void BM_Trace_ResNet50(benchmark::State& state) {
     {
       c10::InferenceMode inference;
       t0 = thread_seconds();
-      benchmark::DoNotOptimize(f.net->forward(f.x));
+      benchmark::DoNotOptimize(net->forward(x));
       best_eager = std::min(best_eager, thread_seconds() - t0);
     }
     state.ResumeTiming();
@@ -70,7 +73,33 @@ void BM_Trace_ResNet50(benchmark::State& state) {
   state.counters["overhead_us_per_node"] =
       (best_trace - best_eager) * 1e6 / static_cast<double>(std::max<size_t>(nodes, 1));
 }
+
+void BM_Trace_ResNet50(benchmark::State& state) {
+  auto& f = resnet50();
+  trace_against_eager(state, f.net, f.x);
+}
 BENCHMARK(BM_Trace_ResNet50)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(7);
+
+// ResNet-18 (batch 1, 224x224) and a 6-layer transformer encoder (d_model
+// 512, 8 heads, 128 tokens), the other two models of issue 13's table.
+void BM_Trace_ResNet18(benchmark::State& state) {
+  at::manual_seed(0);
+  static auto net = fx::trace_test::ResNet(false, std::vector<int64_t>{2, 2, 2, 2}, 1000);
+  net->eval();
+  static at::Tensor x = at::randn({1, 3, 224, 224});
+  trace_against_eager(state, net, x);
+}
+BENCHMARK(BM_Trace_ResNet18)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(7);
+
+void BM_Trace_TransformerEncoder(benchmark::State& state) {
+  at::manual_seed(0);
+  static torch::nn::TransformerEncoder net(
+      torch::nn::TransformerEncoderOptions(torch::nn::TransformerEncoderLayerOptions(512, 8).dropout(0.0), 6));
+  net->eval();
+  static at::Tensor x = at::randn({128, 1, 512});
+  trace_against_eager(state, net, x);
+}
+BENCHMARK(BM_Trace_TransformerEncoder)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(7);
 
 void BM_Trace_ResNet50_EagerForward(benchmark::State& state) {
   at::set_num_threads(1);

@@ -10,13 +10,15 @@
 #include <fx/graph.h>
 #include <fx/graph_module.h>
 #include <fx/import.h>
-#include <fx/module_attributes.h>
 #include <fx/interpreter.h>
+#include <fx/meta_kernels.h>
+#include <fx/module_attributes.h>
 #include <fx/node.h>
 #include <fx/normalize.h>
 #include <fx/onednn.h>
 #include <fx/passes.h>
 #include <fx/serialize.h>
+#include <fx/shape_guard.h>
 #include <fx/target.h>
 #include <fx/tensor_file.h>
 #include <fx/tensor_meta.h>

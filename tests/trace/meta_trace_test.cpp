@@ -9,6 +9,10 @@
 #include "trace_test_util.h"
 
 #include <gtest/gtest.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/transformerlayer.h>
 
 namespace fx {
@@ -63,6 +67,69 @@ TEST(MetaTrace, ResNet50Bottlenecks) {
   auto net = trace_test::ResNet(true, std::vector<int64_t>{3, 4, 6, 3}, 10);
   net->eval();
   EXPECT_EQ(same_as_real_trace(net.ptr(), {at::randn({1, 3, 64, 64})}), std::vector<std::string>{});
+}
+
+/// MobileNetV2's inverted residual: 1x1 expand, 3x3 depthwise, 1x1 project,
+/// BatchNorm and ReLU6 between, the residual when the shape allows it.
+struct InvertedResidualImpl : torch::nn::Module {
+  InvertedResidualImpl(int64_t in, int64_t out, int64_t stride, int64_t expand) : residual(stride == 1 && in == out) {
+    namespace nn = torch::nn;
+    const int64_t hidden = in * expand;
+    pw = register_module("pw", nn::Conv2d(nn::Conv2dOptions(in, hidden, 1).bias(false)));
+    bn1 = register_module("bn1", nn::BatchNorm2d(hidden));
+    dw = register_module("dw", nn::Conv2d(nn::Conv2dOptions(hidden, hidden, 3).stride(stride).padding(1).groups(hidden).bias(false)));
+    bn2 = register_module("bn2", nn::BatchNorm2d(hidden));
+    project = register_module("project", nn::Conv2d(nn::Conv2dOptions(hidden, out, 1).bias(false)));
+    bn3 = register_module("bn3", nn::BatchNorm2d(out));
+    act = register_module("act", nn::ReLU6());
+  }
+  at::Tensor forward(at::Tensor x) {
+    at::Tensor y = bn3(project(act(bn2(dw(act(bn1(pw(x))))))));
+    return residual ? x + y : y;
+  }
+  bool residual;
+  torch::nn::Conv2d pw{nullptr}, dw{nullptr}, project{nullptr};
+  torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr}, bn3{nullptr};
+  torch::nn::ReLU6 act{nullptr};
+};
+TORCH_MODULE(InvertedResidual);
+
+/// A small MobileNetV2 written with plain torch::nn.
+struct MobileNetV2Impl : torch::nn::Module {
+  MobileNetV2Impl() {
+    namespace nn = torch::nn;
+    stem = register_module("stem", nn::Conv2d(nn::Conv2dOptions(3, 16, 3).stride(2).padding(1).bias(false)));
+    stem_bn = register_module("stem_bn", nn::BatchNorm2d(16));
+    act = register_module("act", nn::ReLU6());
+    b1 = register_module("b1", InvertedResidual(16, 8, 1, 1));
+    b2 = register_module("b2", InvertedResidual(8, 12, 2, 6));
+    b3 = register_module("b3", InvertedResidual(12, 12, 1, 6));
+    head = register_module("head", nn::Linear(12, 10));
+  }
+  at::Tensor forward(at::Tensor x) {
+    x = b3(b2(b1(act(stem_bn(stem(x))))));
+    x = torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1);
+    return head(torch::dropout(x, 0.2, is_training()));
+  }
+  torch::nn::Conv2d stem{nullptr};
+  torch::nn::BatchNorm2d stem_bn{nullptr};
+  torch::nn::ReLU6 act{nullptr};
+  InvertedResidual b1{nullptr}, b2{nullptr}, b3{nullptr};
+  torch::nn::Linear head{nullptr};
+};
+TORCH_MODULE(MobileNetV2);
+
+TEST(MetaTrace, MobileNetV2MatchesTheRealTraceAndEager) {
+  torch::manual_seed(0);
+  MobileNetV2 net;
+  net->eval();
+  at::Tensor x = at::randn({2, 3, 32, 32});
+  EXPECT_EQ(same_as_real_trace(net.ptr(), {x}), std::vector<std::string>{});
+  auto gm = symbolic_trace(net, {x});  // on meta: the default
+  at::NoGradGuard no_grad;
+  EXPECT_TRUE(at::allclose(gm->forward(x), net->forward(x), 1e-5, 1e-6));
+  at::Tensor y = at::randn({2, 3, 32, 32});
+  EXPECT_TRUE(at::allclose(Interpreter(gm).run({y}).toTensor(), net->forward(y), 1e-5, 1e-6));
 }
 
 TEST(MetaTrace, TransformerEncoderLayer) {
