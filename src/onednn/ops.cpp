@@ -49,25 +49,26 @@ c10::IValue pack_linear(const at::Tensor& weight, const c10::optional<at::Tensor
   return c10::IValue(c10::make_intrusive<PackedLinear>(weight, bias, post_ops, dtype));
 }
 
-void set_output_dtype(const c10::IValue& packed, c10::ScalarType dtype) {
-  detail::check_dtype(dtype, "set_output_dtype");
+namespace {
+
+/// The packed op a `packed` argument holds; fx::Error naming `what` otherwise.
+detail::PackedOp& packed_op(const c10::IValue& packed, const char* what) {
   if (packed.isCustomClass()) {
     if (packed.type() == c10::getCustomClassType<c10::intrusive_ptr<PackedConv>>())
-      return packed.toCustomClass<PackedConv>()->set_output_dtype(dtype);
+      return *packed.toCustomClass<PackedConv>();
     if (packed.type() == c10::getCustomClassType<c10::intrusive_ptr<PackedLinear>>())
-      return packed.toCustomClass<PackedLinear>()->set_output_dtype(dtype);
+      return *packed.toCustomClass<PackedLinear>();
   }
-  throw Error("set_output_dtype: not a packed oneDNN operator");
+  throw Error(std::string(what) + ": not a packed oneDNN operator");
 }
 
-std::string describe(const c10::IValue& packed) {
-  if (packed.isCustomClass()) {
-    if (packed.type() == c10::getCustomClassType<c10::intrusive_ptr<PackedConv>>())
-      return packed.toCustomClass<PackedConv>()->str();
-    if (packed.type() == c10::getCustomClassType<c10::intrusive_ptr<PackedLinear>>())
-      return packed.toCustomClass<PackedLinear>()->str();
-  }
-  throw Error("describe: not a packed oneDNN operator");
+}  // namespace
+
+void set_output_dtype(const c10::IValue& packed, c10::ScalarType dtype) {
+  detail::check_dtype(dtype, "set_output_dtype");
+  packed_op(packed, "set_output_dtype").set_output_dtype(dtype);
 }
+
+std::string describe(const c10::IValue& packed) { return packed_op(packed, "describe").str(); }
 
 }  // namespace fx::onednn

@@ -12,6 +12,8 @@ class PackedOp : public torch::CustomClassHolder {
  public:
   /// The output's dtype (default: the kernel's dtype); set before the first run.
   void set_output_dtype(c10::ScalarType t) { out_dtype_ = t; }
+  /// "Conv2d(64, 128, kernel=(3, 3), relu)": what the op computes.
+  virtual std::string str() const = 0;
 
  protected:
   PackedOp(PostOps post_ops, c10::ScalarType dtype, const char* op);
@@ -39,8 +41,7 @@ class PackedConv : public PackedOp {
              c10::ScalarType dtype);
   /// activation(conv(input) + bias [+ residual]), channels_last.
   at::Tensor run(const at::Tensor& input, const c10::optional<at::Tensor>& residual) const;
-  /// "Conv2d(64, 128, k=3x3, s=2, relu)": for printing.
-  std::string str() const;
+  std::string str() const override;
 
  private:
   using Kernel = PackedOp::Kernel<dnnl::convolution_forward>;
@@ -61,8 +62,7 @@ class PackedLinear : public PackedOp {
                c10::ScalarType dtype);
   /// activation(input W^T + bias [+ residual]) for input [..., in_features].
   at::Tensor run(const at::Tensor& input, const c10::optional<at::Tensor>& residual) const;
-  /// "Linear(768, 3072, gelu)": for printing.
-  std::string str() const;
+  std::string str() const override;
 
  private:
   using Kernel = PackedOp::Kernel<dnnl::matmul>;

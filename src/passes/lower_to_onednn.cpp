@@ -6,6 +6,7 @@
 #include <fx/tensor_meta.h>
 
 #include "passes/buffer_reuse.h"
+#include "passes/layer_folding.h"
 
 #include <algorithm>
 #include <unordered_map>
@@ -14,12 +15,10 @@
 namespace fx {
 namespace {
 
+using passes_detail::is_get_attr;
 using passes_detail::NodeOrder;
 using passes_detail::tensor_meta_of;
-
-std::string op_name(const Node* n) { return passes_detail::aten_op_name(n); }
-
-bool is_get_attr(const Argument& a) { return a.is_node() && a.to_node()->op() == Opcode::GetAttr; }
+using passes_detail::aten_op_name;
 
 std::vector<int64_t> int_list(const Argument& a) {
   std::vector<int64_t> out;
@@ -39,7 +38,7 @@ class Lowering {
   /// Lowers `n` if it is a conv2d / linear of constants or a batched
   /// matmul of two activations; true if it did.
   bool lower(Node* n) {
-    const std::string name = op_name(n);
+    const std::string name = aten_op_name(n);
     if (name == "matmul" || name == "bmm") return lower_matmul(n);
     const bool conv = name == "conv2d";
     if (!conv && name != "linear") return false;
@@ -124,7 +123,7 @@ class Lowering {
   Node* residual_of(Node* n) {
     if (n->users().size() != 1) return nullptr;
     Node* u = *n->users().begin();
-    const std::string name = op_name(u);
+    const std::string name = aten_op_name(u);
     if (name != "add" && name != "add_") return nullptr;
     const ArgList& a = u->args();
     if (a.size() < 2 || a.size() > 3 || !a[0].is_node() || !a[1].is_node()) return nullptr;
@@ -145,7 +144,7 @@ class Lowering {
   Node* activation_after(Node* n, onednn::PostOps& post) {
     if (n->users().size() != 1) return nullptr;
     Node* u = *n->users().begin();
-    std::string name = op_name(u);
+    std::string name = aten_op_name(u);
     if (name.empty() || u->args().empty() || !u->args()[0].is_node() || u->args()[0].to_node() != n) return nullptr;
     if (name.back() == '_') name.pop_back();
     std::vector<double> scalars;

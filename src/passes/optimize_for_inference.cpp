@@ -12,11 +12,12 @@
 #include <fx/passes/remove_dropout.h>
 #include <fx/passes/shape_prop.h>
 
+#include "passes/graph_copy.h"
+
 #include <ATen/core/grad_mode.h>
 #include <malloc.h>
 
 #include <chrono>
-#include <unordered_map>
 
 namespace fx {
 namespace {
@@ -25,17 +26,6 @@ size_t count(const Graph& g, Opcode op, const char* target = nullptr) {
   size_t n = 0;
   for (const Node* node : g.nodes()) n += node->op() == op && (!target || node->target() == target);
   return n;
-}
-
-std::shared_ptr<GraphModule> copy_module(const std::shared_ptr<GraphModule>& gm) {
-  auto graph = std::make_shared<Graph>();
-  std::unordered_map<const Node*, Node*> val_map;
-  std::optional<Argument> out = graph->graph_copy(gm->graph(), val_map);
-  if (out) {
-    Node* o = graph->output(*out);
-    o->meta() = gm->graph().output_node()->meta();
-  }
-  return std::make_shared<GraphModule>(gm, graph, gm->class_name());
 }
 
 /// glibc returns large freed blocks to the OS and page-faults them back on
@@ -59,7 +49,7 @@ std::shared_ptr<GraphModule> optimize_for_inference(const std::shared_ptr<GraphM
   OptimizeReport r;
   r.nodes_before = gm->graph().nodes().size();
 
-  std::shared_ptr<GraphModule> out = copy_module(gm);
+  auto out = std::make_shared<GraphModule>(gm, passes_detail::copy_graph(gm->graph()), gm->class_name());
   Graph& g = out->graph();
   const size_t modules = count(g, Opcode::CallModule);
   for (const Node* n : g.nodes()) {

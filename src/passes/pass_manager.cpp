@@ -3,6 +3,8 @@
 // pass fails.
 #include <fx/passes/pass_manager.h>
 
+#include "passes/graph_copy.h"
+
 #include <exception>
 #include <unordered_map>
 
@@ -17,7 +19,10 @@ std::string name_list(const std::vector<NamedPass>& passes, size_t count) {
   return s + "]";
 }
 
-/// An independent copy of `g` (same names, args, meta), for rolling back.
+}  // namespace
+
+namespace passes_detail {
+
 std::shared_ptr<Graph> copy_graph(const Graph& g) {
   auto copy = std::make_shared<Graph>();
   std::unordered_map<const Node*, Node*> val_map;
@@ -29,7 +34,7 @@ std::shared_ptr<Graph> copy_graph(const Graph& g) {
   return copy;
 }
 
-}  // namespace
+}  // namespace passes_detail
 
 PassResult PassBase::operator()(std::shared_ptr<GraphModule> gm) {
   if (!gm) throw PassError("pass '" + name() + "' was given no module");
@@ -165,7 +170,7 @@ PassResult PassManager::operator()(std::shared_ptr<GraphModule> gm) {
     bool modified = false;
     for (size_t i = 0; i < passes_.size(); ++i) {
       const NamedPass& p = passes_[i];
-      std::shared_ptr<Graph> before = copy_graph(gm->graph());
+      std::shared_ptr<Graph> before = passes_detail::copy_graph(gm->graph());
       std::shared_ptr<GraphModule> input = gm;
       auto fail = [&](const std::string& what, const std::string& why) {
         input->set_graph(before);  // no half-applied pass
