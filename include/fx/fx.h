@@ -5,6 +5,7 @@
 /// that every public header is reachable from here.)
 
 #include <fx/argument.h>
+#include <fx/control_flow.h>
 #include <fx/error.h>
 #include <fx/export.h>
 #include <fx/graph.h>

@@ -1,5 +1,6 @@
 // GraphModule: a module holding a graph, run through a compiled plan.
 #include <fx/graph_module.h>
+#include <fx/control_flow.h>
 
 #include "execution/compiled_plan.h"
 
@@ -272,6 +273,8 @@ std::string readable_code(GraphModule& gm, bool verbose) {
   std::string submodule_code;
   for (const auto& child : gm.children()) {
     if (auto sub = std::dynamic_pointer_cast<GraphModule>(child)) submodule_code += "\n" + readable_code(*sub, false);
+    // Branches and loop bodies (fx/control_flow.h), as torch.export prints torch.cond's graphs.
+    for (const auto& [name, branch] : control_flow_graphs(*child)) submodule_code += "\n" + readable_code(*branch, false);
   }
   return module_code + add_indent(submodule_code, 4);
 }
