@@ -107,6 +107,18 @@ class DataLoop(nn.Module):
         return x
 
 
+class SetsAttr(nn.Module):
+    """Changes its own state in forward: not importable into a graph."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return x + 1
+
+
 class NoForward(nn.Module):
     @torch.jit.export
     def other(self, x):
@@ -138,6 +150,7 @@ def main():
     save_case(out, "asserting", Asserting(), [torch.randn(1, 2, 3, 4, generator=g)])
     torch.jit.script(DataIf()).save(os.path.join(out, "data_if.pt"))
     torch.jit.script(DataLoop()).save(os.path.join(out, "data_loop.pt"))
+    torch.jit.script(SetsAttr()).save(os.path.join(out, "sets_attr.pt"))
     torch.jit.script(NoForward()).save(os.path.join(out, "no_forward.pt"))
     with open(os.path.join(out, "not_zip.pt"), "w") as f:
         f.write("this is not a TorchScript file\n")

@@ -18,8 +18,19 @@
 ///    floats becomes operator.* builtins; TupleUnpack / ListUnpack /
 ///    TupleIndex / __getitem__ on run-time values become operator.getitem;
 ///  - prim::If and prim::Loop whose condition / trip count is known at
-///    import are folded or unrolled; anything data dependent is an
-///    fx::ImportError naming the construct and its source line.
+///    import are folded or unrolled; the others stay control flow: a
+///    call_module of a CondModule / WhileLoopModule whose branches and body
+///    are GraphModules of their own (fx/control_flow.h), as torch.cond /
+///    torch.while_loop in torch.export;
+///  - with ImportOptions::example_inputs, a tensor's rank and dtype
+///    (x.dim(), len(x.shape), x.dtype, x.is_floating_point()) are known at
+///    import, so conditions on them fold (F.interpolate's `if input.dim() ==
+///    3`, nn.LSTM's batch checks); the placeholders then guard rank and dtype
+///    (fx/shape_guard.h, every dimension dynamic);
+///  - a submodule used only through its tensors (F.linear(x,
+///    self.proj.weight)) is not called: its tensors are get_attr nodes, even
+///    when a traced file kept no forward for it; a scripted forward that is
+///    overloaded (nn.LSTM's forward__0 / forward__1) is a leaf call too.
 
 #include <fx/error.h>
 #include <fx/graph_module.h>
@@ -29,6 +40,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace torch::jit {
 struct Module;
@@ -74,6 +86,12 @@ struct ImportOptions {
   /// Unroll at most this many loop iterations in total (a guard against
   /// loops that never end).
   size_t max_unrolled_iterations = 100000;
+  /// Example values of forward's inputs (self not included), as `fxcpp run`
+  /// has them. Only the rank and dtype of tensors are used (meta tensors
+  /// declare them without data): queries of them fold to constants, and
+  /// each tensor placeholder is guarded to its rank and dtype. Sizes are
+  /// never specialised: shape-dependent conditions stay conditions.
+  std::vector<c10::IValue> example_inputs;
 };
 
 /// The largest TorchScript file load_torchscript opens: 16 GiB.

@@ -89,7 +89,7 @@ Importer::Importer(const jit::Module& root, const ImportOptions& options)
 std::shared_ptr<GraphModule> Importer::run() {
   register_leaf_forward();
   build_graph();
-  auto mirror = build_module_tree(root_, "", options_.is_leaf_module);
+  auto mirror = attach_subgraphs(build_module_tree(root_, "", options_.is_leaf_module));
   std::string class_name = short_type_name(demangled_type_name(root_));
   return std::make_shared<GraphModule>(mirror, graph_, class_name);
 }
@@ -101,6 +101,10 @@ std::shared_ptr<Graph> Importer::build_graph() {
   const jit::Graph& g = *jit::toGraphFunction(*forward).graph();
   const c10::FunctionSchema& schema = forward->getSchema();
 
+  if (!options_.example_inputs.empty() && options_.example_inputs.size() + 1 != g.inputs().size())
+    throw ImportError("example_inputs has " + std::to_string(options_.example_inputs.size()) +
+                      " values but forward of " + demangled_type_name(root_) + " takes " +
+                      std::to_string(g.inputs().size() - 1));
   auto root_ref = std::make_shared<ModuleRef>(ModuleRef{root_, "", demangled_type_name(root_)});
   std::vector<Val> inputs;
   inputs.reserve(g.inputs().size());
@@ -124,6 +128,7 @@ std::shared_ptr<Graph> Importer::build_graph() {
     if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) name = "arg_" + std::to_string(i - 1);
     Node* p = graph_->placeholder(name, default_value);
     p->meta()["torchscript_type"] = g.inputs()[i]->type()->annotation_str();
+    root_placeholders_[p] = i - 1;
     inputs.push_back(Val::of_node(p));
   }
 
@@ -140,6 +145,8 @@ std::shared_ptr<Graph> Importer::build_graph() {
     graph_->output(Argument::tuple(std::move(items)));
   }
   if (options_.eliminate_dead_code) graph_->eliminate_dead_code();
+  if (folded_with_example_) guard_example_inputs();
+  meta_.clear();
   return graph_;
 }
 
@@ -338,7 +345,9 @@ void Importer::run_node(const jit::Node* n, Frame& f) {
   if (kind == jit::prim::If) return run_if(n, f);
   if (kind == jit::prim::Loop) return run_loop(n, f);
   if (kind == jit::prim::SetAttr)
-    fail(n, f, "changing module state (prim::SetAttr) cannot be imported into a graph");
+    fail(n, f,
+         "changing module state (prim::SetAttr) cannot be imported into a graph; pass the state in as an input and "
+         "return its new value instead");
   if (kind == jit::prim::ListConstruct || kind == jit::prim::TupleConstruct) {
     std::vector<Val> items;
     for (const jit::Value* in : n->inputs()) items.push_back(value(in, f, n));
@@ -372,8 +381,15 @@ void Importer::run_node(const jit::Node* n, Frame& f) {
     return;
   }
   if (kind == jit::prim::RaiseException) {
-    std::string msg = message_text(n->input(0), f);
-    fail(n, f, "the module always raises here (" + msg + ")");
+    if (subgraph_depth_ == 0) {
+      std::string msg = message_text(n->input(0), f);
+      fail(n, f, "the module always raises here (" + msg + ")");
+    }
+    // In a branch taken at run time: raised when it runs.
+    ArgList args;
+    for (const jit::Value* in : n->inputs()) args.push_back(to_argument(value(in, f, n), n, f));
+    emit("prim::RaiseException", std::move(args), {}, n, f);
+    return;
   }
   if (!n->maybeOperator()) fail(n, f, "unsupported TorchScript construct");
   if (run_special(n, f)) return;
@@ -410,7 +426,7 @@ void Importer::call_method(const jit::Node* n, Frame& f) {
   const Val self = value(n->input(0), f, n);
   const std::string name = n->s(jit::attr::name);
   if (self.kind != Val::Kind::Module) fail(n, f, "method '" + name + "' called on a value that is not a module");
-  if (name == "forward" && is_leaf(*self.module)) {
+  if (is_forward_method(name) && is_leaf(*self.module)) {
     ArgList args;
     for (size_t i = 1; i < n->inputs().size(); ++i) args.push_back(to_argument(value(n->input(i), f, n), n, f));
     Node* node = graph_->call_module(self.module->path, std::move(args));
@@ -457,7 +473,8 @@ void Importer::run_if(const jit::Node* n, Frame& f) {
   const Val cond = value(n->input(0), f, n);
   if (cond.kind != Val::Kind::Constant || !cond.constant.isBool()) {
     if (try_emit_assert(n, f, cond)) return;
-    fail(n, f, "data-dependent control flow cannot be imported (the condition is computed from the inputs)");
+    if (cond.kind != Val::Kind::Symbolic) fail(n, f, "the condition of an if is not a bool");
+    return emit_cond(n, f, cond);
   }
   const jit::Block* block = n->blocks()[cond.constant.toBool() ? 0 : 1];
   run_block(block, f);
@@ -528,15 +545,22 @@ std::string Importer::message_text(const jit::Value* v, Frame& f, int depth) {
 void Importer::run_loop(const jit::Node* n, Frame& f) {
   const Val trip = value(n->input(0), f, n);
   Val cond = value(n->input(1), f, n);
-  if (trip.kind != Val::Kind::Constant || !trip.constant.isInt())
-    fail(n, f, "data-dependent loop cannot be imported (the trip count is computed from the inputs)");
+  // Unrolled when the trip count and the condition are known now; a loop
+  // module otherwise (control_flow_import.cpp).
+  if (trip.kind != Val::Kind::Constant || !trip.constant.isInt() || cond.kind != Val::Kind::Constant ||
+      !cond.constant.isBool())
+    return emit_loop(n, f);
   std::vector<Val> carried;
   for (size_t i = 2; i < n->inputs().size(); ++i) carried.push_back(value(n->input(i), f, n));
   const jit::Block* body = n->blocks()[0];
   const int64_t max_trip = trip.constant.toInt();
   for (int64_t i = 0; i < max_trip; ++i) {
-    if (cond.kind != Val::Kind::Constant || !cond.constant.isBool())
-      fail(n, f, "data-dependent loop cannot be imported (the loop condition is computed from the inputs)");
+    if (cond.kind != Val::Kind::Constant || !cond.constant.isBool()) {
+      // Left early by the data (a break): the rest of the loop runs as a loop module.
+      std::vector<Val> rest{Val::of_constant(max_trip - i), cond};
+      rest.insert(rest.end(), carried.begin(), carried.end());
+      return emit_loop(n, f, i, std::move(rest));
+    }
     if (!cond.constant.toBool()) break;
     if (++unrolled_ > options_.max_unrolled_iterations)
       fail(n, f, "loop unrolling stopped after " + std::to_string(options_.max_unrolled_iterations) + " iterations");
@@ -629,6 +653,7 @@ bool Importer::run_special(const jit::Node* n, Frame& f) {
 
 void Importer::run_operator(const jit::Node* n, Frame& f) {
   const c10::FunctionSchema& schema = n->schema();
+  if (fold_with_example(n, f)) return;
   // Evaluate now: no tensors involved, every input known.
   bool foldable = !never_fold(n) && !schema.is_mutable() && !n->hasSideEffects();
   if (foldable) {
@@ -647,6 +672,9 @@ void Importer::run_operator(const jit::Node* n, Frame& f) {
   if (foldable) {
     jit::Stack stack;
     for (const jit::Value* v : n->inputs()) stack.push_back(to_ivalue(value(v, f, n), v->type()));
+    // TorchScript's interpreter pushes the input count for vararg operations
+    // (aten::format, prim::Print ...), which pop it first.
+    if (schema.is_vararg()) stack.emplace_back(static_cast<int64_t>(n->inputs().size()));
     try {
       n->getOperation()(stack);
     } catch (const std::exception& e) {

@@ -17,8 +17,10 @@
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -84,6 +86,37 @@ class Importer {
   void run_operator(const torch::jit::Node* n, Frame& f);
   bool try_emit_assert(const torch::jit::Node* n, Frame& f, const Val& cond);
 
+  // Control flow kept as sub-GraphModules (control_flow_import.cpp).
+  /// What a run-time if / loop takes from the code around it.
+  struct Capture {
+    std::vector<const torch::jit::Value*> free;  ///< TorchScript values used inside, defined outside
+    std::vector<Node*> operands;                 ///< the nodes of this graph those values hold
+  };
+  /// A branch or loop body built as a graph of its own, made a GraphModule by run().
+  struct PendingSubgraph {
+    std::string name;                            ///< the call_module target ("cond_0", "loop_1")
+    bool is_loop = false;
+    std::vector<std::shared_ptr<Graph>> graphs;  ///< (true, false) or (body)
+    size_t count = 0;                            ///< results of a cond, carried values of a loop
+  };
+  void emit_cond(const torch::jit::Node* n, Frame& f, const Val& cond);
+  void emit_loop(const torch::jit::Node* n, Frame& f, int64_t first_iteration = 0,
+                 std::optional<std::vector<Val>> loop_inputs = std::nullopt);
+  Capture capture(const torch::jit::Node* n, Frame& f);
+  std::shared_ptr<Graph> import_block(const torch::jit::Block* block, Frame& f, const Capture& cap,
+                                      int64_t first_iteration = 0);
+  Val substitute(const Val& v, const std::unordered_map<const Node*, Node*>& map) const;
+  Node* materialize(const torch::jit::Value* v, Frame& f, const torch::jit::Node* user);
+  std::string fresh_module_name(const std::string& stem);
+  void bind_results(const torch::jit::Node* n, Node* node, Frame& f);
+  std::shared_ptr<torch::nn::Module> attach_subgraphs(const std::shared_ptr<torch::nn::Module>& mirror);
+
+  // Ranks and dtypes from ImportOptions::example_inputs (example_meta.cpp).
+  std::optional<c10::IValue> meta_value(Node* n);
+  std::optional<c10::IValue> compute_meta(Node* n);
+  bool fold_with_example(const torch::jit::Node* n, Frame& f);
+  void guard_example_inputs();
+
   bool is_leaf(const ModuleRef& m);
   const Val& value(const torch::jit::Value* v, Frame& f, const torch::jit::Node* user);
   void bind(const torch::jit::Value* v, Val val, Frame& f) { f.env[v] = std::move(val); }
@@ -99,6 +132,13 @@ class Importer {
   ImportOptions options_;
   std::shared_ptr<Graph> graph_;
   std::unordered_map<std::string, bool> leaf_cache_;
+  std::vector<PendingSubgraph> subgraphs_;
+  std::unordered_map<std::string, size_t> next_module_index_;  ///< per stem: cond_0, cond_1 ... loop_0 ...
+  size_t subgraph_depth_ = 0;  ///< > 0 while a branch or loop body is built
+  std::unordered_map<Node*, size_t> root_placeholders_;      ///< forward's inputs → example_inputs index
+  std::unordered_map<const Node*, Node*> placeholder_origin_;     ///< a subgraph operand → the outer node
+  std::unordered_map<const Node*, std::optional<c10::IValue>> meta_;  ///< lazily computed example values
+  bool folded_with_example_ = false;
   size_t unrolled_ = 0;
   size_t depth_ = 0;
 };

@@ -5,6 +5,7 @@
 
 #include <torch/csrc/jit/api/function_impl.h>
 
+#include <cctype>
 #include <mutex>
 
 namespace fx::import_detail {
@@ -14,15 +15,59 @@ std::string short_type_name(const std::string& type_name) {
   return dot == std::string::npos ? type_name : type_name.substr(dot + 1);
 }
 
-JitLeafModule::JitLeafModule(torch::jit::Module module, const std::string& type_name)
-    : torch::nn::Module(short_type_name(type_name)), module_(std::move(module)) {
-  forward_ = module_.type()->findMethod("forward");
-  if (!forward_) throw ImportError("leaf module " + type_name + " has no forward method");
+bool is_forward_method(const std::string& method) {
+  if (method == "forward") return true;
+  const std::string prefix = "forward__";
+  if (method.size() <= prefix.size() || method.compare(0, prefix.size(), prefix) != 0) return false;
+  for (size_t i = prefix.size(); i < method.size(); ++i)
+    if (!std::isdigit(static_cast<unsigned char>(method[i]))) return false;
+  return true;
 }
 
+JitLeafModule::JitLeafModule(torch::jit::Module module, const std::string& type_name)
+    : torch::nn::Module(short_type_name(type_name)), module_(std::move(module)), type_name_(type_name) {
+  if (torch::jit::Function* f = module_.type()->findMethod("forward")) {
+    forwards_.push_back(f);
+    return;
+  }
+  for (int i = 0;; ++i) {
+    torch::jit::Function* f = module_.type()->findMethod("forward__" + std::to_string(i));
+    if (!f) break;
+    forwards_.push_back(f);
+  }
+}
+
+namespace {
+
+// Whether `args` (self first) fit `schema`: each given argument's type, the
+// rest with defaults.
+bool accepts(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args) {
+  const auto& formals = schema.arguments();
+  if (args.size() > formals.size()) return false;
+  for (size_t i = 1; i < formals.size(); ++i) {
+    if (i >= args.size()) {
+      if (!formals[i].default_value()) return false;
+      continue;
+    }
+    if (!args[i].type()->isSubtypeOf(*formals[i].type())) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 c10::IValue JitLeafModule::forward(std::vector<c10::IValue> args) {
+  if (forwards_.empty())
+    throw Error("leaf module " + short_type_name(type_name_) + " (" + type_name_ +
+                ") has no forward method: torch.jit.trace keeps forward only for the submodules the traced call "
+                "ran, so this one cannot be called; script the model (torch.jit.script) or trace a call that uses it");
   args.insert(args.begin(), module_._ivalue());
-  return (*forward_)(std::move(args));
+  if (forwards_.size() == 1) return (*forwards_[0])(std::move(args));
+  for (torch::jit::Function* f : forwards_)
+    if (accepts(f->getSchema(), args)) return (*f)(std::move(args));
+  std::string types;
+  for (size_t i = 1; i < args.size(); ++i) types += (i > 1 ? ", " : "") + args[i].type()->repr_str();
+  throw Error("leaf module " + short_type_name(type_name_) + ": no forward overload accepts (" + types + ")");
 }
 
 namespace {
@@ -73,8 +118,9 @@ void register_leaf_forward() {
       const auto& leaf = static_cast<const JitLeafModule&>(m);
       if (demangled_type_name(leaf.jit_module()).rfind("__torch__.torch.nn.modules.", 0) != 0)
         return std::optional<std::vector<ForwardParameter>>();
+      if (leaf.forwards().size() != 1) return std::optional<std::vector<ForwardParameter>>();
       std::vector<ForwardParameter> params;
-      const auto& arguments = leaf.jit_module().get_method("forward").function().getSchema().arguments();
+      const auto& arguments = leaf.forwards()[0]->getSchema().arguments();
       for (size_t i = 1; i < arguments.size(); ++i) {  // without self
         ForwardParameter p;
         p.name = arguments[i].name();

@@ -20,19 +20,34 @@ namespace fx::import_detail {
 
 /// A TorchScript leaf module as a torch::nn::Module: forward calls the
 /// scripted forward; parameters and buffers are the scripted module's own.
+///
+/// A leaf may have no forward: torch.jit.trace keeps forward only for the
+/// submodules that were called, and a module used only through its weights
+/// (F.linear(x, self.proj.weight)) is never called. Such a leaf is fine until
+/// something calls it. A scripted module whose forward is overloaded
+/// (nn.LSTM: forward__0 for tensors, forward__1 for PackedSequence) runs the
+/// first overload whose schema accepts the arguments, as TorchScript does.
 class JitLeafModule : public torch::nn::Module {
  public:
   /// Wraps `module`, whose class name is `type_name`.
   JitLeafModule(torch::jit::Module module, const std::string& type_name);
-  /// Calls the scripted forward with `args` (self is added).
+  /// Calls the scripted forward (or the matching forward__N) with `args`
+  /// (self is added). Throws fx::Error when the module has no forward.
   c10::IValue forward(std::vector<c10::IValue> args);
   /// The wrapped TorchScript module.
   const torch::jit::Module& jit_module() const { return module_; }
+  /// forward, or else the forward__N overloads, in order (empty: none).
+  const std::vector<torch::jit::Function*>& forwards() const { return forwards_; }
 
  private:
   torch::jit::Module module_;
-  torch::jit::Function* forward_;
+  std::string type_name_;
+  std::vector<torch::jit::Function*> forwards_;
 };
+
+/// Whether `method` names a module's forward: "forward" or an overload
+/// "forward__0", "forward__1" ... (TorchScript's names for @overload'ed forwards).
+bool is_forward_method(const std::string& method);
 
 /// Registers JitLeafModule's forward with register_module_forward (once).
 void register_leaf_forward();

@@ -42,12 +42,47 @@ std::string source_line(const torch::jit::Node* node) {
   return trim(source->get_line(lineno).str());
 }
 
+namespace {
+
+// The closest node of the same block that has a source position (TorchScript
+// records none for some nodes it makes itself, such as prim::SetAttr of
+// `self.calls += 1`): the previous ones first, then the next ones.
+const torch::jit::Node* nearest_positioned(const torch::jit::Node* node) {
+  constexpr int kMaxSteps = 8;
+  const torch::jit::Node* p = node;
+  for (int i = 0; i < kMaxSteps && p->kind() != torch::jit::prim::Param; ++i) {
+    p = p->prev();
+    if (!p || p->kind() == torch::jit::prim::Param) break;
+    if (!source_position(p).empty()) return p;
+  }
+  p = node;
+  for (int i = 0; i < kMaxSteps; ++i) {
+    p = p->next();
+    if (!p || p->kind() == torch::jit::prim::Return) break;
+    if (!source_position(p).empty()) return p;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 std::string describe_node(const torch::jit::Node* node) {
   std::ostringstream os;
   os << node->kind().toQualString();
+  const torch::jit::Node* positioned = node;
   std::string pos = source_position(node);
-  os << " at " << (pos.empty() ? "<no source position in the file>" : pos);
-  std::string line = source_line(node);
+  if (pos.empty()) {
+    if (const torch::jit::Node* near = nearest_positioned(node)) {
+      positioned = near;
+      pos = source_position(near);
+      os << " near " << pos;
+    } else {
+      os << " at <no source position in the file>";
+    }
+  } else {
+    os << " at " << pos;
+  }
+  std::string line = source_line(positioned);
   if (!line.empty()) os << ": `" << line << "`";
   return os.str();
 }

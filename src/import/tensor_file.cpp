@@ -216,6 +216,9 @@ void compare(const c10::IValue& a, const c10::IValue& b, const std::string& wher
   if (b.isGenericDict()) {
     if (!a.isGenericDict()) throw Error(where + ": expected a dict, got " + a.tagKind());
     auto da = a.toGenericDict();
+    if (da.size() != b.toGenericDict().size())
+      throw Error(where + ": " + std::to_string(da.size()) + " keys, expected " +
+                  std::to_string(b.toGenericDict().size()));
     for (const auto& kv : b.toGenericDict()) {
       auto it = da.find(kv.key());
       if (it == da.end()) throw Error(where + ": missing key");

@@ -1,0 +1,201 @@
+// Ranks and dtypes known at import from example inputs (ImportOptions::example_inputs).
+//
+// TorchScript code asks a tensor's rank and dtype to pick what to run (torch's
+// F.interpolate: `if input.dim() == 3 and mode == "nearest"`; nn.LSTM:
+// `is_batched = input.dim() == 3`). A given input fixes them, so these
+// queries fold to constants and the conditions on them fold with them.
+//
+// The value of a node is computed lazily and only upstream of a query, on
+// meta tensors (shapes and dtypes, no data): each call_function runs its
+// target on meta tensors, or on zeros of the same shape when the operator
+// has no meta kernel; a leaf module runs its scripted forward on zeros.
+// Nothing is computed for graphs imported without example inputs.
+#include "import/importer.h"
+
+#include "import/leaf_module.h"
+
+#include <fx/shape_guard.h>
+#include <fx/target.h>
+
+#include <ATen/ops/empty_strided.h>
+#include <ATen/ops/zeros.h>
+
+namespace fx::import_detail {
+
+namespace jit = torch::jit;
+
+namespace {
+
+// `v` with every tensor replaced by fn(tensor), through lists, tuples and dicts.
+c10::IValue map_tensors(const c10::IValue& v, const std::function<at::Tensor(const at::Tensor&)>& fn) {
+  if (v.isTensor()) return v.toTensor().defined() ? c10::IValue(fn(v.toTensor())) : v;
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorList()) out.push_back(t.defined() ? fn(t) : t);
+    return out;
+  }
+  if (v.isList()) {
+    auto list = v.toList();
+    c10::impl::GenericList out(list.elementType());
+    for (const c10::IValue& i : list) out.push_back(map_tensors(i, fn));
+    return out;
+  }
+  if (v.isTuple()) {
+    std::vector<c10::IValue> items;
+    for (const c10::IValue& i : v.toTupleRef().elements()) items.push_back(map_tensors(i, fn));
+    return c10::ivalue::Tuple::create(std::move(items));
+  }
+  return v;
+}
+
+at::Tensor to_meta(const at::Tensor& t) {
+  if (t.is_meta()) return t;
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+}
+
+at::Tensor to_zeros(const at::Tensor& t) { return at::zeros(t.sizes(), t.options().device(c10::kCPU)); }
+
+// The attribute of `root` at a dotted path ("layer1.0.conv1.weight"), or None.
+c10::IValue attribute_at(const jit::Module& root, const std::string& path) {
+  c10::IValue v = root._ivalue();
+  size_t start = 0;
+  while (start <= path.size()) {
+    const size_t dot = std::min(path.find('.', start), path.size());
+    if (!v.isObject()) return c10::IValue();
+    const auto& object = v.toObjectRef();
+    const std::string atom = path.substr(start, dot - start);
+    if (!object.type()->hasAttribute(atom)) return c10::IValue();
+    v = object.getAttr(atom);
+    start = dot + 1;
+  }
+  return v;
+}
+
+}  // namespace
+
+std::optional<c10::IValue> Importer::meta_value(Node* target) {
+  if (options_.example_inputs.empty()) return std::nullopt;
+  // Depth first over the arguments, without recursion (graphs are deep).
+  std::vector<Node*> stack{target};
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    if (meta_.count(n)) {
+      stack.pop_back();
+      continue;
+    }
+    std::vector<Node*> inputs;
+    if (n->op() == Opcode::Placeholder) {
+      auto origin = placeholder_origin_.find(n);
+      if (origin != placeholder_origin_.end()) inputs.push_back(origin->second);
+    } else {
+      inputs = n->all_input_nodes();
+    }
+    bool ready = true;
+    for (Node* in : inputs) {
+      if (!meta_.count(in)) {
+        stack.push_back(in);
+        ready = false;
+      }
+    }
+    if (!ready) continue;
+    stack.pop_back();
+    meta_[n] = compute_meta(n);
+  }
+  return meta_.at(target);
+}
+
+std::optional<c10::IValue> Importer::compute_meta(Node* n) {
+  auto lookup_failed = [] { return std::optional<c10::IValue>(); };
+  struct Unknown {};
+  auto lookup = [&](Node* in) -> c10::IValue {
+    const auto& m = meta_.at(in);
+    if (!m) throw Unknown{};
+    return *m;
+  };
+  try {
+    switch (n->op()) {
+      case Opcode::Placeholder: {
+        auto origin = placeholder_origin_.find(n);
+        if (origin != placeholder_origin_.end()) return meta_.at(origin->second);
+        auto index = root_placeholders_.find(n);
+        if (index == root_placeholders_.end() || index->second >= options_.example_inputs.size()) return lookup_failed();
+        return map_tensors(options_.example_inputs[index->second], to_meta);
+      }
+      case Opcode::GetAttr:
+        return map_tensors(attribute_at(root_, n->target()), to_meta);
+      case Opcode::CallFunction: {
+        std::vector<c10::IValue> args;
+        for (const Argument& a : n->args()) args.push_back(a.to_ivalue(lookup));
+        ValueKwargs kwargs;
+        for (const auto& [name, a] : n->kwargs()) kwargs.emplace_back(name, a.to_ivalue(lookup));
+        try {
+          return map_tensors(fx::call_function(n->target(), args, kwargs), to_meta);
+        } catch (const std::exception&) {
+          // No meta kernel (or one that refused): zeros of the same shapes.
+          for (auto& a : args) a = map_tensors(a, to_zeros);
+          for (auto& kv : kwargs) kv.second = map_tensors(kv.second, to_zeros);
+          return map_tensors(fx::call_function(n->target(), std::move(args), std::move(kwargs)), to_meta);
+        }
+      }
+      case Opcode::CallModule: {
+        c10::IValue v = attribute_at(root_, n->target());
+        if (!v.isObject() || !v.toObjectRef().type()->is_module()) return lookup_failed();  // cond_N, loop_N
+        jit::Module module(v.toObject());
+        JitLeafModule leaf(module, demangled_type_name(module));
+        std::vector<c10::IValue> args;
+        for (const Argument& a : n->args()) args.push_back(map_tensors(a.to_ivalue(lookup), to_zeros));
+        return map_tensors(leaf.forward(std::move(args)), to_meta);
+      }
+      default:
+        return lookup_failed();
+    }
+  } catch (const Unknown&) {
+    return lookup_failed();
+  } catch (const std::exception&) {
+    return lookup_failed();
+  }
+}
+
+bool Importer::fold_with_example(const jit::Node* n, Frame& f) {
+  if (options_.example_inputs.empty() || n->inputs().size() != 1) return false;
+  const std::string& name = n->schema().name();
+  const bool rank = name == "aten::dim" || name == "aten::len";
+  if (!rank && name != "prim::dtype" && name != "aten::is_floating_point") return false;
+  const Val& in = value(n->input(0), f, n);
+  if (in.kind != Val::Kind::Symbolic || !in.symbolic.is_node()) return false;
+  Node* tensor = in.symbolic.to_node();
+  if (name == "aten::len") {
+    // len(x.shape) / len(x.size()): the rank of x.
+    if (tensor->op() != Opcode::CallFunction || tensor->target().rfind("aten::size", 0) != 0 ||
+        tensor->args().size() != 1 || !tensor->args()[0].is_node())
+      return false;
+    tensor = tensor->args()[0].to_node();
+  }
+  std::optional<c10::IValue> meta = meta_value(tensor);
+  if (!meta || !meta->isTensor() || !meta->toTensor().defined()) return false;
+  const at::Tensor& t = meta->toTensor();
+  c10::IValue result;
+  if (rank) {
+    result = static_cast<int64_t>(t.dim());
+  } else if (name == "prim::dtype") {
+    result = static_cast<int64_t>(t.scalar_type());
+  } else {
+    result = at::isFloatingType(t.scalar_type());
+  }
+  bind(n->output(), Val::of_constant(result), f);
+  folded_with_example_ = true;
+  return true;
+}
+
+void Importer::guard_example_inputs() {
+  if (options_.example_inputs.empty()) return;
+  for (const auto& [node, index] : root_placeholders_) {
+    if (index >= options_.example_inputs.size()) continue;
+    const c10::IValue& v = options_.example_inputs[index];
+    if (!v.isTensor() || !v.toTensor().defined()) continue;
+    const at::Tensor& t = v.toTensor();
+    node->meta()[kShapeGuardKey] = ShapeGuard{std::vector<int64_t>(t.dim(), kDynamicDim), t.scalar_type()};
+  }
+}
+
+}  // namespace fx::import_detail
