@@ -12,6 +12,7 @@
 #include <fx/graph_module.h>
 #include <fx/import.h>
 #include <fx/interpreter.h>
+#include <fx/load_library.h>
 #include <fx/meta_kernels.h>
 #include <fx/module_attributes.h>
 #include <fx/node.h>

@@ -268,6 +268,7 @@ std::string clean_torch_message(const std::string& message) {
   std::vector<std::string> lines;
   std::istringstream in(message);
   std::string position, source, reason;
+  size_t lines_before_position = 0;
   for (std::string line; std::getline(in, line);) {
     const size_t b = line.find_first_not_of(" \t");
     if (b == std::string::npos) continue;
@@ -279,7 +280,10 @@ std::string clean_torch_message(const std::string& message) {
     // source lines, then a "~~~~ <--- HERE" marker under the culprit.
     const size_t file = line.find("File \"");
     if (file != std::string::npos && line.find("\", line ", file) != std::string::npos) {
-      if (position.empty()) position = line.substr(file);
+      if (position.empty()) {
+        position = line.substr(file);
+        lines_before_position = lines.size();
+      }
       continue;
     }
     if (line.find("<--- HERE") != std::string::npos || line.find_first_not_of("~^") == std::string::npos) {
@@ -289,6 +293,13 @@ std::string clean_torch_message(const std::string& message) {
     lines.push_back(line);
   }
   std::string out = lines.empty() ? std::string("unknown error") : lines.front();
+  // A TorchScript error's further sentences before its source position:
+  // "Unknown builtin op: torchvision::nms." + "Could not find any similar
+  // ops to torchvision::nms. This op may not exist ..." (not an overload list).
+  for (size_t i = 1; i < lines_before_position; ++i) {
+    if (lines[i] == "The following variants are available:") break;
+    if (lines[i].find_first_not_of(":. ") != std::string::npos) out += " " + lines[i];
+  }
   // "[enforce fail at inline_container.cc:222] . file not found: x/data.pkl" -> "file not found: x/data.pkl"
   if (out.rfind("[enforce fail at ", 0) == 0) {
     size_t close = out.find(']');
@@ -322,6 +333,7 @@ std::string clean_torch_message(const std::string& message) {
     }
   }
   if (!reason.empty()) out += " (" + reason + ")";
+  if (out.empty()) out = lines.empty() ? std::string("unknown error") : lines.front();
   if (!position.empty()) out += " at " + position + (source.empty() ? "" : ": " + source);
   return out;
 }

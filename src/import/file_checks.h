@@ -51,8 +51,9 @@ uint32_t crc32(const char* data, size_t n);
 
 /// libtorch's message without backtrace, "[enforce fail at ...]" prefixes,
 /// "Could this error message be improved?" boilerplate and
-/// "Exception raised from" lines, on one line. A TorchScript source excerpt
-/// keeps its first line and the `File "...", line N` position.
+/// "Exception raised from" lines, on one line. A TorchScript error keeps
+/// every line of its reason (up to an overload list), the first
+/// `File "...", line N` position and that position's first source line.
 std::string clean_torch_message(const std::string& message);
 
 /// clean_torch_message of the current exception (call inside a catch block):

@@ -1,6 +1,8 @@
 // call_function targets for TorchScript operators.
 #include "import/jit_targets.h"
 
+#include "targets/registry.h"
+
 #include <fx/target.h>
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -66,11 +68,21 @@ void register_fallback(const std::string& target, const torch::jit::Node* node) 
   torch::jit::Operation op = node->getOperation();
   const size_t num_outputs = node->outputs().size();
   const bool impure = node->hasSideEffects() || node->schema().is_mutable();
+  // A vararg Operation (aten::format, prim::Print, aten::percentFormat ...)
+  // pops its number of inputs first: TorchScript's interpreter pushes it
+  // (its OPN instruction). Without it the operation reads past its inputs.
+  const bool push_num_inputs = pushes_num_inputs(*node);
   register_function(
       target,
-      [op, num_outputs](std::vector<c10::IValue>& args, ValueKwargs& /*kwargs*/) mutable -> c10::IValue {
+      [op, num_outputs, push_num_inputs, target](std::vector<c10::IValue>& args,
+                                                  ValueKwargs& /*kwargs*/) mutable -> c10::IValue {
+        const size_t num_inputs = args.size();
         torch::jit::Stack stack(std::make_move_iterator(args.begin()), std::make_move_iterator(args.end()));
+        if (push_num_inputs) stack.emplace_back(static_cast<int64_t>(num_inputs));
         op(stack);
+        if (stack.size() < num_outputs)
+          throw Error(target + ": the TorchScript operation returned " + std::to_string(stack.size()) +
+                      " values, expected " + std::to_string(num_outputs));
         if (num_outputs == 1) return std::move(stack.back());
         if (num_outputs == 0) return c10::IValue();
         std::vector<c10::IValue> outs(std::make_move_iterator(stack.end() - num_outputs),
@@ -82,10 +94,19 @@ void register_fallback(const std::string& target, const torch::jit::Node* node) 
 
 }  // namespace
 
+bool pushes_num_inputs(const torch::jit::Node& node) {
+  const torch::jit::Operator& op = node.getOperator();
+  return op.hasOperation() && op.schema().is_vararg();
+}
+
 JitTarget resolve_jit_target(const torch::jit::Node* node, bool overload_names) {
   const c10::FunctionSchema& schema = node->schema();
   const std::string& name = schema.name();
   const std::string& overload = schema.overload_name();
+  // Operators TorchScript's interpreter runs itself (aten::warn,
+  // prim::RaiseException, aten::format, aten::__is__ ...): fxcpp's builtins of
+  // the same name, whose arguments are the node's inputs.
+  if (detail::is_builtin(name)) return {JitTarget::Kind::Builtin, name};
   if (c10::Dispatcher::singleton().findSchema({name, overload})) {
     return {JitTarget::Kind::Dispatcher, overload_names && !overload.empty() ? name + "." + overload : name};
   }

@@ -7,6 +7,9 @@
 //    (aten::add.int, aten::floordiv.int, aten::eq.int, aten::__getitem__.t ...),
 //    which only the TorchScript interpreter knows, become torch.fx's
 //    builtins: operator.add, operator.floordiv, operator.eq, operator.getitem;
+//  - operators TorchScript's interpreter implements itself (aten::warn,
+//    prim::RaiseException, aten::format, aten::__is__, prim::TupleIndex ...)
+//    become fxcpp's builtins of the same name (src/targets/script_builtins.cpp);
 //  - any other TorchScript-only operator (aten::size, aten::dim, aten::format,
 //    prim::NumToTensor ...) is registered with fx::register_function under
 //    "ns::name.overload" ("aten::size.default") and runs the TorchScript
@@ -33,6 +36,12 @@ struct JitTarget {
 /// for TorchScript-only operators. `overload_names`: keep dispatcher
 /// overload names in targets.
 JitTarget resolve_jit_target(const torch::jit::Node* node, bool overload_names);
+
+/// Whether running `node`'s Operation needs its number of inputs pushed on
+/// the stack after the inputs: vararg operators with a plain Operation
+/// (aten::format, prim::Print, aten::percentFormat ...) pop it first, as
+/// TorchScript's interpreter pushes it (its OPN instruction).
+bool pushes_num_inputs(const torch::jit::Node& node);
 
 /// Registers "torch._assert" (condition, message): throws the message when the
 /// condition is false, as torch._assert does. Impure, so never eliminated.

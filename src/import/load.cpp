@@ -39,6 +39,19 @@ void validate_module_tensors(const torch::jit::Module& module, const std::string
   }
 }
 
+// "Unknown builtin op: torchvision::nms. ..." names an operator that a
+// library registers (not aten:: or prim::): say how to load one.
+std::string with_library_hint(const std::string& msg) {
+  const std::string unknown = "Unknown builtin op: ";
+  if (msg.rfind(unknown, 0) != 0 || msg.compare(unknown.size(), 6, "aten::") == 0 ||
+      msg.compare(unknown.size(), 6, "prim::") == 0)
+    return msg;
+  const std::string hint =
+      " (an operator of a custom library? load it first: fx::load_library, fxcpp --load-library PATH)";
+  const size_t at = msg.find(" at File \"");
+  return at == std::string::npos ? msg + hint : msg.substr(0, at) + hint + msg.substr(at);
+}
+
 }  // namespace
 
 torch::jit::Module load_torchscript(const std::string& path) {
@@ -102,7 +115,7 @@ torch::jit::Module load_torchscript(const std::string& path) {
         msg.find("file read failed") != std::string::npos || msg.find("invalid header") != std::string::npos) {
       throw ImportError(path + ": truncated or damaged zip archive (" + msg + ")");
     }
-    throw ImportError(path + ": cannot load TorchScript: " + msg);
+    throw ImportError(path + ": cannot load TorchScript: " + with_library_hint(msg));
   }
   try {
     if (!module.type()->findMethod("forward")) {

@@ -759,7 +759,8 @@ c10::IValue op_getattr(Args a) {
 }
 
 const std::unordered_map<std::string, BuiltinFn>& builtin_table() {
-  static const std::unordered_map<std::string, BuiltinFn> table = {
+  static const std::unordered_map<std::string, BuiltinFn> table = [] {
+    std::unordered_map<std::string, BuiltinFn> t = {
       {"operator.getitem", op_getitem},
       {"operator.add", op_add},
       {"operator.sub", op_sub},
@@ -792,7 +793,10 @@ const std::unordered_map<std::string, BuiltinFn>& builtin_table() {
       {"operator.contains", op_contains},
       {"operator.truth", op_truth},
       {"getattr", op_getattr},
-  };
+    };
+    for (const ScriptBuiltin& b : script_builtins()) t.emplace(b.name, b.fn);
+    return t;
+  }();
   return table;
 }
 

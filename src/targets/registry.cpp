@@ -1,6 +1,8 @@
 // Target names: registered functions, builtins and the dispatcher's operators.
 #include "targets/registry.h"
 
+#include "targets/builtins.h"
+
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <algorithm>
@@ -109,6 +111,7 @@ const std::vector<std::string>& builtin_names() {
     std::vector<std::string> out;
     for (const auto& op : ops) out.push_back("operator." + op);
     out.push_back("getattr");
+    for (const ScriptBuiltin& b : script_builtins()) out.push_back(b.name);
     return out;
   }();
   return names;
@@ -221,6 +224,9 @@ bool is_impure_function(const std::string& target) {
   // torch._assert is in torch.fx's _side_effectful_functions, however it was registered.
   if (const auto* f = detail::find_registered_function(target)) return f->impure || target == "torch._assert";
   if (detail::is_builtin(target)) {
+    // TorchScript's aten::warn and prim::RaiseException run for their effect.
+    for (const detail::ScriptBuiltin& b : detail::script_builtins())
+      if (b.name == target) return b.impure;
     // x += y on a tensor writes to x (torch.fx counts these as pure, so its
     // DCE may drop an in-place update whose result is unused).
     return target == "operator.iadd" || target == "operator.isub" || target == "operator.imul" ||

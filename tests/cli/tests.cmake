@@ -8,6 +8,15 @@ function(fx_cli_bad_input name expect)
   add_test(NAME cli.${name} COMMAND sh -c "\"$0\" \"$@\"; s=$?; [ $s -eq 2 ] || echo \"fx-cli-bad: exit status $s\"" ${FX_CLI} ${ARGN})
   set_tests_properties(cli.${name} PROPERTIES PASS_REGULAR_EXPRESSION "${expect}" FAIL_REGULAR_EXPRESSION "fx-cli-bad")
 endfunction()
+# A model failing while it runs (an operator's error, the model's own raise):
+# exit status 1 and one line naming the node.
+function(fx_cli_run_fails name expect)
+  add_test(NAME cli.${name}
+           COMMAND sh -c "out=$(\"$0\" \"$@\" 2>&1); s=$?; printf '%s\\n' \"$out\"; n=$(printf '%s\\n' \"$out\" | wc -l); [ $s -eq 1 ] && [ $n -eq 1 ] || echo \"fx-cli-bad: exit status $s, $n lines\""
+                   ${FX_CLI} ${ARGN})
+  set_tests_properties(cli.${name} PROPERTIES PASS_REGULAR_EXPRESSION "${expect}" FAIL_REGULAR_EXPRESSION "fx-cli-bad"
+                       TIMEOUT 60)
+endfunction()
 fx_cli_bad_input(inspect_not_a_zip "not a TorchScript file \\(not a zip archive" inspect ${FX_SRC}/README.md)
 fx_cli_bad_input(inspect_missing_file "no such file" inspect ${FX_BIN}/no_such.pt)
 fx_cli_bad_input(unknown_command "unknown command 'frobnicate'" frobnicate)
@@ -19,8 +28,9 @@ add_test(NAME cli.profile_resnet18 COMMAND ${FX_CLI} profile ${FX_MODELS_DIR}/re
          --input ${FX_MODELS_DIR}/resnet18.input.pt --runs 1 --warmup 1 --top 3 --trace ${FX_BIN}/resnet18.trace.json)
 set_tests_properties(cli.profile_resnet18 PROPERTIES FIXTURES_REQUIRED fx_models_0
                      PASS_REGULAR_EXPRESSION "Conv2d +20 .*wrote .*resnet18.trace.json")
-fx_cli_bad_input(run_wrong_input "bad input|expected|Expected" run ${FX_MODELS_DIR}/resnet18.pt
-                 --input ${FX_MODELS_DIR}/alexnet.output.pt)
+# resnet18 on alexnet's output ([1, 1000]): its first convolution refuses it.
+fx_cli_run_fails(run_wrong_input "fxcpp run: [^\n]*resnet18.pt failed on [^\n]*alexnet.output.pt at node conv1 \\(call_module\\[target=conv1\\]\\): Expected 3D \\(unbatched\\) or 4D \\(batched\\) input to conv2d"
+                 run ${FX_MODELS_DIR}/resnet18.pt --input ${FX_MODELS_DIR}/alexnet.output.pt)
 set_tests_properties(cli.run_wrong_input PROPERTIES FIXTURES_REQUIRED fx_models_0)
 
 # Damaged and inconsistent files (python/make_corrupt_files.py, issue #12):

@@ -31,7 +31,7 @@ fx_cli_bad_input(draw_missing_directory "fxcpp draw: /no/such/dir/g.svg: no such
 fx_cli_bad_input(draw_no_value "fxcpp draw: -o needs a value\n$" draw ${FX_SRC}/README.md -o)
 fx_cli_bad_input(draw_bad_runs "--runs expects a positive integer, got 'many'"
                  draw ${FX_SRC}/README.md --runs many)
-fx_cli_bad_input(draw_wrong_input "fxcpp draw: [^\n]*alexnet.output.pt: bad input for [^\n]*resnet18.pt: "
+fx_cli_run_fails(draw_wrong_input "fxcpp draw: [^\n]*resnet18.pt failed on [^\n]*alexnet.output.pt at node conv1 \\(call_module\\[target=conv1\\]\\): Expected 3D"
                  draw ${FX_MODELS_DIR}/resnet18.pt -o ${FX_BIN}/draw/wrong.svg
                  --input ${FX_MODELS_DIR}/alexnet.output.pt)
 set_tests_properties(cli.draw_wrong_input PROPERTIES FIXTURES_REQUIRED fx_models_0)

@@ -3,6 +3,7 @@
 #include "model_io.h"
 
 #include <fx/error.h>
+#include <fx/load_library.h>
 
 #include <CLI/CLI.hpp>
 
@@ -109,6 +110,11 @@ ModelArgs parse_model_args(const std::vector<std::string>& args, const std::vect
   }
   for (const std::string& sw : switches)
     app.add_flag_callback("--" + sw, [&out, sw] { out.values[sw] = "1"; }, description(sw));
+  app.add_option("--load-library", out.libraries,
+                 "load an operator library first (fx::load_library, as torch.ops.load_library; repeatable)")
+      ->type_name("PATH")
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
     app.parse(reversed);
@@ -119,6 +125,10 @@ ModelArgs parse_model_args(const std::vector<std::string>& args, const std::vect
     throw Error(e.what());
   } catch (const CLI::ParseError& e) {
     throw Error(e.what());
+  }
+  for (const std::string& lib : out.libraries) {
+    set_activity("loading " + lib);
+    load_library(lib);
   }
   return out;
 }

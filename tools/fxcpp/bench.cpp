@@ -327,12 +327,10 @@ int run_bench(const std::vector<std::string>& argv) {
   try {
     engines = prepare_engines(args, setup, inputs);
     setup.rounds = measure(engines, setup.schedule, args.model);
-  } catch (const Error&) {
-    throw;  // fx's own errors (a bad file, bad inputs file) name their problem
   } catch (const std::exception& e) {
-    std::cerr << "fxcpp bench: " << args.get("input") << ": bad input for " << args.model << ": "
-              << one_line_error(e) << "\n";
-    return kBadInput;
+    // fx's own errors before a node runs (a bad file, bad inputs, --batch) name their problem
+    if (dynamic_cast<const Error*>(&e) != nullptr && !names_a_node(e)) throw;
+    return report_run_error("bench", args.model, args.get("input"), e);
   }
   setup.blas = loaded_blas();
   const double ts_opt_ms = median(engines[1].samples);

@@ -10,6 +10,10 @@ namespace fx::cli {
 /// Exit status for bad input (bad file, bad arguments): one clear line on stderr.
 constexpr int kBadInput = 2;
 
+/// Exit status when the model fails while running (an operator's error, the
+/// model's own raise): one line naming the node.
+constexpr int kRunFailed = 1;
+
 /// A subcommand: `fxcpp NAME ARGS...`.
 struct Command {
   const char* name;

@@ -66,9 +66,7 @@ int run_draw(const std::vector<std::string>& argv) {
         drawer.set_node_times(interp.node_us());
       }
     } catch (const std::exception& e) {
-      std::cerr << "fxcpp draw: " << shapes_from << ": bad input for " << args.model << ": " << one_line_error(e)
-                << "\n";
-      return kBadInput;
+      return report_run_error("draw", args.model, shapes_from, e);
     }
   }
   set_activity("drawing " + out);

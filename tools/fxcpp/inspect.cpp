@@ -57,8 +57,8 @@ int print_summary(const std::shared_ptr<GraphModule>& gm, const ModelArgs& args)
     torch::NoGradGuard no_grad;
     ShapeProp(gm).propagate_meta(inputs);
   } catch (const std::exception& e) {
-    std::cerr << "fxcpp inspect: bad input for " << args.model << ": " << one_line_error(e) << "\n";
-    return kBadInput;
+    return report_run_error("inspect", args.model,
+                            args.has("input") ? args.get("input") : "--shape " + args.get("shape"), e);
   }
   const ModelSummary s = summarize_model(*gm);
   const std::string rule(123, '-');

@@ -6,6 +6,8 @@
 
 #include <fx/error.h>
 
+#include <c10/util/Exception.h>
+
 #include <algorithm>
 #include <exception>
 #include <cerrno>
@@ -40,8 +42,20 @@ static int usage(std::ostream& os) {
   return kBadInput;
 }
 
+// c10 warnings (a model's warnings.warn, libtorch's TORCH_WARN): one line
+// each on stderr, "fxcpp COMMAND: warning: ...", instead of glog's two.
+struct CommandWarnings : c10::WarningHandler {
+  std::string command;
+  void process(const c10::SourceLocation& /*where*/, const std::string& msg, const bool /*verbatim*/) override {
+    std::cerr << "fxcpp " << command << ": warning: " << msg << "\n";
+  }
+};
+
 // Runs one command; every exception becomes one line on stderr.
 static int run_command(const Command& c, const std::string& name, const std::vector<std::string>& args) {
+  static CommandWarnings warnings;
+  warnings.command = name;
+  c10::Warning::set_warning_handler(&warnings);
   try {
     set_current_command(&c);
     return c.run(args);

@@ -3,6 +3,7 @@
 
 #include <fx/import.h>
 #include <fx/serialize.h>
+#include <fx/shape_guard.h>
 #include <fx/tensor_file.h>
 
 #include <c10/util/Exception.h>
@@ -83,7 +84,15 @@ std::vector<c10::IValue> load_model_inputs(GraphModule& gm, const std::string& p
   return inputs;
 }
 
-std::string one_line_error(const std::exception& e) {
+namespace {
+
+/// A run error split into its root cause and the node it names.
+struct ErrorParts {
+  std::string cause;  ///< one line, without backtraces
+  std::string node;   ///< format_node of the node being executed ("%x : [#users=1] = ..."), or ""
+};
+
+ErrorParts split_error(const std::exception& e) {
   std::string msg;
   if (auto* c = dynamic_cast<const c10::Error*>(&e)) msg = c->what_without_backtrace();
   else msg = e.what();
@@ -93,7 +102,7 @@ std::string one_line_error(const std::exception& e) {
     size_t b = line.find_first_not_of(" \t");
     if (b != std::string::npos) lines.push_back(line.substr(b));
   }
-  if (lines.empty()) return "unknown error";
+  if (lines.empty()) return {"unknown error", ""};
   std::string cause, node;
   for (const auto& l : lines) {
     if (l.rfind("RuntimeError: ", 0) == 0) cause = l.substr(14);
@@ -101,7 +110,9 @@ std::string one_line_error(const std::exception& e) {
   }
   if (cause.empty()) {
     for (const auto& l : lines) {
+      // ShapeProp's "ShapeProp error for: node=..." (torch.fx's wording) precedes the cause.
       if (l.rfind("While executing", 0) == 0 || l.rfind("The following operation failed", 0) == 0 ||
+          l.rfind("ShapeProp error for: ", 0) == 0 ||
           l.find("Could this error message be improved?") != std::string::npos ||
           l.rfind("Traceback", 0) == 0 || l.rfind("Exception raised from", 0) == 0)
         continue;
@@ -120,11 +131,43 @@ std::string one_line_error(const std::exception& e) {
   if (boilerplate != std::string::npos) cause = cause.substr(0, boilerplate);
   while (!cause.empty() && (cause.back() == ' ' || cause.back() == '.')) cause.pop_back();
   if (cause.empty()) cause = "unknown error";
-  if (!node.empty()) {
-    size_t colon = node.find(" : ");
-    cause += " (while executing " + node.substr(0, colon) + ")";
+  return {cause, node};
+}
+
+}  // namespace
+
+bool names_a_node(const std::exception& e) { return !split_error(e).node.empty(); }
+
+std::string one_line_error(const std::exception& e) {
+  const ErrorParts p = split_error(e);
+  if (p.node.empty()) return p.cause;
+  return p.cause + " (while executing " + p.node.substr(0, p.node.find(" : ")) + ")";
+}
+
+int report_run_error(const std::string& command, const std::string& model, const std::string& input,
+                     const std::exception& e) {
+  const ErrorParts p = split_error(e);
+  // "%view : [#users=1] = call_method[target=view](args = (%x, 5), kwargs = {})"
+  const size_t eq = p.node.find(" = ");
+  const std::string op = eq == std::string::npos ? std::string() : p.node.substr(eq + 3, p.node.find(']', eq) + 1 - (eq + 3));
+  // Bad input: what forward / run check before any node runs (shape guards,
+  // argument counts, missing arguments: a placeholder without a value).
+  const bool bad_input = dynamic_cast<const ShapeGuardError*>(&e) != nullptr ||
+                         (p.node.empty() && dynamic_cast<const Error*>(&e) != nullptr) ||
+                         op.rfind("placeholder[", 0) == 0;
+  std::cerr << "fxcpp " << command << ": ";
+  if (bad_input) {
+    std::cerr << input << ": bad input for " << model << ": " << one_line_error(e) << "\n";
+    return kBadInput;
   }
-  return cause;
+  std::cerr << model << " failed on " << input;
+  if (!p.node.empty()) {
+    std::string name = p.node.substr(0, p.node.find(" : "));
+    if (!name.empty() && name[0] == '%') name.erase(0, 1);
+    std::cerr << " at node " << name << (op.empty() ? "" : " (" + op + ")");
+  }
+  std::cerr << ": " << p.cause << "\n";
+  return kRunFailed;
 }
 
 }  // namespace fx::cli

@@ -18,6 +18,7 @@ namespace fx::cli {
 struct ModelArgs {
   std::string model;                          ///< the positional .pt path
   std::map<std::string, std::string> values;  ///< --name value
+  std::vector<std::string> libraries;         ///< --load-library PATH, in order (already loaded)
   /// The value of --name, or `fallback`.
   std::string get(const std::string& name, const std::string& fallback = "") const;
   /// The value of --name as an integer ≥ `min`, or `fallback`; throws
@@ -34,6 +35,9 @@ struct ModelArgs {
 /// `switches` those that do not; `--` ends the options. -h / --help prints
 /// the command's help (HelpRequested). Throws fx::Error (exit 2) on anything
 /// else. With `model_optional`, MODEL may be left out (`model` is then empty).
+/// Every command also takes `--load-library PATH` (repeatable): operator
+/// libraries loaded with fx::load_library once the arguments are parsed, in
+/// the process that then loads the model.
 ModelArgs parse_model_args(const std::vector<std::string>& args, const std::vector<std::string>& flags,
                            const std::vector<std::string>& switches = {}, bool model_optional = false);
 
@@ -77,5 +81,19 @@ void install_activity_buffer(char* buffer, size_t size);
 /// One line saying what went wrong in a run (the root cause of a TorchScript
 /// or ATen error, without backtraces), with the node being executed if known.
 std::string one_line_error(const std::exception& e);
+
+/// Whether `e` is an error raised while executing a node (its message has
+/// torch.fx's "While executing %node ..." context).
+bool names_a_node(const std::exception& e);
+
+/// Reports an error of running `model` on `input` (GraphModule::forward, the
+/// Interpreter, a profiling or shape-propagation run) as one line on stderr,
+/// "fxcpp COMMAND: ...", and returns the exit status. Bad input — a shape
+/// guard, the wrong number of inputs, a missing one — is
+/// "INPUT: bad input for MODEL: why" (kBadInput); a failure while executing
+/// a node — an operator's error, the model's own raise — is
+/// "MODEL failed on INPUT at node NAME (op[target=T]): why" (kRunFailed).
+int report_run_error(const std::string& command, const std::string& model, const std::string& input,
+                     const std::exception& e);
 
 }  // namespace fx::cli

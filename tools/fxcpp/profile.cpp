@@ -33,9 +33,7 @@ int run_profile(const std::vector<std::string>& argv) {
       interp.profile_run(inputs);
     }
   } catch (const std::exception& e) {
-    std::cerr << "fxcpp profile: " << args.get("input") << ": bad input for " << args.model << ": "
-              << one_line_error(e) << "\n";
-    return kBadInput;
+    return report_run_error("profile", args.model, args.get("input"), e);
   }
   double total_us = 0;
   for (const auto& kv : interp.node_us()) total_us += kv.second;

@@ -1,5 +1,6 @@
 // fxcpp run MODEL.pt --input IN.pt [--output OUT.pt] [--optimize [--bf16]]:
 // runs an imported model, or fx::optimize_for_inference's version of it.
+// Bad inputs exit 2; a model failing while it runs exits 1, naming the node.
 #include "command.h"
 #include "model_io.h"
 #include "optimize_io.h"
@@ -53,9 +54,7 @@ int run_run(const std::vector<std::string>& argv) {
     set_activity("running " + args.model + " on " + args.get("input"));
     out = args.has("interpreter") ? Interpreter(gm).run(inputs) : gm->forward(inputs);
   } catch (const std::exception& e) {
-    std::cerr << "fxcpp run: " << args.get("input") << ": bad input for " << args.model << ": " << one_line_error(e)
-              << "\n";
-    return kBadInput;
+    return report_run_error("run", args.model, args.get("input"), e);
   }
   describe(std::cout, out, "");
   if (args.has("output")) {
