@@ -371,6 +371,33 @@ void Importer::run_node(const jit::Node* n, Frame& f) {
     bind(n->output(), getitem(tuple, idx.constant.toInt(), n, f), f);
     return;
   }
+  if (kind == jit::prim::isinstance) {
+    // Known now for import-time values; a builtin call on run-time ones.
+    const Val& v = value(n->input(0), f, n);
+    std::vector<Argument> types;
+    for (const c10::TypePtr& t : n->tys(jit::attr::types)) types.emplace_back(t->annotation_str());
+    Argument type_list = Argument::list(std::move(types));
+    if (is_constant(v)) {
+      c10::IValue result = fx::call_function("prim::isinstance", {to_ivalue(v, n->input(0)->type()), type_list.to_ivalue()});
+      bind(n->output(), Val::of_constant(result), f);
+      return;
+    }
+    bind(n->output(), Val::of_node(emit("prim::isinstance", {to_argument(v, n, f), type_list}, {}, n, f)), f);
+    return;
+  }
+  if (kind == jit::prim::TupleSlice) {
+    const Val tuple = value(n->input(0), f, n);
+    const int64_t beg = n->i(jit::attr::beg), end = n->i(jit::attr::end);
+    if (tuple.kind == Val::Kind::Tuple) {
+      const int64_t size = static_cast<int64_t>(tuple.items->size());
+      auto clamp = [&](int64_t i) { return std::max<int64_t>(0, std::min(size, i < 0 ? i + size : i)); };
+      std::vector<Val> items(tuple.items->begin() + clamp(beg), tuple.items->begin() + std::max(clamp(beg), clamp(end)));
+      bind(n->output(), Val::of_tuple(std::move(items)), f);
+      return;
+    }
+    bind(n->output(), Val::of_node(emit("prim::TupleSlice", {to_argument(tuple, n, f), beg, end}, {}, n, f)), f);
+    return;
+  }
   if (kind == jit::prim::Uninitialized) {
     bind(n->output(), Val::of_constant(c10::IValue()), f);
     return;
@@ -674,7 +701,7 @@ void Importer::run_operator(const jit::Node* n, Frame& f) {
     for (const jit::Value* v : n->inputs()) stack.push_back(to_ivalue(value(v, f, n), v->type()));
     // TorchScript's interpreter pushes the input count for vararg operations
     // (aten::format, prim::Print ...), which pop it first.
-    if (schema.is_vararg()) stack.emplace_back(static_cast<int64_t>(n->inputs().size()));
+    if (pushes_num_inputs(*n)) stack.emplace_back(static_cast<int64_t>(n->inputs().size()));
     try {
       n->getOperation()(stack);
     } catch (const std::exception& e) {
