@@ -8,7 +8,11 @@
 // with eager PyTorch's: the same kinds (tuple / list / dict / None / int ...)
 // with the same lengths and keys in the same order, ints and integer tensors
 // exact, floating tensors within 1e-4 * max(1, max |expected|) each.
-// Writes the coverage table row to DIR/NAME.MODE.row and prints it.
+// Writes the coverage table row to DIR/NAME.MODE.row and prints it: nodes of
+// all graphs (the root's and its sub-GraphModules'), the number of
+// sub-GraphModules, the largest abs difference of the floating tensors, the
+// best of three import_torchscript times of the loaded module, and the
+// outcome (the error's first line, absolute paths shortened to file names).
 //
 // EXPECTED lists every case's outcome today, one line a case:
 //   NAME MODE pass
@@ -234,6 +238,23 @@ std::string expectation_line(const std::string& name_mode, const std::string& er
   return line + " fail " + pattern;
 }
 
+// `text` with each absolute path shortened to its file name
+// ("/usr/lib/python3/.../functional.py:3859:7:" -> "functional.py:3859:7:").
+std::string short_paths(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    if (text[i] == '/' && (i == 0 || text[i - 1] == ' ')) {
+      const size_t end = std::min(text.find(' ', i), text.size());
+      const size_t name = text.rfind('/', end - 1) + 1;
+      out += text.substr(name, end - name);
+      i = end;
+    } else {
+      out += text[i++];
+    }
+  }
+  return out;
+}
+
 struct CaseSettings {
   std::string library;  // torchvision's operators (detection's torchvision::nms)
   std::string qengine;  // the quantized engine the weights were packed for
@@ -302,9 +323,10 @@ std::string check(const std::string& dir, const std::string& name_mode) {
   char diff_text[32] = "-", ms_text[32] = "-";
   if (diff >= 0) std::snprintf(diff_text, sizeof diff_text, "%.3g", diff);
   if (import_ms >= 0) std::snprintf(ms_text, sizeof ms_text, "%.1f", import_ms);
-  std::string row = "| " + name + " | " + mode + " | " + std::to_string(nodes) + " | " + std::to_string(subgraphs) +
-                    " | " + diff_text + " | " + ms_text + " |";
-  std::string first_line = error.substr(0, error.find('\n'));
+  const bool imported = import_ms >= 0;
+  std::string row = "| " + name + " | " + mode + " | " + (imported ? std::to_string(nodes) : "-") + " | " +
+                    (imported ? std::to_string(subgraphs) : "-") + " | " + diff_text + " | " + ms_text + " |";
+  std::string first_line = short_paths(error.substr(0, error.find('\n')));
   std::replace(first_line.begin(), first_line.end(), '|', '/');
   row += error.empty() ? " pass |" : " FAIL: " + first_line + " |";
   std::cout << row << std::endl;
