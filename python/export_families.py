@@ -162,6 +162,13 @@ class Structures(nn.Module):
         return [x + y, x * y, y.t()], {"sum": (x + y).sum(0), "max": torch.maximum(x, y)}
 
 
+class ListInput(nn.Module):
+    """A List[Tensor] argument, as detection models take their images (a one-element list here)."""
+
+    def forward(self, xs: List[torch.Tensor]):
+        return torch.cat(xs, 0) * 2.0
+
+
 class OptionalArgs(nn.Module):
     """Optional arguments tested against None."""
 
@@ -347,6 +354,7 @@ CASES = {
     "loop_to_list": ("control", module(LoopToList, lambda: (seq(t=5, d=3, batch=4),)), BOTH),
     "early_return": ("control", module(EarlyReturn, lambda: (-seq(t=3, d=4, batch=1).abs(),)), BOTH),
     "structures": ("control", module(Structures, lambda: (seq(4, 4, 1)[0], seq(4, 4, 1, seed=2)[0])), BOTH),
+    "list_input": ("control", module(ListInput, lambda: ([seq(3, 4, 1)[0]],)), BOTH),
     "optional_args": ("control", module(OptionalArgs, lambda: (seq(3, 4, 1)[0], seq(3, 4, 1, seed=2)[0], 2.0),
                                         trace_inputs=lambda: (seq(3, 4, 1)[0], seq(3, 4, 1, seed=2)[0])), BOTH),
     "optional_default": ("control", module(OptionalArgs, lambda: (seq(3, 4, 1)[0],)), ("script",)),

@@ -50,7 +50,7 @@ set(FX_FAMILY_GROUPS
   "r3d_18 mc3_18 quantized_resnet18 quantized_mobilenet_v2"
   "googlenet inception_v3 swin_t"
   "lstm gru transformer_encoder multihead_attention gpt_block embedding_bag loop_over_length loop_to_list
-   early_return structures optional_args optional_default")
+   early_return structures list_input optional_args optional_default")
 set(FX_FAMILY_TESTS)
 set(i 0)
 foreach(group ${FX_FAMILY_GROUPS})

@@ -154,9 +154,9 @@ double compare(const c10::IValue& a, const c10::IValue& b, const std::string& wh
   return 0;
 }
 
-// Python's torch.save gives lists of type List[Any]; a scripted forward
-// taking List[Tensor] (detection's images) needs the typed list, as Python's
-// torch.jit passes it.
+// Python's torch.save gives lists of type List[Any]; a forward taking
+// List[Tensor] (detection's images) gets the typed list, as Python's
+// torch.jit passes it (a TorchScript method called with it checks the type).
 c10::IValue typed(const c10::IValue& v) {
   if (v.isList()) {
     auto l = v.toListRef();
