@@ -152,6 +152,7 @@ std::string Importer::fresh_module_name(const std::string& stem) {
 }
 
 Node* Importer::materialize(const jit::Value* v, Frame& f, const jit::Node* user) {
+  unfreeze(v, f);  // a constant list or dict: an aggregate of constants first
   const Val aggregate = value(v, f, user);
   if (!v->type()->cast<c10::ListType>() && !v->type()->cast<c10::DictType>())
     fail(user, f, "a " + v->type()->repr_str() + " built before it is changed inside run-time control flow");
@@ -183,7 +184,8 @@ Importer::Capture Importer::capture(const jit::Node* n, Frame& f) {
   std::unordered_set<const Node*> seen_nodes;
   for (const jit::Value* v : cap.free) {
     const Val& val = value(v, f, n);
-    if (val.kind == Val::Kind::List || val.kind == Val::Kind::Dict) {
+    if (val.kind == Val::Kind::List || val.kind == Val::Kind::Dict ||
+        (val.kind == Val::Kind::Constant && (val.constant.isList() || val.constant.isGenericDict()))) {
       bool mutated = false;
       for (const jit::Block* b : n->blocks()) mutated = mutated || mutated_inside(b, v);
       if (mutated) materialize(v, f, n);
@@ -195,8 +197,12 @@ Importer::Capture Importer::capture(const jit::Node* n, Frame& f) {
 
 Val Importer::substitute(const Val& v, const std::unordered_map<const Node*, Node*>& map) const {
   switch (v.kind) {
-    case Val::Kind::Symbolic:
-      return v.symbolic.is_node() ? Val::of_node(map.at(v.symbolic.to_node())) : v;
+    case Val::Kind::Symbolic: {
+      if (!v.symbolic.is_node()) return v;
+      Val r = Val::of_node(map.at(v.symbolic.to_node()));
+      r.type = v.type;
+      return r;
+    }
     case Val::Kind::List:
     case Val::Kind::Tuple: {
       std::vector<Val> items;
@@ -278,11 +284,49 @@ void Importer::bind_results(const jit::Node* n, Node* node, Frame& f) {
   for (size_t i = 0; i < n->outputs().size(); ++i) bind(n->outputs()[i], getitem(v, static_cast<int64_t>(i), n, f), f);
 }
 
+namespace {
+
+// The i-th of a graph's `count` results (its output argument, or an item of its tuple).
+const Argument& result_of(const Graph& g, size_t i, size_t count) {
+  const Argument& out = g.output_node()->args().at(0);
+  return count == 1 ? out : out.items().at(i);
+}
+
+bool has_side_effects(const Graph& g) {
+  for (Node* n : g.nodes())
+    if (n->op() != Opcode::Placeholder && n->op() != Opcode::Output && n->is_impure()) return true;
+  return false;
+}
+
+}  // namespace
+
 void Importer::emit_cond(const jit::Node* n, Frame& f, const Val& cond) {
   Capture cap = capture(n, f);
   PendingSubgraph pending;
   pending.graphs.push_back(import_block(n->blocks()[0], f, cap));
   pending.graphs.push_back(import_block(n->blocks()[1], f, cap));
+  // Results both branches give as the same constant are known now (`a and
+  // b` on a folded b: both branches False); a conditional whose results are
+  // all such and whose branches do nothing else is left out.
+  const size_t count = n->outputs().size();
+  std::vector<std::optional<c10::IValue>> known(count);
+  bool all_known = true;
+  for (size_t i = 0; i < count; ++i) {
+    const Argument& a = result_of(*pending.graphs[0], i, count);
+    const Argument& b = result_of(*pending.graphs[1], i, count);
+    if (!a.is_node() && !b.is_node() && a.kind() != Argument::Kind::List && a.kind() != Argument::Kind::Tuple &&
+        a.kind() != Argument::Kind::Dict && a == b)
+      known[i] = a.to_ivalue();
+    all_known = all_known && known[i];
+  }
+  auto bind_known = [&] {
+    for (size_t i = 0; i < count; ++i)
+      if (known[i]) bind(n->outputs()[i], Val::of_constant(*known[i]), f);
+  };
+  if (all_known && !has_side_effects(*pending.graphs[0]) && !has_side_effects(*pending.graphs[1])) {
+    bind_known();
+    return;
+  }
   pending.name = fresh_module_name("cond");
   pending.count = n->outputs().size();
   ArgList args{cond.symbolic};
@@ -290,6 +334,7 @@ void Importer::emit_cond(const jit::Node* n, Frame& f, const Val& cond) {
   Node* node = graph_->call_module(pending.name, std::move(args));
   subgraphs_.push_back(std::move(pending));
   bind_results(n, node, f);
+  bind_known();
 }
 
 void Importer::emit_loop(const jit::Node* n, Frame& f, int64_t first_iteration,

@@ -19,6 +19,7 @@
 
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/zeros.h>
+#include <iostream>
 
 namespace fx::import_detail {
 
@@ -71,6 +72,22 @@ c10::IValue attribute_at(const jit::Module& root, const std::string& path) {
   return v;
 }
 
+// Whether `n` writes to one of its arguments (and does nothing else that
+// must not happen at import: warnings, asserts and raises are left out).
+bool changes_in_place(const Node* n) {
+  if (n->op() != Opcode::CallFunction || !n->is_impure()) return false;
+  const std::string& t = n->target();
+  return t != "torch._assert" && t != "aten::warn" && t != "prim::RaiseException";
+}
+
+// Whether `a` comes before `b` in the same graph.
+bool comes_before(const Node* a, const Node* b) {
+  if (&a->graph() != &b->graph()) return false;
+  for (const Node* p = a->next(); p; p = p->next())
+    if (p == b) return true;
+  return false;
+}
+
 }  // namespace
 
 std::optional<c10::IValue> Importer::meta_value(Node* target) {
@@ -89,6 +106,12 @@ std::optional<c10::IValue> Importer::meta_value(Node* target) {
       if (origin != placeholder_origin_.end()) inputs.push_back(origin->second);
     } else {
       inputs = n->all_input_nodes();
+      // What changed an input in place before n (a dict's _set_item, a
+      // list's append) runs first: meta lists and dicts are shared objects too.
+      const size_t direct = inputs.size();
+      for (size_t i = 0; i < direct; ++i)
+        for (Node* u : inputs[i]->users())
+          if (u != n && changes_in_place(u) && comes_before(u, n)) inputs.push_back(u);
     }
     bool ready = true;
     for (Node* in : inputs) {
@@ -118,8 +141,11 @@ std::optional<c10::IValue> Importer::compute_meta(Node* n) {
         auto origin = placeholder_origin_.find(n);
         if (origin != placeholder_origin_.end()) return meta_.at(origin->second);
         auto index = root_placeholders_.find(n);
-        if (index == root_placeholders_.end() || index->second >= options_.example_inputs.size()) return lookup_failed();
-        return map_tensors(options_.example_inputs[index->second], to_meta);
+        if (index == root_placeholders_.end()) return lookup_failed();
+        if (index->second < options_.example_inputs.size())
+          return map_tensors(options_.example_inputs[index->second], to_meta);
+        if (!n->args().empty()) return n->args()[0].to_ivalue();  // not given: its default
+        return lookup_failed();
       }
       case Opcode::GetAttr:
         return map_tensors(attribute_at(root_, n->target()), to_meta);
@@ -151,7 +177,8 @@ std::optional<c10::IValue> Importer::compute_meta(Node* n) {
     }
   } catch (const Unknown&) {
     return lookup_failed();
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
+    if (std::getenv("FX_DEBUG_META")) std::cerr << "meta of " << n->format_node() << ": " << e.what() << "\n";
     return lookup_failed();
   }
 }

@@ -101,7 +101,8 @@ std::shared_ptr<Graph> Importer::build_graph() {
   const jit::Graph& g = *jit::toGraphFunction(*forward).graph();
   const c10::FunctionSchema& schema = forward->getSchema();
 
-  if (!options_.example_inputs.empty() && options_.example_inputs.size() + 1 != g.inputs().size())
+  // Fewer example inputs than forward takes: the rest keep their defaults.
+  if (options_.example_inputs.size() + 1 > g.inputs().size())
     throw ImportError("example_inputs has " + std::to_string(options_.example_inputs.size()) +
                       " values but forward of " + demangled_type_name(root_) + " takes " +
                       std::to_string(g.inputs().size() - 1));
@@ -312,11 +313,17 @@ Val Importer::getitem(const Val& v, int64_t i, const jit::Node* n, Frame& f) {
     return (*v.items)[j];
   }
   if (v.kind == Val::Kind::Constant) {
-    if (v.constant.isTuple()) return Val::of_constant(v.constant.toTupleRef().elements().at(i));
+    if (v.constant.isTuple()) {
+      const auto& elements = v.constant.toTupleRef().elements();
+      const int64_t j = i < 0 ? i + static_cast<int64_t>(elements.size()) : i;
+      if (j < 0 || j >= static_cast<int64_t>(elements.size())) fail(n, f, "tuple index " + std::to_string(i) + " out of range");
+      return Val::of_constant(elements[j]);
+    }
     if (v.constant.isList()) {
       auto list = v.constant.toListRef();
-      int64_t j = i < 0 ? i + static_cast<int64_t>(list.size()) : i;
-      return Val::of_constant(list.at(j));
+      const int64_t j = i < 0 ? i + static_cast<int64_t>(list.size()) : i;
+      if (j < 0 || j >= static_cast<int64_t>(list.size())) fail(n, f, "list index " + std::to_string(i) + " out of range");
+      return Val::of_constant(list[j]);
     }
     fail(n, f, "cannot index a " + v.constant.tagKind());
   }
@@ -419,6 +426,7 @@ void Importer::run_node(const jit::Node* n, Frame& f) {
     return;
   }
   if (!n->maybeOperator()) fail(n, f, "unsupported TorchScript construct");
+  if (run_mutation(n, f)) return;
   if (run_special(n, f)) return;
   run_operator(n, f);
 }
@@ -635,27 +643,13 @@ bool Importer::run_special(const jit::Node* n, Frame& f) {
     }
     return false;
   }
-  if (name == "aten::append" && n->inputs().size() == 2 && input(0).kind == Val::Kind::List) {
-    Val list = input(0);
-    list.items->push_back(input(1));
-    bind(n->output(), list, f);
-    return true;
-  }
-  if (name == "aten::extend" && n->inputs().size() == 2 && input(0).kind == Val::Kind::List) {
-    Val list = input(0);
-    const Val& other = input(1);
-    if (other.kind != Val::Kind::List && other.kind != Val::Kind::Tuple) return false;
-    std::vector<Val> more = *other.items;
-    list.items->insert(list.items->end(), more.begin(), more.end());
-    return true;
-  }
   if ((name == "aten::__is__" || name == "aten::__isnot__") && n->inputs().size() == 2) {
     const Val& a = input(0);
     const Val& b = input(1);
     auto is_none = [](const Val& v) { return v.kind == Val::Kind::Constant && v.constant.isNone(); };
     auto never_none = [&](const Val& v, const jit::Value* jv) {
       if (v.kind == Val::Kind::Constant) return !v.constant.isNone();
-      if (v.kind == Val::Kind::Symbolic) return !is_optional(jv->type());
+      if (v.kind == Val::Kind::Symbolic) return !is_optional(v.type ? v.type : jv->type());
       return true;  // modules, functions, import-time aggregates
     };
     std::optional<bool> same;
@@ -682,7 +676,9 @@ void Importer::run_operator(const jit::Node* n, Frame& f) {
   const c10::FunctionSchema& schema = n->schema();
   if (fold_with_example(n, f)) return;
   // Evaluate now: no tensors involved, every input known.
-  bool foldable = !never_fold(n) && !schema.is_mutable() && !n->hasSideEffects();
+  // A change of a list or dict known now (all its arguments known) is made
+  // now, in place, so every name of it sees it (mutable_constant_args).
+  bool foldable = !never_fold(n) && !n->hasSideEffects() && (!schema.is_mutable() || mutable_constant_args(n, f));
   if (foldable) {
     for (const jit::Value* v : n->outputs())
       if (mentions_tensor(v->type())) foldable = false;
@@ -713,6 +709,17 @@ void Importer::run_operator(const jit::Node* n, Frame& f) {
     return;
   }
 
+  // A list or dict the importer holds, changed in a way it cannot follow
+  // (an index known only at run time): the change would be lost.
+  for (size_t i = 0; schema.is_mutable() && i < n->inputs().size() && i < schema.arguments().size(); ++i) {
+    if (!schema.is_mutable({c10::SchemaArgType::input, i})) continue;
+    const Val& v = value(n->input(i), f, n);
+    if (v.kind == Val::Kind::List || v.kind == Val::Kind::Dict ||
+        (v.kind == Val::Kind::Constant && (v.constant.isList() || v.constant.isGenericDict())))
+      fail(n, f,
+           "a list or dict built in the model is changed at an index or key known only at run time; build it in "
+           "order (append) or from known indices");
+  }
   JitTarget target = resolve_jit_target(n, options_.overload_names);
   const auto& formals = schema.arguments();
   const bool by_schema = target.kind == JitTarget::Kind::Dispatcher && !schema.is_vararg() &&

@@ -43,6 +43,7 @@ struct Val {
   torch::jit::Function* function = nullptr;     ///< Function
   std::shared_ptr<std::vector<Val>> items;      ///< List (shared by aliases), Tuple
   std::shared_ptr<std::vector<std::pair<Val, Val>>> entries;  ///< Dict
+  c10::TypePtr type;  ///< Symbolic: the TorchScript type of the value that made it (int[], not Optional[int[]])
 
   static Val of_constant(c10::IValue v);
   static Val of_node(Node* n);
@@ -83,6 +84,10 @@ class Importer {
   void run_loop(const torch::jit::Node* n, Frame& f);
   void unpack(const torch::jit::Node* n, Frame& f);
   bool run_special(const torch::jit::Node* n, Frame& f);
+  // Lists and dicts changed in place (aggregates.cpp).
+  bool run_mutation(const torch::jit::Node* n, Frame& f);
+  bool mutable_constant_args(const torch::jit::Node* n, Frame& f);
+  void unfreeze(const torch::jit::Value* v, Frame& f);
   void run_operator(const torch::jit::Node* n, Frame& f);
   bool try_emit_assert(const torch::jit::Node* n, Frame& f, const Val& cond);
 
@@ -119,7 +124,10 @@ class Importer {
 
   bool is_leaf(const ModuleRef& m);
   const Val& value(const torch::jit::Value* v, Frame& f, const torch::jit::Node* user);
-  void bind(const torch::jit::Value* v, Val val, Frame& f) { f.env[v] = std::move(val); }
+  void bind(const torch::jit::Value* v, Val val, Frame& f) {
+    if (val.kind == Val::Kind::Symbolic && !val.type) val.type = v->type();
+    f.env[v] = std::move(val);
+  }
   Argument to_argument(const Val& v, const torch::jit::Node* n, Frame& f);
   bool is_constant(const Val& v) const;
   c10::IValue to_ivalue(const Val& v, const c10::TypePtr& type) const;

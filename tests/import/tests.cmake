@@ -33,3 +33,40 @@ endforeach()
 add_test(NAME import_models_table
          COMMAND ${FX_PYTHON} ${FX_SRC}/python/export_models.py --table --out ${FX_MODELS_DIR})
 set_tests_properties(import_models_table PROPERTIES DEPENDS "${FX_MODEL_TESTS}")
+
+# Model families of issue 14 (segmentation, detection, video, quantized int8,
+# sequence models, classifiers with auxiliary outputs, scripted control flow
+# and structures), exported by python/export_families.py with their inputs and
+# eager outputs, imported and compared whole by
+# tests/import/families/check_families.cpp. Each case's outcome today (pass,
+# or the error text) is in tests/import/families/expected.txt; a check fails
+# when an outcome differs from it. `ctest -R families` runs them.
+fx_executable(check_families SOURCES ${FX_SRC}/tests/import/families/check_families.cpp LIBS fxcpp_import)
+set_target_properties(check_families PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${FX_BIN}/tests)
+set(FX_FAMILIES_DIR ${FX_BIN}/families)
+set(FX_FAMILY_GROUPS
+  "fcn_resnet50 deeplabv3_mobilenet_v3_large lraspp_mobilenet_v3_large"
+  "fasterrcnn_mobilenet_v3_large_320_fpn retinanet_resnet50_fpn ssdlite320_mobilenet_v3_large"
+  "r3d_18 mc3_18 quantized_resnet18 quantized_mobilenet_v2"
+  "googlenet inception_v3 swin_t"
+  "lstm gru transformer_encoder multihead_attention gpt_block embedding_bag loop_over_length loop_to_list
+   early_return structures list_input optional_args optional_default")
+set(FX_FAMILY_TESTS)
+set(i 0)
+foreach(group ${FX_FAMILY_GROUPS})
+  separate_arguments(cases UNIX_COMMAND "${group}")
+  add_test(NAME import_families_export_${i}
+           COMMAND ${FX_PYTHON} ${FX_SRC}/python/export_families.py --out ${FX_FAMILIES_DIR} ${cases})
+  set_tests_properties(import_families_export_${i} PROPERTIES FIXTURES_SETUP fx_families_${i} TIMEOUT 600
+                       ENVIRONMENT "OMP_NUM_THREADS=1" LABELS families)
+  add_test(NAME import_families_${i}
+           COMMAND check_families ${FX_SRC}/tests/import/families/expected.txt ${FX_FAMILIES_DIR} ${cases})
+  set_tests_properties(import_families_${i} PROPERTIES FIXTURES_REQUIRED fx_families_${i} TIMEOUT 600
+                       ENVIRONMENT "OMP_NUM_THREADS=1" LABELS families)
+  list(APPEND FX_FAMILY_TESTS import_families_${i})
+  math(EXPR i "${i} + 1")
+endforeach()
+# The coverage table of all families, in one piece (rows written by the checks).
+add_test(NAME import_families_table
+         COMMAND ${FX_PYTHON} ${FX_SRC}/python/export_families.py --table --out ${FX_FAMILIES_DIR})
+set_tests_properties(import_families_table PROPERTIES DEPENDS "${FX_FAMILY_TESTS}" LABELS families)
