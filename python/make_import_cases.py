@@ -108,7 +108,20 @@ class DataLoop(nn.Module):
 
 
 class SetsAttr(nn.Module):
-    """Changes its own state in forward: not importable into a graph."""
+    """Changes its own state in forward, depending on the data: not importable."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        if bool(x.sum() > 0):
+            self.calls += 1
+        return x + self.calls
+
+
+class CountsCalls(nn.Module):
+    """Changes its own state in forward: imported as its first call."""
 
     def __init__(self):
         super().__init__()
@@ -116,7 +129,7 @@ class SetsAttr(nn.Module):
 
     def forward(self, x):
         self.calls += 1
-        return x + 1
+        return x + self.calls
 
 
 class NoForward(nn.Module):
@@ -151,6 +164,7 @@ def main():
     torch.jit.script(DataIf()).save(os.path.join(out, "data_if.pt"))
     torch.jit.script(DataLoop()).save(os.path.join(out, "data_loop.pt"))
     torch.jit.script(SetsAttr()).save(os.path.join(out, "sets_attr.pt"))
+    save_case(out, "counts_calls", CountsCalls(), [torch.randn(3, generator=g)])
     torch.jit.script(NoForward()).save(os.path.join(out, "no_forward.pt"))
     with open(os.path.join(out, "not_zip.pt"), "w") as f:
         f.write("this is not a TorchScript file\n")

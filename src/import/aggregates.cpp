@@ -26,7 +26,8 @@ namespace {
 
 const std::unordered_set<std::string>& list_mutations() {
   static const std::unordered_set<std::string> names = {"aten::append", "aten::extend", "aten::_set_item",
-                                                        "aten::insert", "aten::pop",    "aten::clear"};
+                                                        "aten::insert", "aten::pop",    "aten::clear",
+                                                        "aten::update"};
   return names;
 }
 
@@ -91,15 +92,35 @@ bool Importer::run_mutation(const jit::Node* n, Frame& f) {
     return true;
   };
   if (target.kind == Val::Kind::Dict) {
-    if (name != "aten::_set_item" || n->inputs().size() != 3 || input(1).kind != Val::Kind::Constant) return false;
-    for (auto& kv : *target.entries) {
-      if (kv.first.kind == Val::Kind::Constant && kv.first.constant == input(1).constant) {
-        kv.second = input(2);
+    auto set = [&](const Val& key, const Val& item) {
+      for (auto& kv : *target.entries) {
+        if (kv.first.kind == Val::Kind::Constant && kv.first.constant == key.constant) {
+          kv.second = item;
+          return;
+        }
+      }
+      target.entries->emplace_back(key, item);
+    };
+    if (name == "aten::_set_item" && n->inputs().size() == 3 && input(1).kind == Val::Kind::Constant) {
+      set(input(1), input(2));
+      return result(target);
+    }
+    if (name == "aten::update" && n->inputs().size() == 2) {  // d.update(other)
+      const Val& other = input(1);
+      if (other.kind == Val::Kind::Dict) {
+        const auto entries = *other.entries;
+        for (const auto& kv : entries) {
+          if (kv.first.kind != Val::Kind::Constant) return false;
+          set(kv.first, kv.second);
+        }
+        return result(target);
+      }
+      if (other.kind == Val::Kind::Constant && other.constant.isGenericDict()) {
+        for (const auto& kv : other.constant.toGenericDict()) set(Val::of_constant(kv.key()), Val::of_constant(kv.value()));
         return result(target);
       }
     }
-    target.entries->emplace_back(input(1), input(2));
-    return result(target);
+    return false;
   }
   if (target.kind != Val::Kind::List) return false;
   std::vector<Val>& items = *target.items;

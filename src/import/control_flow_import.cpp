@@ -83,9 +83,22 @@ void collect_nodes(const Val& v, std::vector<Node*>& out, std::unordered_set<con
         collect_nodes(kv.second, out, seen);
       }
       return;
+    case Val::Kind::Object:
+      for (const auto& field : *v.fields) collect_nodes(field.second, out, seen);
+      return;
     default:
       return;
   }
+}
+
+// Whether a node in `block` (at any depth) sets an attribute of the object `v`.
+bool attribute_set_inside(const jit::Block* block, const jit::Value* v) {
+  for (const jit::Node* m : block->nodes()) {
+    if (m->kind() == jit::prim::SetAttr && m->input(0) == v) return true;
+    for (const jit::Block* inner : m->blocks())
+      if (attribute_set_inside(inner, v)) return true;
+  }
+  return false;
 }
 
 // A placeholder name for a TorchScript value ("h.3" → "h", "5" → "v5").
@@ -190,6 +203,12 @@ Importer::Capture Importer::capture(const jit::Node* n, Frame& f) {
       for (const jit::Block* b : n->blocks()) mutated = mutated || mutated_inside(b, v);
       if (mutated) materialize(v, f, n);
     }
+    if (val.kind == Val::Kind::Object) {
+      for (const jit::Block* b : n->blocks())
+        if (attribute_set_inside(b, v))
+          fail(n, f, "an attribute of an object of class " + val.class_type->repr_str() +
+                         " is set inside run-time control flow; set it after the branch from the branch's result");
+    }
     collect_nodes(value(v, f, n), cap.operands, seen_nodes);
   }
   return cap;
@@ -215,6 +234,12 @@ Val Importer::substitute(const Val& v, const std::unordered_map<const Node*, Nod
       d.entries = std::make_shared<std::vector<std::pair<Val, Val>>>();
       for (const auto& kv : *v.entries) d.entries->emplace_back(substitute(kv.first, map), substitute(kv.second, map));
       return d;
+    }
+    case Val::Kind::Object: {
+      Val o = v;
+      o.fields = std::make_shared<std::vector<std::pair<std::string, Val>>>();
+      for (const auto& field : *v.fields) o.fields->emplace_back(field.first, substitute(field.second, map));
+      return o;
     }
     default:
       return v;

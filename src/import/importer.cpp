@@ -56,13 +56,6 @@ std::string strip_debug_suffix(const std::string& name) {
   return name.substr(0, dot);
 }
 
-bool mentions_tensor(const c10::TypePtr& type) {
-  if (type->kind() == c10::TypeKind::TensorType) return true;
-  for (const auto& t : type->containedTypes())
-    if (mentions_tensor(t)) return true;
-  return false;
-}
-
 bool is_optional(const c10::TypePtr& type) {
   return type->kind() == c10::TypeKind::OptionalType || type->kind() == c10::TypeKind::NoneType ||
          type->kind() == c10::TypeKind::AnyType;
@@ -288,6 +281,9 @@ Argument Importer::to_argument(const Val& v, const jit::Node* n, Frame& f) {
       fail(n, f, "a module (" + v.module->path + ") cannot be passed as a value");
     case Val::Kind::Function:
       fail(n, f, "a function cannot be passed as a value");
+    case Val::Kind::Object:
+      fail(n, f, "an object of class " + v.class_type->repr_str() +
+                     " cannot be a value of the graph (objects exist only while importing: return its tensors instead)");
   }
   return Argument();
 }
@@ -351,10 +347,8 @@ void Importer::run_node(const jit::Node* n, Frame& f) {
   if (kind == jit::prim::CallFunction) return call_function(n, f);
   if (kind == jit::prim::If) return run_if(n, f);
   if (kind == jit::prim::Loop) return run_loop(n, f);
-  if (kind == jit::prim::SetAttr)
-    fail(n, f,
-         "changing module state (prim::SetAttr) cannot be imported into a graph; pass the state in as an input and "
-         "return its new value instead");
+  if (kind == jit::prim::SetAttr) return set_attr(n, f);
+  if (kind == jit::prim::CreateObject) return create_object(n, f);
   if (kind == jit::prim::ListConstruct || kind == jit::prim::TupleConstruct) {
     std::vector<Val> items;
     for (const jit::Value* in : n->inputs()) items.push_back(value(in, f, n));
@@ -432,9 +426,15 @@ void Importer::run_node(const jit::Node* n, Frame& f) {
 }
 
 void Importer::get_attr(const jit::Node* n, Frame& f) {
+  if (get_object_attr(n, f)) return;
   const Val obj = value(n->input(0), f, n);
   const std::string name = n->s(jit::attr::name);
   if (obj.kind != Val::Kind::Module) fail(n, f, "attribute '" + name + "' of a value that is not a module");
+  auto written = module_attr_writes_.find(obj.module->path + "." + name);
+  if (written != module_attr_writes_.end()) {
+    bind(n->output(), written->second, f);
+    return;
+  }
   const auto& type = obj.module->module.type();
   auto slot = type->findAttributeSlot(name);
   if (!slot) fail(n, f, "module has no attribute '" + name + "'");
@@ -448,6 +448,10 @@ void Importer::get_attr(const jit::Node* n, Frame& f) {
     bind(n->output(), m, f);
     return;
   }
+  if (attr.isObject()) {  // an object of a TorchScript class held by the module (a BoxCoder)
+    bind(n->output(), object_val(attr), f);
+    return;
+  }
   if (attr.isTensor() && attr.toTensor().defined()) {
     Node* node = graph_->get_attr(qualified);
     if (options_.record_stack_traces) node->set_stack_trace(stack_trace_entry(n, f.function_name));
@@ -458,6 +462,7 @@ void Importer::get_attr(const jit::Node* n, Frame& f) {
 }
 
 void Importer::call_method(const jit::Node* n, Frame& f) {
+  if (call_object_method(n, f)) return;
   const Val self = value(n->input(0), f, n);
   const std::string name = n->s(jit::attr::name);
   if (self.kind != Val::Kind::Module) fail(n, f, "method '" + name + "' called on a value that is not a module");

@@ -35,7 +35,7 @@ struct ModuleRef {
 
 /// The import-time value of a TorchScript value.
 struct Val {
-  enum class Kind { Constant, Symbolic, Module, Function, List, Tuple, Dict };
+  enum class Kind { Constant, Symbolic, Module, Function, List, Tuple, Dict, Object };
   Kind kind = Kind::Constant;
   c10::IValue constant;                         ///< Constant
   Argument symbolic;                            ///< Symbolic: a Node*
@@ -44,6 +44,8 @@ struct Val {
   std::shared_ptr<std::vector<Val>> items;      ///< List (shared by aliases), Tuple
   std::shared_ptr<std::vector<std::pair<Val, Val>>> entries;  ///< Dict
   c10::TypePtr type;  ///< Symbolic: the TorchScript type of the value that made it (int[], not Optional[int[]])
+  c10::ClassTypePtr class_type;                                     ///< Object: its TorchScript class
+  std::shared_ptr<std::vector<std::pair<std::string, Val>>> fields;  ///< Object: attributes (shared by aliases)
 
   static Val of_constant(c10::IValue v);
   static Val of_node(Node* n);
@@ -84,6 +86,12 @@ class Importer {
   void run_loop(const torch::jit::Node* n, Frame& f);
   void unpack(const torch::jit::Node* n, Frame& f);
   bool run_special(const torch::jit::Node* n, Frame& f);
+  // Objects of TorchScript classes (objects.cpp).
+  void create_object(const torch::jit::Node* n, Frame& f);
+  Val object_val(const c10::IValue& object);
+  void set_attr(const torch::jit::Node* n, Frame& f);
+  bool get_object_attr(const torch::jit::Node* n, Frame& f);
+  bool call_object_method(const torch::jit::Node* n, Frame& f);
   // Lists and dicts changed in place (aggregates.cpp).
   bool run_mutation(const torch::jit::Node* n, Frame& f);
   bool mutable_constant_args(const torch::jit::Node* n, Frame& f);
@@ -147,6 +155,8 @@ class Importer {
   std::unordered_map<const Node*, Node*> placeholder_origin_;     ///< a subgraph operand → the outer node
   std::unordered_map<const Node*, std::optional<c10::IValue>> meta_;  ///< lazily computed example values
   bool folded_with_example_ = false;
+  std::unordered_map<const c10::ivalue::Object*, Val> objects_;  ///< attribute objects, one Val each
+  std::unordered_map<std::string, Val> module_attr_writes_;  ///< "path.name" → the value a forward assigned
   size_t unrolled_ = 0;
   size_t depth_ = 0;
 };

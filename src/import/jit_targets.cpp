@@ -14,6 +14,13 @@
 #include <unordered_set>
 
 namespace fx::import_detail {
+bool mentions_tensor(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::TensorType) return true;
+  for (const auto& t : type->containedTypes())
+    if (mentions_tensor(t)) return true;
+  return false;
+}
+
 namespace {
 
 // TorchScript's Python arithmetic and comparison operators → torch.fx builtins.
@@ -35,13 +42,6 @@ const std::unordered_map<std::string, std::string>& builtin_map() {
   return map;
 }
 
-bool mentions_tensor(const c10::TypePtr& type) {
-  if (type->kind() == c10::TypeKind::TensorType) return true;
-  for (const auto& t : type->containedTypes())
-    if (mentions_tensor(t)) return true;
-  return false;
-}
-
 bool has_tensor_argument(const c10::FunctionSchema& schema) {
   for (const auto& a : schema.arguments())
     if (mentions_tensor(a.type())) return true;
@@ -61,6 +61,41 @@ FallbackTable& fallback_table() {
   return table;
 }
 
+// A list built from a node's arguments has no element type when its items
+// are not plain ints, floats, bools or tensors ([('0', x), ('1', y)]); the
+// TorchScript operations expect the one TorchScript would give it
+// (Tuple[str, Tensor]): unify the items' types (recursively), as the
+// interpreter's prim::ListConstruct does. Lists that already have a type
+// (run-time lists the graph changes in place) are never copied.
+c10::IValue with_element_types(c10::IValue v) {
+  if (v.isList()) {
+    c10::List<c10::IValue> list = v.toList();
+    if (list.elementType()->kind() != c10::TypeKind::AnyType || list.empty()) return v;
+    std::vector<c10::IValue> items;
+    c10::TypePtr element;
+    for (const c10::IValue& i : list) {
+      items.push_back(with_element_types(i));
+      c10::TypePtr t = items.back().type();
+      if (!element) {
+        element = t;
+      } else if (auto u = c10::unifyTypes(element, t)) {
+        element = *u;
+      } else {
+        return v;
+      }
+    }
+    c10::impl::GenericList typed(element);
+    for (auto& i : items) typed.push_back(std::move(i));
+    return typed;
+  }
+  if (v.isTuple()) {
+    std::vector<c10::IValue> items;
+    for (const c10::IValue& i : v.toTupleRef().elements()) items.push_back(with_element_types(i));
+    return c10::ivalue::Tuple::create(std::move(items));
+  }
+  return v;
+}
+
 void register_fallback(const std::string& target, const torch::jit::Node* node) {
   FallbackTable& table = fallback_table();
   std::lock_guard<std::mutex> lock(table.mutex);
@@ -77,7 +112,9 @@ void register_fallback(const std::string& target, const torch::jit::Node* node) 
       [op, num_outputs, push_num_inputs, target](std::vector<c10::IValue>& args,
                                                   ValueKwargs& /*kwargs*/) mutable -> c10::IValue {
         const size_t num_inputs = args.size();
-        torch::jit::Stack stack(std::make_move_iterator(args.begin()), std::make_move_iterator(args.end()));
+        torch::jit::Stack stack;
+        stack.reserve(num_inputs + 1);
+        for (auto& a : args) stack.push_back(with_element_types(std::move(a)));
         if (push_num_inputs) stack.emplace_back(static_cast<int64_t>(num_inputs));
         op(stack);
         if (stack.size() < num_outputs)

@@ -15,6 +15,8 @@
 //    "ns::name.overload" ("aten::size.default") and runs the TorchScript
 //    operator's own implementation.
 
+#include <ATen/core/jit_type_base.h>
+
 #include <string>
 
 namespace torch::jit {
@@ -31,6 +33,9 @@ struct JitTarget {
   /// The call_function target name.
   std::string target;
 };
+
+/// Whether `type` is a Tensor or holds one (Tensor[], (Tensor, int), Tensor? ...).
+bool mentions_tensor(const c10::TypePtr& type);
 
 /// The target for `node` (which must have an operator); registers a function
 /// for TorchScript-only operators. `overload_names`: keep dispatcher
