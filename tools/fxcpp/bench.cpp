@@ -13,6 +13,7 @@
 #include "optimize_io.h"
 
 #include <fx/import.h>
+#include <fx/tensor_file.h>
 #include <fx/passes/model_summary.h>
 #include <fx/passes/shape_prop.h>
 
@@ -265,7 +266,10 @@ std::vector<Engine> prepare_engines(const ModelArgs& args, Setup& setup, std::ve
 
   set_activity("importing " + args.model);
   t0 = Clock::now();
-  std::shared_ptr<GraphModule> gm = import_torchscript(*ts);
+  // Imported as `fxcpp run` does: the inputs' ranks and dtypes fold.
+  ImportOptions import_options;
+  import_options.example_inputs = fx::load_inputs(args.get("input"));
+  std::shared_ptr<GraphModule> gm = import_torchscript(*ts, import_options);
   engines[2] = make_engine("fxcpp", "fxcpp", "import", [gm, &inputs] { return gm->forward(inputs); }, ms_since(t0));
   inputs = batched(load_model_inputs(*gm, args.get("input")), setup.batch);
   setup.input_shapes = shapes_of(inputs);

@@ -4,6 +4,8 @@
 #include "command.h"
 #include "model_io.h"
 
+#include <fx/control_flow.h>
+
 #include <fx/passes/model_summary.h>
 #include <fx/passes/shape_prop.h>
 
@@ -93,12 +95,20 @@ int run_inspect(const std::vector<std::string>& argv) {
             << g.find_nodes(Opcode::CallModule).size() << " call_module, "
             << g.find_nodes(Opcode::CallFunction).size() << " call_function, "
             << g.find_nodes(Opcode::GetAttr).size() << " get_attr), imported in " << import_ms << " ms\n\n";
-  if (args.has("graph")) {
-    std::cout << g.str() << "\n";
-  } else {
-    g.print_tabular(std::cout);
-  }
-  if (!args.has("no-code")) std::cout << "\n" << gm->code() << "\n";
+  auto show = [&](GraphModule& m) {
+    if (args.has("graph")) {
+      std::cout << m.graph().str() << "\n";
+    } else {
+      m.graph().print_tabular(std::cout);
+    }
+    if (!args.has("no-code")) std::cout << "\n" << m.code() << "\n";
+  };
+  show(*gm);
+  // Branches and loop bodies (run-time control flow), inner ones first.
+  for_each_subgraph(*gm, [&](const std::string& path, GraphModule& sub) {
+    std::cout << "\n" << path << " (" << sub.class_name() << "), " << sub.graph().nodes().size() << " nodes:\n";
+    show(sub);
+  });
   return 0;
 }
 

@@ -45,14 +45,36 @@ void set_activity(const std::string& what) {
   if (!what.empty() && std::getenv("FXCPP_TEST_CRASH") != nullptr) std::raise(SIGSEGV);
 }
 
-std::shared_ptr<GraphModule> import_model(const std::string& path, double* import_ms) {
+std::shared_ptr<GraphModule> import_model(const std::string& path, double* import_ms,
+                                          const std::vector<c10::IValue>* example_inputs) {
   set_activity("reading " + path);
   auto t0 = std::chrono::steady_clock::now();
   // An fxcpp file (fx::save) by extension or content; TorchScript otherwise.
   const bool fx_file = (path.size() > 3 && path.compare(path.size() - 3, 3, ".fx") == 0) || is_fxcpp_file(path);
-  auto gm = fx_file ? load(path) : import_torchscript(path);
+  std::shared_ptr<GraphModule> gm;
+  if (fx_file) {
+    gm = load(path);
+  } else {
+    ImportOptions options;
+    if (example_inputs) options.example_inputs = *example_inputs;
+    try {
+      gm = import_torchscript(path, options);
+    } catch (const ImportError& e) {
+      // More inputs than forward takes: load_model_inputs says so, naming them.
+      if (!example_inputs || std::string(e.what()).find("example_inputs has") == std::string::npos) throw;
+      gm = import_torchscript(path);
+    }
+  }
   if (import_ms) *import_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return gm;
+}
+
+std::pair<std::shared_ptr<GraphModule>, std::vector<c10::IValue>> import_model_with_inputs(
+    const std::string& path, const std::string& input_path) {
+  set_activity("reading " + input_path);
+  const std::vector<c10::IValue> examples = load_inputs(input_path);
+  auto gm = import_model(path, nullptr, &examples);
+  return {gm, load_model_inputs(*gm, input_path)};
 }
 
 std::vector<c10::IValue> load_model_inputs(GraphModule& gm, const std::string& path) {

@@ -56,7 +56,15 @@ void check_output_path(const std::string& path, const std::string& option);
 /// Imports the model: an fxcpp file (a .fx name, or fx::save's content) with
 /// fx::load, anything else as TorchScript (fx::ImportError on a bad file);
 /// `import_ms` gets the time.
-std::shared_ptr<GraphModule> import_model(const std::string& path, double* import_ms = nullptr);
+std::shared_ptr<GraphModule> import_model(const std::string& path, double* import_ms = nullptr,
+                                          const std::vector<c10::IValue>* example_inputs = nullptr);
+
+/// import_model with the inputs file's values as the import's example inputs
+/// (a TorchScript model's conditions on their rank and dtype fold:
+/// ImportOptions::example_inputs), then load_model_inputs: the model and its
+/// checked inputs.
+std::pair<std::shared_ptr<GraphModule>, std::vector<c10::IValue>> import_model_with_inputs(
+    const std::string& path, const std::string& input_path);
 
 /// Reads the inputs file and checks their number against the graph's
 /// placeholders and their kinds (tensor or not, and dtype / rank where the

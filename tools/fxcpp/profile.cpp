@@ -20,8 +20,7 @@ int run_profile(const std::vector<std::string>& argv) {
   const int warmup = args.get_int("warmup", 2, /*min=*/0);
   const std::string trace_path = args.get("trace", args.model + ".trace.json");
   check_output_path(trace_path, "--trace");
-  auto gm = import_model(args.model);
-  std::vector<c10::IValue> inputs = load_model_inputs(*gm, args.get("input"));
+  auto [gm, inputs] = import_model_with_inputs(args.model, args.get("input"));
 
   set_activity("running " + args.model + " on " + args.get("input"));
   ProfilingInterpreter interp(gm);

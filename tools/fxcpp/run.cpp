@@ -40,8 +40,7 @@ int run_run(const std::vector<std::string>& argv) {
   if ((args.has("bf16") || args.has("report")) && !args.has("optimize"))
     throw Error(std::string("--") + (args.has("bf16") ? "bf16" : "report") + " goes with --optimize");
   if (args.has("output")) check_output_path(args.get("output"), "--output");
-  auto gm = import_model(args.model);
-  std::vector<c10::IValue> inputs = load_model_inputs(*gm, args.get("input"));
+  auto [gm, inputs] = import_model_with_inputs(args.model, args.get("input"));
   torch::NoGradGuard no_grad;
   if (args.has("optimize")) {  // its errors (fx::Error) are one line from main.cpp
     set_activity("optimising " + args.model + " for " + args.get("input"));
