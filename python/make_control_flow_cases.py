@@ -163,6 +163,36 @@ class UsesWeightOnly(nn.Module):
         return F.linear(x, self.proj.weight) * 2
 
 
+@torch.jit.script
+class Boxes(object):
+    """A TorchScript class, as torchvision's ImageList."""
+
+    def __init__(self, t: torch.Tensor, scale: float):
+        self.t = t
+        self.scale = scale
+
+    def scaled(self) -> torch.Tensor:
+        return self.t * self.scale
+
+
+class UsesObject(nn.Module):
+    def forward(self, x):
+        b = Boxes(x, 2.0)
+        alias = b
+        alias.scale = 3.0  # seen through b too
+        return b.scaled() + 1
+
+
+class SetsObjectInBranch(nn.Module):
+    """An object's attribute set inside a data-dependent branch: not importable."""
+
+    def forward(self, x):
+        b = Boxes(x, 2.0)
+        if bool(x.sum() > 0):
+            b.scale = 3.0
+        return b.scaled()
+
+
 def save(out, name, module, inputs, inputs2=None, trace=False):
     module.eval()
     torch.manual_seed(0)
@@ -196,6 +226,8 @@ def main():
     save(out, "interpolate", Interpolate(), [r(1, 3, 5, 6)], [r(2, 3, 4, 4)])
     save(out, "lstm", Lstm(), [r(5, 2, 4)], [r(3, 1, 4)])
     save(out, "lstm_traced", Lstm(), [r(5, 2, 4)], [r(5, 2, 4)], trace=True)
+    save(out, "uses_object", UsesObject(), [r(3)])
+    torch.jit.script(SetsObjectInBranch()).save(os.path.join(out, "sets_object_in_branch.pt"))
     save(out, "weight_only_traced", UsesWeightOnly(), [r(2, 4)], trace=True)
     return 0
 

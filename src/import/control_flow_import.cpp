@@ -206,7 +206,7 @@ Importer::Capture Importer::capture(const jit::Node* n, Frame& f) {
     if (val.kind == Val::Kind::Object) {
       for (const jit::Block* b : n->blocks())
         if (attribute_set_inside(b, v))
-          fail(n, f, "an attribute of an object of class " + val.class_type->repr_str() +
+          fail(n, f, "an attribute of an object of class " + class_name_of(val.class_type) +
                          " is set inside run-time control flow; set it after the branch from the branch's result");
     }
     collect_nodes(value(v, f, n), cap.operands, seen_nodes);

@@ -282,7 +282,7 @@ Argument Importer::to_argument(const Val& v, const jit::Node* n, Frame& f) {
     case Val::Kind::Function:
       fail(n, f, "a function cannot be passed as a value");
     case Val::Kind::Object:
-      fail(n, f, "an object of class " + v.class_type->repr_str() +
+      fail(n, f, "an object of class " + class_name_of(v.class_type) +
                      " cannot be a value of the graph (objects exist only while importing: return its tensors instead)");
   }
   return Argument();

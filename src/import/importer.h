@@ -53,6 +53,12 @@ struct Val {
   static Val of_tuple(std::vector<Val> items);
 };
 
+/// "__torch__.torchvision.models.detection.image_list.ImageList": a class's
+/// qualified name, without the compilation unit repr_str() adds.
+inline std::string class_name_of(const c10::ClassTypePtr& type) {
+  return type->name() ? type->name()->qualifiedName() : type->str();
+}
+
 /// Imports one TorchScript module; use once.
 class Importer {
  public:

@@ -79,7 +79,7 @@ bool Importer::get_object_attr(const jit::Node* n, Frame& f) {
       return true;
     }
   }
-  fail(n, f, "object of class " + obj.class_type->repr_str() + " has no attribute '" + name + "' yet");
+  fail(n, f, "object of class " + class_name_of(obj.class_type) + " has no attribute '" + name + "' yet");
 }
 
 bool Importer::call_object_method(const jit::Node* n, Frame& f) {
@@ -87,11 +87,11 @@ bool Importer::call_object_method(const jit::Node* n, Frame& f) {
   if (self.kind != Val::Kind::Object) return false;
   const std::string name = n->s(jit::attr::name);
   jit::Function* fn = self.class_type->findMethod(name);
-  if (!fn) fail(n, f, "class " + self.class_type->repr_str() + " has no method '" + name + "'");
+  if (!fn) fail(n, f, "class " + class_name_of(self.class_type) + " has no method '" + name + "'");
   std::vector<Val> inputs;
   for (const jit::Value* in : n->inputs()) inputs.push_back(value(in, f, n));
   std::vector<Val> outs = call_graph(*jit::toGraphFunction(*fn).graph(), std::move(inputs), name, nullptr, &f, n,
-                                     self.class_type->repr_str() + "." + name);
+                                     class_name_of(self.class_type) + "." + name);
   for (size_t i = 0; i < n->outputs().size(); ++i) bind(n->outputs()[i], outs.at(i), f);
   return true;
 }

@@ -210,6 +210,32 @@ TEST(ControlFlow, ScriptedLstmIsOneLeafCallThroughItsForwardOverload) {
   check_values(traced, "lstm_traced");
 }
 
+TEST(ControlFlow, ObjectsOfScriptClassesLiveOnlyWhileImporting) {
+  // Boxes(x, 2.0); alias.scale = 3.0; b.scaled() + 1: the object's attributes
+  // are shared by its names, its method inlined; the graph holds tensors only.
+  auto gm = import_case("uses_object");
+  EXPECT_TRUE(targets(gm->graph(), fx::Opcode::CallModule).empty());
+  std::vector<std::string> calls = targets(gm->graph(), fx::Opcode::CallFunction);
+  EXPECT_EQ(calls, (std::vector<std::string>{"aten::mul.Scalar", "aten::add.Scalar"}));
+  fx::Node* mul = gm->graph().find_nodes(fx::Opcode::CallFunction, "aten::mul.Scalar").at(0);
+  EXPECT_EQ(mul->args()[1].to_double(), 3.0);
+  check_values(gm, "uses_object");
+}
+
+TEST(ControlFlow, ObjectChangedInsideARunTimeBranchIsRefused) {
+  try {
+    fx::import_torchscript(path("sets_object_in_branch.pt"));
+    FAIL() << "no error";
+  } catch (const fx::ImportError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("an attribute of an object of class __torch__.Boxes is set inside run-time control flow; set it "
+                       "after the branch from the branch's result: prim::If at "),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("if bool(x.sum() > 0):"), std::string::npos) << msg;
+  }
+}
+
 TEST(ControlFlow, LeafUsedOnlyThroughItsWeightIsAGetAttr) {
   auto gm = import_case("weight_only_traced");
   EXPECT_TRUE(targets(gm->graph(), fx::Opcode::CallModule).empty());
