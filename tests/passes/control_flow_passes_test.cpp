@@ -385,4 +385,22 @@ TEST(ControlFlowPasses, UnusedSubmodulesAreDeletedGraphByGraphKeepingLeavesUsedI
   EXPECT_TRUE(gm->forward(in).defined());
 }
 
+// ---- normalize, drawing, summary ---------------------------------------------------------
+
+TEST(ControlFlowPasses, NormalizeDrawerAndSummaryTakeACondCallAsOneNode) {
+  GM gm = cond_model();
+  auto inputs = both_ways();
+  std::vector<c10::IValue> expected;
+  for (auto& in : inputs) expected.push_back(gm->forward(in));
+  fx::PassManager pm({fx::make_pass(std::make_shared<fx::NormalizeArgs>())});
+  pm(gm);
+  for (size_t i = 0; i < inputs.size(); ++i) expect_same(gm->forward(inputs[i]), expected[i]);
+
+  const std::string dot = fx::FxGraphDrawer(gm, "m").get_dot_graph();
+  EXPECT_NE(dot.find("cond_0"), std::string::npos);
+  fx::ShapeProp(gm).propagate(inputs[0]);
+  fx::ModelSummary summary = fx::summarize_model(*gm);
+  EXPECT_EQ(summary.nodes.size(), gm->graph().nodes().size());  // the cond calls are rows like any module call
+}
+
 }  // namespace
