@@ -198,9 +198,15 @@ CSEPass::CSEPass(std::unordered_set<std::string> banned_ops) : banned_ops_(std::
 
 PassResult CSEPass::call(std::shared_ptr<GraphModule> gm) {
   if (!gm) throw PassError("CSEPass: no module given");
-  Graph& g = gm->graph();
-  g.lint();  // refuse a broken graph before the first edit
+  // Refuse a broken graph before the first edit; then each graph on its own.
+  for_each_graph_module(*gm, [](GraphModule& m) { m.graph().lint(); });
   merged_ = 0;
+  for_each_graph_module(*gm, [&](GraphModule& m) { merged_ += merge_duplicates(m.graph()); });
+  return PassResult{gm, merged_ > 0};
+}
+
+size_t CSEPass::merge_duplicates(Graph& g) const {
+  size_t merged = 0;
 
   // What a node's target allows, decided once per (opcode, target): the
   // schema look-ups behind it take locks and build strings.
@@ -272,9 +278,9 @@ PassResult CSEPass::call(std::shared_ptr<GraphModule> gm) {
     }
     n->replace_all_uses_with(rep);
     g.erase_node(n);
-    ++merged_;
+    ++merged;
   }
-  return PassResult{gm, merged_ > 0};
+  return merged;
 }
 
 }  // namespace fx

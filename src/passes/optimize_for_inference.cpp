@@ -14,6 +14,8 @@
 
 #include "passes/graph_copy.h"
 
+#include <fx/control_flow.h>
+
 #include <ATen/core/grad_mode.h>
 #include <malloc.h>
 
@@ -35,6 +37,61 @@ void keep_freed_memory() {
   mallopt(M_TRIM_THRESHOLD, 1024 * 1024 * 1024);
 }
 
+/// Nodes of `gm`'s graph and of every graph below it.
+size_t total_nodes(GraphModule& gm) {
+  size_t n = 0;
+  for_each_graph_module(gm, [&](GraphModule& m) { n += m.graph().nodes().size(); });
+  return n;
+}
+
+/// The pipeline on one graph (the root, a branch or a loop body) of the
+/// module being optimised; adds to `r`. Shapes from `example_inputs` when
+/// given (the root only).
+void optimize_graph(GraphModule& m, const OptimizeOptions& options, const std::vector<c10::IValue>& example_inputs,
+                    OptimizeReport& r) {
+  auto out = std::dynamic_pointer_cast<GraphModule>(m.shared_from_this());
+  Graph& g = out->graph();
+  const size_t modules = count(g, Opcode::CallModule);
+  for (const Node* n : g.nodes()) {
+    if (n->op() != Opcode::CallModule) continue;
+    auto a = module_attributes(*out->get_submodule(n->target()));
+    r.removed_noops += a && (a->type == "Identity" || a->type.find("Dropout") != std::string::npos);
+  }
+  freeze_modules(out);
+  r.frozen_modules += modules - count(g, Opcode::CallModule);
+  // Functional dropouts (freeze_modules removed the modules); remove_dropout
+  // also reaches the graphs below, which are optimised after this one.
+  const size_t nodes = total_nodes(*out);
+  remove_dropout(out);
+  r.removed_noops += nodes - total_nodes(*out);
+  if (!example_inputs.empty()) ShapeProp(out).propagate_meta(example_inputs);
+  if (options.fold_batch_norm) {
+    const size_t norms = count(g, Opcode::CallFunction, "aten::batch_norm");
+    fold_batch_norm(out);
+    r.folded_batch_norms += norms - count(g, Opcode::CallFunction, "aten::batch_norm");
+    size_t folded = 0;
+    fold_conv_add_mul(out, &folded);
+    r.folded_add_mul += folded;
+  }
+  if (options.use_onednn) {
+    OneDnnLowering lowered;
+    lower_to_onednn(out, options.dtype, &lowered);
+    r.onednn_convs += lowered.convs;
+    r.onednn_linears += lowered.linears;
+    r.onednn_matmuls += lowered.matmuls;
+    r.fused_post_ops += lowered.fused_post_ops;
+  }
+  if (options.reinplace) {
+    size_t reinplaced = 0;
+    reinplace(out, &reinplaced);
+    r.reinplaced += reinplaced;
+  }
+  g.eliminate_dead_code();
+  g.lint();
+  out->delete_all_unused_submodules();  // with it the folded weights the kernels packed (_folded.*)
+  out->recompile();
+}
+
 }  // namespace
 
 std::shared_ptr<GraphModule> optimize_for_inference(const std::shared_ptr<GraphModule>& gm,
@@ -44,47 +101,19 @@ std::shared_ptr<GraphModule> optimize_for_inference(const std::shared_ptr<GraphM
   if (options.dtype != c10::ScalarType::Float && options.dtype != c10::ScalarType::BFloat16)
     throw Error(std::string("optimize_for_inference: dtype must be torch.float32 or torch.bfloat16, not ") +
                 c10::toString(options.dtype));
-  gm->graph().lint();
+  for_each_graph_module(*gm, [](GraphModule& m) { m.graph().lint(); });
   at::NoGradGuard no_grad;
   OptimizeReport r;
-  r.nodes_before = gm->graph().nodes().size();
+  r.nodes_before = total_nodes(*gm);
 
   auto out = std::make_shared<GraphModule>(gm, passes_detail::copy_graph(gm->graph()), gm->class_name());
-  Graph& g = out->graph();
-  const size_t modules = count(g, Opcode::CallModule);
-  for (const Node* n : g.nodes()) {
-    if (n->op() != Opcode::CallModule) continue;
-    auto a = module_attributes(*out->get_submodule(n->target()));
-    r.removed_noops += a && (a->type == "Identity" || a->type.find("Dropout") != std::string::npos);
-  }
-  freeze_modules(out);
-  r.frozen_modules = modules - count(g, Opcode::CallModule);
-  const size_t nodes = g.nodes().size();
-  remove_dropout(out);  // functional dropouts (freeze_modules removed the modules)
-  r.removed_noops += nodes - g.nodes().size();
-  if (!options.example_inputs.empty()) ShapeProp(out).propagate_meta(options.example_inputs);
-  if (options.fold_batch_norm) {
-    const size_t norms = count(g, Opcode::CallFunction, "aten::batch_norm");
-    fold_batch_norm(out);
-    r.folded_batch_norms = norms - count(g, Opcode::CallFunction, "aten::batch_norm");
-    fold_conv_add_mul(out, &r.folded_add_mul);
-  }
-  if (options.use_onednn) {
-    OneDnnLowering lowered;
-    lower_to_onednn(out, options.dtype, &lowered);
-    r.onednn_convs = lowered.convs;
-    r.onednn_linears = lowered.linears;
-    r.onednn_matmuls = lowered.matmuls;
-    r.fused_post_ops = lowered.fused_post_ops;
-  }
-  if (options.reinplace) reinplace(out, &r.reinplaced);
-  g.eliminate_dead_code();
-  g.lint();
-  out->delete_all_unused_submodules();  // with it the folded weights the kernels packed (_folded.*)
-  out->recompile();
+  passes_detail::copy_control_flow(*out);  // branches and bodies are rewritten too, on copies
+  // The root first: its shape propagation then reaches the branches before they change.
+  optimize_graph(*out, options, options.example_inputs, r);
+  for_each_subgraph(*out, [&](const std::string&, GraphModule& sub) { optimize_graph(sub, options, {}, r); });
   if (options.keep_freed_memory) keep_freed_memory();
   if (!options.example_inputs.empty()) out->forward(options.example_inputs);  // makes the kernels, packs weights
-  r.nodes_after = g.nodes().size();
+  r.nodes_after = total_nodes(*out);
   r.optimize_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (report) *report = r;
   return out;

@@ -5,6 +5,8 @@
 
 #include "passes/graph_copy.h"
 
+#include <fx/control_flow.h>
+
 #include <exception>
 #include <unordered_map>
 
@@ -48,12 +50,19 @@ PassResult PassBase::operator()(std::shared_ptr<GraphModule> gm) {
 NamedPass make_pass(std::shared_ptr<PassBase> pass) {
   if (!pass) throw PassError("make_pass: pass is null");
   std::string name = pass->name();
-  return NamedPass{std::move(name), [pass](std::shared_ptr<GraphModule> gm) { return (*pass)(std::move(gm)); }};
+  const bool handles_subgraphs = pass->handles_subgraphs();
+  return NamedPass{std::move(name), [pass](std::shared_ptr<GraphModule> gm) { return (*pass)(std::move(gm)); },
+                   handles_subgraphs};
 }
 
 NamedPass make_pass(std::string name, PassFn fn) {
   if (!fn) throw PassError("make_pass: pass '" + name + "' has no function");
   return NamedPass{std::move(name), std::move(fn)};
+}
+
+void for_each_graph_module(GraphModule& gm, const std::function<void(GraphModule&)>& fn) {
+  for_each_subgraph(gm, [&](const std::string&, GraphModule& sub) { fn(sub); });
+  fn(gm);
 }
 
 PassConstraint this_before_that_pass_constraint(std::string this_pass, std::string that_pass) {
@@ -145,9 +154,43 @@ void PassManager::solve_constraints() {
 }
 
 void PassManager::check(GraphModule& gm) const {
-  gm.graph().lint();
-  for (const PassCheck& c : checks_) c(gm);
+  auto check_one = [this](GraphModule& m) {
+    m.graph().lint();
+    for (const PassCheck& c : checks_) c(m);
+  };
+  if (recurse_into_subgraphs_)
+    for_each_subgraph(gm, [&](const std::string& path, GraphModule& sub) {
+      try {
+        check_one(sub);
+      } catch (const std::exception& e) {
+        throw PassError("subgraph '" + path + "': " + e.what());
+      }
+    });
+  check_one(gm);
 }
+
+namespace {
+
+/// A graph the manager runs a pass on: the module, its path below the root
+/// ("" for the root) and the graph it had before the pass.
+struct Target {
+  std::shared_ptr<GraphModule> module;
+  std::string path;
+  std::shared_ptr<Graph> before;
+};
+
+/// Every subgraph below `gm`, inner first, then `gm` itself, each with a copy of its graph.
+std::vector<Target> targets_of(const std::shared_ptr<GraphModule>& gm) {
+  std::vector<Target> out;
+  for_each_subgraph(*gm, [&](const std::string& path, GraphModule& sub) {
+    auto shared = std::dynamic_pointer_cast<GraphModule>(sub.shared_from_this());
+    out.push_back(Target{std::move(shared), path, passes_detail::copy_graph(sub.graph())});
+  });
+  out.push_back(Target{gm, "", passes_detail::copy_graph(gm->graph())});
+  return out;
+}
+
+}  // namespace
 
 PassResult PassManager::operator()(std::shared_ptr<GraphModule> gm) {
   if (!gm) throw PassError("PassManager: no module given");
@@ -170,34 +213,47 @@ PassResult PassManager::operator()(std::shared_ptr<GraphModule> gm) {
     bool modified = false;
     for (size_t i = 0; i < passes_.size(); ++i) {
       const NamedPass& p = passes_[i];
-      std::shared_ptr<Graph> before = passes_detail::copy_graph(gm->graph());
-      std::shared_ptr<GraphModule> input = gm;
-      auto fail = [&](const std::string& what, const std::string& why) {
-        input->set_graph(before);  // no half-applied pass
+      // Every graph is saved, subgraphs too: a pass may edit them even when
+      // the manager does not run it there (it visits them itself).
+      std::vector<Target> targets = targets_of(gm);
+      auto fail = [&](const std::string& where, const std::string& what, const std::string& why) {
+        for (Target& t : targets) t.module->set_graph(t.before);  // no half-applied pass
         throw PassError("An error occurred when running the '" + p.name + "' pass after the following passes: " +
-                        name_list(passes_, i) + "\n" + what + why);
+                        name_list(passes_, i) + "\n" + (where.empty() ? "" : "on subgraph '" + where + "': ") +
+                        what + why);
       };
-      PassResult r;
-      try {
-        r = p.fn(gm);
-      } catch (const std::exception& e) {
-        fail("", e.what());
+      const bool recurse = recurse_into_subgraphs_ && !p.handles_subgraphs;
+      std::shared_ptr<GraphModule> result;
+      for (Target& t : targets) {
+        const bool root = t.path.empty();
+        if (!root && !recurse) continue;
+        PassResult r;
+        try {
+          r = p.fn(t.module);
+        } catch (const std::exception& e) {
+          fail(t.path, "", e.what());
+        }
+        if (!r.graph_module) r.graph_module = t.module;
+        if (!root && r.graph_module != t.module)
+          fail(t.path, "", "the pass returned a new module; on a subgraph a pass must edit the module in place");
+        if (root) result = r.graph_module;
+        modified = modified || r.modified;
       }
-      if (!r.graph_module) r.graph_module = gm;
       if (run_checks_after_each_pass_) {
         try {
-          run_check(*r.graph_module);
+          run_check(*result);
         } catch (const std::exception& e) {
-          fail("the check after it failed: ", e.what());
+          fail("", "the check after it failed: ", e.what());
         }
       }
       try {
-        r.graph_module->recompile();
+        if (recurse_into_subgraphs_)
+          for_each_subgraph(*result, [](const std::string&, GraphModule& sub) { sub.recompile(); });
+        result->recompile();
       } catch (const std::exception& e) {
-        fail("its module does not compile: ", e.what());
+        fail("", "its module does not compile: ", e.what());
       }
-      gm = r.graph_module;
-      modified = modified || r.modified;
+      gm = result;
     }
     overall = overall || modified;
     if (!modified) break;

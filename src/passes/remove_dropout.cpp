@@ -1,6 +1,8 @@
 // remove_dropout: every dropout replaced by its input (inference graphs).
 #include <fx/passes/remove_dropout.h>
 
+#include "passes/bypass.h"
+
 #include <torch/nn/modules/dropout.h>
 
 #include <unordered_set>
@@ -46,24 +48,15 @@ bool is_dropout(GraphModule& gm, const Node* n) {
 
 PassResult remove_dropout(std::shared_ptr<GraphModule> gm) {
   if (!gm) throw PassError("remove_dropout: no module given");
-  Graph& g = gm->graph();
-  g.lint();
-  // Find them all first (get_submodule may throw): nothing changes on bad input.
-  std::vector<Node*> dropouts;
-  for (Node* n : g.nodes()) {
-    if (!is_dropout(*gm, n)) continue;
+  // Found in every graph before any edit (get_submodule may throw): nothing
+  // changes on bad input.
+  bool removed = passes_detail::bypass_nodes(*gm, [](GraphModule& m, const Node* n) {
+    if (!is_dropout(m, n)) return false;
     if (n->args().empty() || !n->args()[0].is_node())
       throw PassError("remove_dropout: " + n->format_node() + " has no tensor input");
-    dropouts.push_back(n);
-  }
-  bool modules = false;
-  for (Node* n : dropouts) {
-    n->replace_all_uses_with(n->args()[0].to_node());
-    modules = modules || n->op() == Opcode::CallModule;
-    g.erase_node(n);
-  }
-  if (modules) gm->delete_all_unused_submodules();
-  return PassResult{gm, !dropouts.empty()};
+    return true;
+  });
+  return PassResult{gm, removed};
 }
 
 }  // namespace fx

@@ -1,6 +1,8 @@
 // remove_noops: identity modules and no-op arithmetic replaced by their input.
 #include <fx/passes/remove_noops.h>
 
+#include "passes/bypass.h"
+
 #include <fx/tensor_meta.h>
 
 #include <torch/nn/modules/linear.h>
@@ -69,22 +71,13 @@ Node* noop_input(GraphModule& gm, const Node* n) {
 
 PassResult remove_noops(std::shared_ptr<GraphModule> gm) {
   if (!gm) throw PassError("remove_noops: no module given");
-  Graph& g = gm->graph();
-  g.lint();
-  std::vector<std::pair<Node*, Node*>> found;  // (no-op, its input): decided before any edit
-  for (Node* n : g.nodes()) {
-    if (n->op() != Opcode::CallModule && n->op() != Opcode::CallFunction && n->op() != Opcode::CallMethod) continue;
-    if (Node* in = noop_input(*gm, n); in && !written_by_user(n)) found.emplace_back(n, in);
-  }
-  bool modules = false;
-  for (auto& [n, in] : found) {
-    (void)in;  // a no-op's input may itself have been a removed no-op: read args[0] now
-    n->replace_all_uses_with(n->args()[0].to_node());
-    modules = modules || n->op() == Opcode::CallModule;
-    g.erase_node(n);
-  }
-  if (modules) gm->delete_all_unused_submodules();
-  return PassResult{gm, !found.empty()};
+  // The no-ops of every graph (branches and bodies too), decided before any edit.
+  bool removed = passes_detail::bypass_nodes(*gm, [](GraphModule& m, const Node* n) {
+    if (n->op() != Opcode::CallModule && n->op() != Opcode::CallFunction && n->op() != Opcode::CallMethod)
+      return false;
+    return noop_input(m, n) && !written_by_user(n);
+  });
+  return PassResult{gm, removed};
 }
 
 }  // namespace fx

@@ -3,6 +3,7 @@
 
 #include "execution/node_error.h"
 
+#include <fx/control_flow.h>
 #include <fx/error.h>
 
 #include <ATen/ATen.h>
@@ -173,22 +174,34 @@ c10::IValue ShapeProp::propagate_meta(std::vector<c10::IValue> args) {
 }
 
 c10::IValue ShapeProp::propagate_impl(std::vector<c10::IValue> args, bool meta) {
-  meta_ = meta;
-  fallback_nodes_.clear();
-  pending_.clear();
-  real_attrs_.clear();
   struct Reset {
     ShapeProp* self;
-    ~Reset() {
-      self->pending_.clear();
-      self->real_attrs_.clear();
-    }
+    ~Reset() { self->clear(); }
   } reset{this};
+  c10::IValue out = run_uncommitted(std::move(args), meta);
+  commit();  // every node ran: now, and only now, the graphs' meta changes
+  return out;
+}
+
+c10::IValue ShapeProp::run_uncommitted(std::vector<c10::IValue> args, bool meta) {
+  meta_ = meta;
+  fallback_nodes_.clear();
+  clear();
   if (meta)
     for (c10::IValue& a : args) a = to_meta_value(a);
   pending_.reserve(module().graph().nodes().size());
-  c10::IValue out = run(std::move(args));
-  // Every node ran: now, and only now, the graph's meta changes.
+  return run(std::move(args));
+}
+
+void ShapeProp::clear() {
+  pending_.clear();
+  real_attrs_.clear();
+  children_.clear();
+  cleared_.clear();
+  node_meta_.reset();
+}
+
+void ShapeProp::commit() {
   for (Pending& p : pending_) {
     Meta& m = p.node->meta();
     if (p.tensor_meta.has_value()) {
@@ -198,18 +211,32 @@ c10::IValue ShapeProp::propagate_impl(std::vector<c10::IValue> args, bool meta) 
     }
     m["type"] = std::move(p.type);
   }
-  return out;
+  for (auto& child : children_) child->commit();
+  auto erase_meta = [](GraphModule& g) {
+    for (Node* n : g.graph().nodes()) {
+      n->meta().erase("tensor_meta");
+      n->meta().erase("type");
+    }
+  };
+  for (GraphModule* g : cleared_) {
+    for_each_subgraph(*g, [&](const std::string&, GraphModule& sub) { erase_meta(sub); });
+    erase_meta(*g);
+  }
+  clear();
 }
 
 c10::IValue ShapeProp::run_node(Node* n) {
   c10::IValue result;
+  node_meta_.reset();
   try {
     result = Interpreter::run_node(n);
   } catch (...) {
     throw Error("ShapeProp error for: node=" + n->format_node() + " with meta=" + meta_repr(*n) + "\n" +
                 detail::current_exception_message());
   }
-  pending_.push_back(Pending{n, tensor_meta_of(result), python_type_name(result)});
+  std::any meta = node_meta_ ? std::move(*node_meta_) : tensor_meta_of(result);
+  node_meta_.reset();
+  pending_.push_back(Pending{n, std::move(meta), python_type_name(result)});
   return result;
 }
 
@@ -281,10 +308,103 @@ c10::IValue ShapeProp::call_method(const std::string& target, std::vector<c10::I
 
 c10::IValue ShapeProp::call_module(const std::string& target, std::vector<c10::IValue>& args,
                                    ValueKwargs& kwargs) {
+  std::shared_ptr<torch::nn::Module> m = module().get_submodule(target);
+  if (kwargs.empty()) {
+    if (auto* cond = dynamic_cast<CondModule*>(m.get())) return call_cond(*cond, args);
+    if (auto* loop = dynamic_cast<WhileLoopModule*>(m.get())) return call_loop(target, *loop, args, kwargs);
+  }
   if (!meta_) return Interpreter::call_module(target, args, kwargs);
   return meta_or_fallback(args, kwargs, [&](std::vector<c10::IValue>& a, ValueKwargs& k) {
     return Interpreter::call_module(target, a, k);
   });
+}
+
+// ---- control flow ------------------------------------------------------------------
+
+namespace {
+
+/// Whether two tensor_meta values (TensorMetadata or a vector of them, or none) are equal.
+bool same_tensor_meta(const std::any& a, const std::any& b) {
+  if (!a.has_value() || !b.has_value()) return a.has_value() == b.has_value();
+  if (const auto* x = std::any_cast<TensorMetadata>(&a)) {
+    const auto* y = std::any_cast<TensorMetadata>(&b);
+    return y && *x == *y;
+  }
+  const auto* x = std::any_cast<std::vector<TensorMetadata>>(&a);
+  const auto* y = std::any_cast<std::vector<TensorMetadata>>(&b);
+  return x && y && *x == *y;
+}
+
+}  // namespace
+
+std::optional<c10::IValue> ShapeProp::propagate_subgraph(GraphModule& sub, std::vector<c10::IValue> inputs,
+                                                         std::exception_ptr* failure) {
+  auto child = std::make_unique<ShapeProp>(std::dynamic_pointer_cast<GraphModule>(sub.shared_from_this()));
+  try {
+    c10::IValue out = child->run_uncommitted(std::move(inputs), meta_);
+    fallback_nodes_.insert(fallback_nodes_.end(), child->fallback_nodes_.begin(), child->fallback_nodes_.end());
+    children_.push_back(std::move(child));
+    return out;
+  } catch (const std::exception&) {
+    cleared_.push_back(&sub);  // raises on these operands: no meta inside
+    if (failure) *failure = std::current_exception();
+    return std::nullopt;
+  }
+}
+
+c10::IValue ShapeProp::call_cond(const CondModule& cond, std::vector<c10::IValue>& args) {
+  if (args.empty()) throw Error("cond: missing the condition argument");
+  std::vector<c10::IValue> operands(args.begin() + 1, args.end());
+  std::exception_ptr true_failure, false_failure;
+  std::optional<c10::IValue> taken_true = propagate_subgraph(cond.true_graph(), operands, &true_failure);
+  std::optional<c10::IValue> taken_false = propagate_subgraph(cond.false_graph(), operands, &false_failure);
+  // Meta mode: a predicate computed on meta tensors is unknown; zeros (the
+  // fallback's data) take the false branch.
+  const c10::IValue& pred = args[0];
+  const bool unknown = pred.isTensor() && pred.toTensor().defined() && pred.toTensor().is_meta();
+  bool which = unknown ? !taken_false && taken_true : predicate_value(pred);
+  std::optional<c10::IValue>& result = which ? taken_true : taken_false;
+  if (!result) std::rethrow_exception(which ? true_failure : false_failure);  // as forward would fail
+  if (taken_true && taken_false) {
+    std::any t = tensor_meta_of(*taken_true), f = tensor_meta_of(*taken_false);
+    node_meta_ = same_tensor_meta(t, f) ? std::move(t) : std::any();
+  } else {
+    node_meta_ = tensor_meta_of(*result);  // the other branch never returns
+  }
+  return *result;
+}
+
+c10::IValue ShapeProp::call_loop(const std::string& target, const WhileLoopModule& loop,
+                                 std::vector<c10::IValue>& args, ValueKwargs& kwargs) {
+  const size_t n = loop.num_carried();
+  if (args.size() >= 2 + n) {
+    std::vector<c10::IValue> inputs;
+    inputs.emplace_back(int64_t{0});
+    inputs.insert(inputs.end(), args.begin() + 2, args.end());
+    std::optional<c10::IValue> out = propagate_subgraph(loop.body(), inputs, nullptr);
+    bool invariant = false;
+    if (out) {
+      std::vector<c10::IValue> carried_out;
+      if (out->isTuple()) {
+        const auto& e = out->toTupleRef().elements();
+        carried_out.assign(e.begin() + (e.empty() ? 0 : 1), e.end());
+      }
+      invariant = carried_out.size() == n;
+      for (size_t k = 0; invariant && k < n; ++k)
+        invariant = same_tensor_meta(tensor_meta_of(carried_out[k]), tensor_meta_of(args[2 + k]));
+      if (!invariant) cleared_.push_back(&loop.body());  // meta of iteration 0 only: not kept
+    }
+    if (!invariant) node_meta_ = std::any();
+  }
+  c10::IValue result;
+  if (!meta_) {
+    result = Interpreter::call_module(target, args, kwargs);
+  } else {
+    result = meta_or_fallback(args, kwargs, [&](std::vector<c10::IValue>& a, ValueKwargs& k) {
+      return Interpreter::call_module(target, a, k);
+    });
+  }
+  return result;
 }
 
 // ---- as a pass -------------------------------------------------------------------------

@@ -27,28 +27,20 @@ namespace {
 using fx_test::error_of;
 namespace nn = torch::nn;
 
-/// A random-statistics batch norm (folding must move real numbers).
-nn::BatchNorm2d batch_norm(int64_t c) {
-  nn::BatchNorm2d bn(c);
-  bn->running_mean.uniform_(-0.5, 0.5);
-  bn->running_var.uniform_(0.5, 2.0);
-  bn->weight.data().uniform_(0.5, 1.5);
-  bn->bias.data().uniform_(-0.5, 0.5);
-  return bn;
-}
+using fx_test::random_batch_norm;
 
 struct TinyNetImpl : nn::Module {
   TinyNetImpl() {
     stem = register_module("stem", nn::Conv2d(nn::Conv2dOptions(3, 16, 3).stride(2).padding(1).bias(false)));
-    stem_bn = register_module("stem_bn", batch_norm(16));
+    stem_bn = register_module("stem_bn", random_batch_norm(16));
     relu = register_module("relu", nn::ReLU());
     pool = register_module("pool", nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
     conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(16, 16, 3).padding(1).bias(false)));
-    bn1 = register_module("bn1", batch_norm(16));
+    bn1 = register_module("bn1", random_batch_norm(16));
     conv2 = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(16, 16, 3).padding(1).bias(false)));
-    bn2 = register_module("bn2", batch_norm(16));
+    bn2 = register_module("bn2", random_batch_norm(16));
     dw = register_module("dw", nn::Conv2d(nn::Conv2dOptions(16, 16, 3).padding(1).groups(16).bias(false)));
-    dw_bn = register_module("dw_bn", batch_norm(16));
+    dw_bn = register_module("dw_bn", random_batch_norm(16));
     relu6 = register_module("relu6", nn::ReLU6());
     se_pool = register_module("se_pool", nn::AdaptiveAvgPool2d(1));
     se_reduce = register_module("se_reduce", nn::Conv2d(nn::Conv2dOptions(16, 4, 1)));
@@ -262,7 +254,7 @@ TEST(FreezeModules, WritesLayersAsTheirAtenCalls) {
   torch::manual_seed(0);
   auto root = std::make_shared<nn::Module>("Root");
   root->register_module("conv", nn::Conv2d(nn::Conv2dOptions(3, 8, 3).stride(2).padding(1)));
-  root->register_module("bn", batch_norm(8));
+  root->register_module("bn", random_batch_norm(8));
   root->register_module("act", nn::ReLU6());
   root->register_module("pool", nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
   root->register_module("flat", nn::Flatten());

@@ -9,6 +9,7 @@
 #include "../common/golden_string.h"
 
 #include <ATen/ATen.h>
+#include <torch/nn/modules/batchnorm.h>
 
 #include <functional>
 #include <memory>
@@ -37,6 +38,17 @@ inline std::vector<double> flat(const c10::IValue& v) {
     }
   }
   return out;
+}
+
+/// An eval-ready batch norm with random statistics and affine parameters
+/// (folding it must move real numbers).
+inline torch::nn::BatchNorm2d random_batch_norm(int64_t c) {
+  torch::nn::BatchNorm2d bn(c);
+  bn->running_mean.uniform_(-0.5, 0.5);
+  bn->running_var.uniform_(0.5, 2.0);
+  bn->weight.data().uniform_(0.5, 1.5);
+  bn->bias.data().uniform_(-0.5, 0.5);
+  return bn;
 }
 
 }  // namespace fx_test

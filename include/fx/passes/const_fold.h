@@ -45,6 +45,10 @@
 ///    stays (Python's split_module drops all of it as a side effect).
 ///  - If computing the constants throws, fx::Error names the pass and the
 ///    graph is left exactly as it was.
+///  - Control flow (fx/control_flow.h): one graph. A cond / loop call is a
+///    call_module, so it is never folded, even on constant operands; the
+///    branches and bodies are graphs of their own, folded when the pass runs
+///    on them (PassManager with recurse_into_subgraphs does that).
 
 #include <fx/passes/pass_manager.h>
 

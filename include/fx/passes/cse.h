@@ -19,6 +19,10 @@
 ///    it sound: a node whose value may be mutated later (an input of an
 ///    in-place op, directly or through views) is never merged, so
 ///    `a = x.clone(); a.add_(1); b = x.clone()` keeps both clones.
+///  - Control flow (fx/control_flow.h): each branch and loop body is a
+///    graph of its own, merged on its own (inner graphs first); nothing is
+///    merged across a graph boundary (a node inside a branch with one
+///    outside it), and two cond / loop calls are never merged (call_module).
 ///  - Floats compare bitwise (`x * 0.0` and `x * -0.0` differ); duplicate
 ///    get_attr nodes of one target are merged too, which lets the calls
 ///    that use them merge.
@@ -45,12 +49,15 @@ class CSEPass : public PassBase {
   explicit CSEPass(std::unordered_set<std::string> banned_ops = {});
   /// "CSEPass".
   std::string name() const override { return "CSEPass"; }
-  /// Merges duplicates in `gm`'s graph in place.
+  /// Merges duplicates in `gm`'s graph and in every graph below it, in place.
   PassResult call(std::shared_ptr<GraphModule> gm) override;
-  /// How many nodes the last call() removed.
+  /// True: call() merges inside branches and loop bodies itself.
+  bool handles_subgraphs() const override { return true; }
+  /// How many nodes the last call() removed (all graphs).
   size_t merged() const { return merged_; }
 
  private:
+  size_t merge_duplicates(Graph& g) const;
   std::unordered_set<std::string> banned_ops_;
   size_t merged_ = 0;
 };

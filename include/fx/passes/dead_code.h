@@ -8,12 +8,20 @@
 /// output, call_module, in-place / mutating ops and impure registered
 /// functions stay). A graph that does not lint is refused before anything
 /// is erased.
+///
+/// Control flow: the branches and loop bodies below the module
+/// (fx/control_flow.h) are cleaned too, inner graphs first, each on its own:
+/// a node is dead when nothing in its own graph uses it. Their placeholders
+/// and results are the cond / loop interface and always stay, and a cond or
+/// loop call is never dead (a call_module). Graph::eliminate_dead_code stays
+/// one graph.
 
 #include <fx/passes/pass_manager.h>
 
 namespace fx {
 
-/// Erases dead nodes of `gm`'s graph, last first; with
+/// Erases dead nodes, last first, of `gm`'s graph and of every branch and
+/// loop body below it; with
 /// delete_unused_submodules, also drops the submodules and attributes that
 /// no node uses any more. Edits in place.
 PassResult eliminate_dead_code(std::shared_ptr<GraphModule> gm, bool delete_unused_submodules = false);
@@ -26,6 +34,8 @@ class DeadCodeEliminationPass : public PassBase {
       : delete_unused_submodules_(delete_unused_submodules) {}
   /// "eliminate_dead_code".
   std::string name() const override { return "eliminate_dead_code"; }
+  /// True: eliminate_dead_code() cleans the branches and bodies itself.
+  bool handles_subgraphs() const override { return true; }
   /// Runs eliminate_dead_code().
   PassResult call(std::shared_ptr<GraphModule> gm) override {
     return eliminate_dead_code(std::move(gm), delete_unused_submodules_);

@@ -12,6 +12,9 @@
 /// `_folded.<conv node>.weight` / `.bias` (one submodule per layer, so
 /// delete_all_unused_submodules frees them once unused); the original parameters
 /// (shared with the module the graph came from) are never changed.
+/// Control flow: one graph; nothing is folded across a cond / loop call (its
+/// operands are call_module inputs, never a batch norm's); branches are
+/// folded when the pass runs on them (PassManager, optimize_for_inference).
 
 #include <fx/passes/pass_manager.h>
 

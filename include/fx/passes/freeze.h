@@ -18,6 +18,9 @@
 /// folded into the query projection). Other modules stay call_module. Freezing is
 /// for inference: a BatchNorm or Dropout in training mode is an fx::Error
 /// (torch.jit.freeze also requires eval mode), and the graph is unchanged.
+/// Control flow: one graph; a cond / loop call stays a call_module (its
+/// branches hold their own leaves: run it on them, as PassManager and
+/// optimize_for_inference do).
 
 #include <fx/passes/pass_manager.h>
 

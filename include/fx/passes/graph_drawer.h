@@ -30,6 +30,11 @@
 ///  - one graph is drawn (torch.fx also draws nested GraphModules separately);
 ///  - get_dot_graph() returns DOT text (torch.fx returns a pydot.Dot), and
 ///    render_svg() / render_html() need no Python and no `dot` program.
+///
+/// Control flow (fx/control_flow.h): a cond / loop call is drawn as one
+/// call_module node of the graph drawn; its branches and body are graphs of
+/// their own, drawn by a drawer on each (fx::for_each_subgraph gives them
+/// with their paths, e.g. one page per "cond_0.true_graph").
 
 #include <fx/graph_module.h>
 #include <fx/tensor_meta.h>

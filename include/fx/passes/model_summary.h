@@ -27,6 +27,11 @@
 /// Differs from torchinfo: the rows are graph nodes (torchinfo's rows are
 /// module calls, nested); torchinfo counts MACs of a convolution and linear
 /// layer only, which is what `macs` holds here too.
+///
+/// Control flow (fx/control_flow.h): a cond / loop call is one row, whose
+/// MACs and FLOPs are not counted (which branch runs, and how often a body
+/// does, is only known at run time); summarize a branch or body on its own
+/// for its cost.
 
 #include <fx/graph_module.h>
 

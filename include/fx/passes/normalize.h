@@ -39,6 +39,10 @@
 ///    aten::view(x, 2, 3)) become one list argument (size=[2, 3]).
 ///  - The graph is rebuilt node for node (same names, same meta) and swapped
 ///    in only when complete, so an error leaves the module untouched.
+///
+/// Control flow (fx/control_flow.h): one graph; a cond / loop call has no
+/// schema and is left as it is. Branches and bodies are normalized when the
+/// pass runs on them (PassManager with recurse_into_subgraphs does that).
 
 #include <fx/passes/pass_manager.h>
 

@@ -21,6 +21,13 @@
 ///     run on the same layout and no conversion pairs appear;
 ///  4. reinplace: element-wise ops on dead fresh values run in place;
 ///  5. dead code elimination and lint.
+/// Control flow (fx/control_flow.h): the result has its own copies of the
+/// cond / loop modules, and the pipeline runs on every branch and loop body
+/// too (their leaves frozen and lowered in place of the originals'; the
+/// input module's branches are not changed). Shapes from example_inputs
+/// reach the branches through ShapeProp before they are rewritten. The
+/// report's node counts cover every graph.
+///
 /// The result prints, runs under the Interpreter and GraphModule::forward,
 /// and can be profiled like any graph. It cannot be saved with fx::save
 /// (packed weights are not part of the file format): save the module
@@ -66,7 +73,7 @@ struct OptimizeOptions {
 struct OptimizeReport {
   /// Wall time of optimize_for_inference, milliseconds.
   double optimize_ms = 0;
-  /// Nodes before and after.
+  /// Nodes before and after, every graph (branches, loop bodies) counted.
   size_t nodes_before = 0, nodes_after = 0;
   /// Leaf module calls replaced by ATen calls (or removed: dropout, identity).
   size_t frozen_modules = 0;

@@ -14,6 +14,20 @@
 /// not pass the checks) never leaves a half-edited module behind: the
 /// manager restores the graph the pass started from and throws fx::PassError
 /// naming the pass and the passes that ran before it.
+///
+/// Control flow (fx/control_flow.h): with recurse_into_subgraphs (the
+/// default) every pass also runs on each GraphModule nested below the module
+/// through CondModule / WhileLoopModule children (branches, loop bodies,
+/// nested ones), inner graphs first and the module itself last, each with
+/// the checks after it; the pass's `modified` is the OR over all of them. A
+/// pass run on a subgraph must edit it in place (a branch cannot be swapped
+/// for another module): returning a different module for a subgraph is an
+/// fx::PassError. Passes that already visit subgraphs themselves (CSEPass,
+/// DeadCodeEliminationPass: PassBase::handles_subgraphs()) are not repeated.
+/// "Preserves" then means: a pass keeps the value every graph computes for
+/// its inputs, branches and bodies included, and keeps each subgraph's
+/// interface (its placeholders and the number and order of its results),
+/// since the cond / loop node above it relies on that interface.
 
 #include <fx/error.h>
 #include <fx/graph_module.h>
@@ -55,6 +69,9 @@ class PassBase {
   virtual void requires_(GraphModule& gm) { (void)gm; }
   /// Postcondition check; default: none.
   virtual void ensures(GraphModule& gm) { (void)gm; }
+  /// Whether call() already runs on every subgraph (branches, loop bodies),
+  /// so PassManager need not run it there again; default: false.
+  virtual bool handles_subgraphs() const { return false; }
   /// requires_(), call(), ensures() (torch.fx PassBase.__call__).
   PassResult operator()(std::shared_ptr<GraphModule> gm);
 };
@@ -65,6 +82,8 @@ struct NamedPass {
   std::string name;
   /// The pass.
   PassFn fn;
+  /// The pass visits subgraphs itself: PassManager does not run it on them.
+  bool handles_subgraphs = false;
 };
 
 /// Wraps a PassBase as a NamedPass (the pass object is shared).
@@ -78,6 +97,11 @@ using PassConstraint = std::function<bool(const NamedPass& a, const NamedPass& b
 /// The constraint "the pass named `this_pass` runs before the one named
 /// `that_pass`" (torch.fx this_before_that_pass_constraint).
 PassConstraint this_before_that_pass_constraint(std::string this_pass, std::string that_pass);
+
+/// Calls `fn` on every GraphModule nested below `gm` through control-flow
+/// modules (fx::for_each_subgraph: inner graphs first) and then on `gm`
+/// itself: how a pass that works graph by graph reaches branches and bodies.
+void for_each_graph_module(GraphModule& gm, const std::function<void(GraphModule&)>& fn);
 
 /// A check run on the module after each pass (throws to reject it).
 using PassCheck = std::function<void(GraphModule& gm)>;
@@ -104,6 +128,10 @@ class PassManager {
   void add_checks(PassCheck check);
   /// Turns the per-pass checks on or off.
   void set_run_checks_after_each_pass(bool on) { run_checks_after_each_pass_ = on; }
+  /// Whether passes also run on the branch and body graphs (default: on; see the file comment).
+  void set_recurse_into_subgraphs(bool on) { recurse_into_subgraphs_ = on; }
+  /// Whether passes also run on the branch and body graphs.
+  bool recurse_into_subgraphs() const { return recurse_into_subgraphs_; }
   /// Sets the most rounds run (at least 1).
   void set_steps(int steps);
 
@@ -112,7 +140,8 @@ class PassManager {
   /// Sorts the passes so every constraint holds (stable topological order);
   /// throws fx::PassError naming the passes of a cycle.
   void solve_constraints();
-  /// lint() plus every added check on `gm`.
+  /// lint() plus every added check on `gm` (and on each subgraph when
+  /// recurse_into_subgraphs).
   void check(GraphModule& gm) const;
 
   /// Runs the passes (torch.fx PassManager.__call__). A pass that throws or
@@ -133,6 +162,7 @@ class PassManager {
   int steps_ = 1;
   bool run_checks_after_each_pass_ = false;
   bool suppress_check_failures_ = false;
+  bool recurse_into_subgraphs_ = true;
   bool solved_ = false;
   int suppressed_ = 0;
 };

@@ -20,8 +20,9 @@
 
 namespace fx {
 
-/// Replaces every dropout of `gm` by its input (in place); modified is
-/// whether any was found. Dropout submodules no node uses any more are
+/// Replaces every dropout of `gm`, and of every branch and loop body below
+/// it (fx/control_flow.h), by its input (in place); modified is whether any
+/// was found. Dropout submodules no node uses any more are
 /// deleted.
 PassResult remove_dropout(std::shared_ptr<GraphModule> gm);
 

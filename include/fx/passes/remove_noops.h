@@ -19,7 +19,8 @@
 
 namespace fx {
 
-/// Removes identity modules and no-op arithmetic from `gm` (in place).
+/// Removes identity modules and no-op arithmetic from `gm` and from every
+/// branch and loop body below it (fx/control_flow.h), in place.
 PassResult remove_noops(std::shared_ptr<GraphModule> gm);
 
 }  // namespace fx

@@ -56,6 +56,18 @@
 ///  - The meta mode and its fallback list are fxcpp's; torch.fx 1.13 only
 ///    runs on real data (or on FakeTensors, through Python meta kernels).
 ///
+/// Control flow (fx/control_flow.h): a cond call propagates into both
+/// branches (each a ShapeProp of its own, in the same mode, on the cond's
+/// operands), so the nodes inside get tensor_meta whichever branch the
+/// inputs take; the value passed on is the taken branch's. The cond node's
+/// tensor_meta is the branches' when both agree, none when they differ (its
+/// shape then depends on the data). A branch that raises on these operands
+/// (an untaken check) keeps no tensor_meta. A loop body propagates once,
+/// on (0, *carried, *operands); when it returns the carried values with the
+/// metadata they came in with, its meta holds for every iteration and the
+/// loop node gets tensor_meta; otherwise the body and the loop node get
+/// none. Nested graphs' meta is committed with the rest: all or nothing.
+///
 /// Meta mode caveats: aten::group_norm on a channels_last input gives
 /// contiguous strides (libtorch's composite makes non-CPU inputs contiguous
 /// before the kernel; the CPU keeps channels_last). An operator that reads data (item(), nonzero) falls
@@ -69,13 +81,18 @@
 #include <fx/tensor_meta.h>
 
 #include <any>
+#include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 namespace fx {
+
+class CondModule;
+class WhileLoopModule;
 
 /// Records the shape of every value of a GraphModule (torch.fx ShapeProp).
 class ShapeProp : public Interpreter {
@@ -117,6 +134,14 @@ class ShapeProp : public Interpreter {
  private:
   struct Pending;
   c10::IValue propagate_impl(std::vector<c10::IValue> args, bool meta);
+  c10::IValue run_uncommitted(std::vector<c10::IValue> args, bool meta);
+  void commit();
+  void clear();
+  std::optional<c10::IValue> propagate_subgraph(GraphModule& sub, std::vector<c10::IValue> inputs,
+                                                std::exception_ptr* failure);
+  c10::IValue call_cond(const CondModule& cond, std::vector<c10::IValue>& args);
+  c10::IValue call_loop(const std::string& target, const WhileLoopModule& loop, std::vector<c10::IValue>& args,
+                        ValueKwargs& kwargs);
   template <class Call>
   c10::IValue meta_or_fallback(std::vector<c10::IValue>& args, ValueKwargs& kwargs, Call&& call);
   c10::IValue to_real(const c10::IValue& v) const;
@@ -124,6 +149,12 @@ class ShapeProp : public Interpreter {
   bool meta_ = false;
   std::vector<Node*> fallback_nodes_;
   std::vector<Pending> pending_;
+  // Branches and bodies propagated during the run, committed with it; those
+  // that raised (or whose meta does not hold) lose their meta at commit.
+  std::vector<std::unique_ptr<ShapeProp>> children_;
+  std::vector<GraphModule*> cleared_;
+  // The tensor_meta a control-flow call_module decided for its node.
+  std::optional<std::any> node_meta_;
   // Meta mode: get_attr's meta copies (kept alive, so their addresses stay
   // unique) → the real attribute, which a fallback uses instead of zeros.
   std::unordered_map<const c10::TensorImpl*, std::pair<at::Tensor, at::Tensor>> real_attrs_;
