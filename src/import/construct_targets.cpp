@@ -92,11 +92,19 @@ c10::TypePtr type_from_words(const std::string& name, bool list_element) {
 
 }  // namespace
 
+c10::TypePtr construct_target_type(const std::string& target) {
+  const bool list = target.rfind(kListPrefix, 0) == 0;
+  if (!list && target.rfind(kDictPrefix, 0) != 0) return nullptr;
+  c10::TypePtr type =
+      type_from_words(target.substr(std::char_traits<char>::length(list ? kListPrefix : kDictPrefix)), list);
+  if (type && (list ? type->kind() != c10::TypeKind::ListType : type->kind() != c10::TypeKind::DictType)) return nullptr;
+  return type;
+}
+
 bool register_import_target(const std::string& target) {
   const bool list = target.rfind(kListPrefix, 0) == 0;
   if (!list && target.rfind(kDictPrefix, 0) != 0) return register_jit_target(target);
-  const std::string name = target.substr(std::char_traits<char>::length(list ? kListPrefix : kDictPrefix));
-  c10::TypePtr type = type_from_words(name, list);
+  c10::TypePtr type = construct_target_type(target);
   if (list && type) {
     c10::TypePtr element_type = type->expectRef<c10::ListType>().getElementType();
     register_function(target, [element_type](std::vector<c10::IValue>& args, ValueKwargs&) -> c10::IValue {

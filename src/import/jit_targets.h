@@ -15,6 +15,8 @@
 //    "ns::name.overload" ("aten::size.default") and runs the TorchScript
 //    operator's own implementation.
 
+#include <ATen/core/jit_type.h>
+
 #include <string>
 
 namespace torch::jit {
@@ -51,6 +53,11 @@ bool register_jit_target(const std::string& target);
 /// back from the name. False when `target` is none of these (or its type
 /// name is ambiguous).
 bool register_import_target(const std::string& target);
+
+/// The list or dict type a run-time constructor target builds
+/// ("prim::ListConstruct.Tensor" → List[Tensor], "prim::DictConstruct.Dict_str_Tensor"
+/// → Dict[str, Tensor]); nullptr for any other target (or an ambiguous name).
+c10::TypePtr construct_target_type(const std::string& target);
 
 /// Whether running `node`'s Operation needs its number of inputs pushed on
 /// the stack after the inputs: vararg operators with a plain Operation

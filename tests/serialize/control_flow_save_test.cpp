@@ -10,14 +10,18 @@
 #include "import/jit_targets.h"
 
 #include <fx/control_flow.h>
+#include <fx/export.h>
 #include <fx/import.h>
 #include <fx/interpreter.h>
 #include <fx/tensor_file.h>
 
 #include <nlohmann/json.hpp>
+#include <torch/csrc/jit/serialization/import.h>
 #include <torch/nn/modules/linear.h>
 
+#include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <unordered_set>
 
@@ -54,6 +58,17 @@ void expect_eager_values(const std::shared_ptr<GraphModule>& gm, const std::stri
     EXPECT_LE(d.max_abs_diff, 1e-5 * std::max(1.0, d.max_abs_expected)) << name << suffix << " forward";
     auto di = compare_values(Interpreter(gm).run(inputs), expected);
     EXPECT_LE(di.max_abs_diff, 1e-5 * std::max(1.0, di.max_abs_expected)) << name << suffix << " interpreter";
+  }
+}
+
+/// `m` (TorchScript) computes NAME.output.pt on each input of the case.
+void expect_eager_values(torch::jit::Module& m, const std::string& name) {
+  for (const std::string suffix : {"", "2"}) {
+    const std::string in = case_file(name + ".input" + suffix + ".pt");
+    if (!exists(in)) continue;
+    const c10::IValue expected = load_value(case_file(name + ".output" + suffix + ".pt"));
+    auto d = compare_values(m.forward(load_inputs(in)), expected);
+    EXPECT_LE(d.max_abs_diff, 1e-5 * std::max(1.0, d.max_abs_expected)) << name << suffix << " TorchScript";
   }
 }
 
@@ -184,6 +199,64 @@ TEST(ControlFlowSave, ImportTargetsAreRegisteredAgainFromTheirNames) {
   EXPECT_FALSE(register_import_target("prim::ListConstruct.NoSuchType"));
   EXPECT_FALSE(register_import_target("aten::append.no_such_overload"));
   EXPECT_FALSE(register_import_target("mylib::nothing.default"));
+}
+
+TEST(ControlFlowExport, EveryCaseExportsToTorchScriptThatComputesAsEager) {
+  const std::string file = ::testing::TempDir() + "/control_flow_export_" + std::to_string(::getpid()) + ".pt";
+  const std::map<std::string, std::string> refusals = {
+      {"optional_arg", "cannot export node 'bias' (placeholder[target=bias]): inputs with default values are not exported"},
+      {"lstm", "cannot export node 'rnn' (call_module[target=rnn]): the C++ module LSTM has no TorchScript form "
+               "(exported leaves: Linear, Conv1d/2d/3d, ConvTranspose1d/2d/3d, BatchNorm1d/2d/3d, LayerNorm, GroupNorm, "
+               "Embedding, TorchScript leaves, GraphModules)"}};
+  size_t exported = 0;
+  for (const std::string& name : case_names()) {
+    SCOPED_TRACE(name);
+    auto gm = import_torchscript(case_file(name + ".pt"));
+    auto refused = refusals.find(name);
+    if (refused != refusals.end()) {  // not about control flow: what export has no TorchScript form for
+      EXPECT_EQ(error_of([&] { export_torchscript(*gm, file); }), refused->second);
+      EXPECT_FALSE(exists(file));
+      continue;
+    }
+    export_torchscript(*gm, file);
+    torch::jit::Module m = torch::jit::load(file);
+    std::remove(file.c_str());
+    expect_eager_values(m, name);
+    // The conditions and loops are TorchScript's own, not calls of branch modules.
+    size_t blocks = 0;
+    for (const torch::jit::Node* n : m.get_method("forward").graph()->nodes())
+      blocks += n->kind() == c10::prim::If || n->kind() == c10::prim::Loop;
+    size_t modules = 0;
+    for (Node* n : gm->graph().nodes())
+      if (n->op() == Opcode::CallModule && !control_flow_graphs(*gm->get_submodule(n->target())).empty()) ++modules;
+    EXPECT_GE(blocks, modules);
+    ++exported;
+  }
+  EXPECT_EQ(exported, case_names().size() - refusals.size());
+}
+
+TEST(ControlFlowExport, ABranchThatCannotBeExportedNamesItsNode) {
+  static bool registered = [] {
+    register_function("cf_test::twice", [](std::vector<c10::IValue>& args, ValueKwargs&) -> c10::IValue {
+      return args.at(0).toTensor() * 2;
+    });
+    return true;
+  }();
+  ASSERT_TRUE(registered);
+  auto root = std::make_shared<torch::nn::Module>();
+  auto branch = [&](const std::string& target) {
+    auto g = std::make_shared<Graph>();
+    g->output(g->call_function(target, {g->placeholder("x")}));
+    return std::make_shared<GraphModule>(root, g, "b");
+  };
+  root->register_module("cond_0", std::make_shared<CondModule>(branch("aten::neg"), branch("cf_test::twice"), 1));
+  auto g = std::make_shared<Graph>();
+  Node* x = g->placeholder("x");
+  g->output(g->call_module("cond_0", {g->call_function("aten::any", {x}), x}));
+  GraphModule gm(root, g);
+  EXPECT_EQ(error_of([&] { to_torchscript(gm); }),
+            "cannot export node 'twice' (call_function[target=cf_test::twice]): 'cf_test::twice' is not a TorchScript "
+            "operator (functions registered with fx::register_function cannot be exported)");
 }
 
 TEST(ControlFlowSave, DamagedControlFlowEntriesNameTheModule) {
