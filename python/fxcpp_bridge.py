@@ -31,7 +31,7 @@ import torch
 import torch.fx
 
 FORMAT = "fxcpp"
-VERSION = 1
+VERSION = 2
 _DOCUMENT = "extra/fxcpp.json"
 _STORAGE = "extra/fxdata/%d"
 
@@ -141,6 +141,7 @@ _LEAF_NAMES = {cls: name for name, (cls, _, _) in _LEAVES.items()}
 class _Reader:
     def __init__(self, path):
         self.path = path
+        self.modules = {}  # path -> module built, for "shared" documents
         try:
             self.zip = zipfile.ZipFile(path)
         except (zipfile.BadZipFile, OSError) as e:
@@ -275,8 +276,22 @@ class _GraphBuilder:
         return self.graph
 
 
-def _module(reader, doc):
+def _module(reader, doc, path=""):
     kind = doc["kind"]
+    if kind == "shared":  # a module written before (one a branch graph shares with the root)
+        if doc["path"] not in reader.modules:
+            raise FxcppError("%s: module %r refers to %r, which is not written before it" % (reader.path, path, doc["path"]))
+        return reader.modules[doc["path"]]
+    m = _new_module(reader, doc, path)
+    reader.modules[path] = m
+    return m
+
+
+def _new_module(reader, doc, path):
+    kind = doc["kind"]
+    if kind in ("cond", "while_loop"):
+        raise FxcppError("%s: module %r is run-time control flow (%s), which the bridge does not read"
+                         % (reader.path, path, kind))
     if kind == "torchscript":
         m = getattr(reader.torchscript(), doc["attribute"])
         m.train(doc["training"])  # a TorchScript leaf has its own flags; this one decides
@@ -303,7 +318,7 @@ def _module(reader, doc):
     for name, index in doc["buffers"]:
         m.register_buffer(name, reader.tensor(index))
     for name, child in doc["children"]:
-        m.add_module(name, _module(reader, child))
+        m.add_module(name, _module(reader, child, (path + "." if path else "") + name))
     if kind == "graph_module":
         graph = _GraphBuilder(reader, m).build(doc["graph"])
         gm = torch.fx.GraphModule(m, graph, doc.get("class_name", "GraphModule"))

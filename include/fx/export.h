@@ -23,6 +23,11 @@
 ///  - call_module nodes: TorchScript leaves from import are their own
 ///    TorchScript submodules (prim::CallMethod forward); nested
 ///    GraphModules (split_module) are exported recursively as submodules;
+///    run-time control flow (fx/control_flow.h) becomes TorchScript's own:
+///    a CondModule call a prim::If whose blocks are its two branch graphs
+///    inlined, a WhileLoopModule call a prim::Loop whose block is its body
+///    graph inlined (the branch / body modules are mirrored for their
+///    attributes and submodules, with no forward of their own);
 ///    the torch::nn C++ layers that tracing keeps as leaves (Linear, Conv*,
 ///    ConvTranspose*, BatchNorm*, LayerNorm, GroupNorm, Embedding) are
 ///    inlined as the ATen operator their options imply (aten::linear,

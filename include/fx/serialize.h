@@ -41,7 +41,7 @@ namespace fx {
 /// The format version this build writes. It reads every version up to and
 /// including this one; a file of a newer version is an fx::ImportError
 /// naming both versions (docs/file_format.md, "Compatibility").
-constexpr int kFileFormatVersion = 1;
+constexpr int kFileFormatVersion = 2;
 
 /// The format name stored in every document ("format": "fxcpp").
 constexpr const char* kFileFormatName = "fxcpp";

@@ -10,6 +10,7 @@
 #include <torch/csrc/jit/runtime/operator.h>
 
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -129,7 +130,69 @@ void register_fallback(const std::string& target, const torch::jit::Node* node) 
       impure);
 }
 
+// `type` with every type variable (the t of aten::append.t) made Any, so a
+// node with inputs of these types matches the schema.
+c10::TypePtr without_type_variables(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::VarType) return c10::AnyType::get();
+  auto contained = type->containedTypes();
+  if (contained.empty()) return type;
+  std::vector<c10::TypePtr> made;
+  made.reserve(contained.size());
+  for (const auto& t : contained) made.push_back(without_type_variables(t));
+  return type->withContained(std::move(made));
+}
+
+// The number of inputs N when `overload_part` is "OVERLOAD_N" (a vararg target).
+std::optional<size_t> vararg_count(const std::string& overload_part, const std::string& overload) {
+  if (overload_part.size() <= overload.size() + 1 || overload_part.compare(0, overload.size(), overload) != 0 ||
+      overload_part[overload.size()] != '_')
+    return std::nullopt;
+  size_t n = 0;
+  for (size_t i = overload.size() + 1; i < overload_part.size(); ++i) {
+    const char c = overload_part[i];
+    if (c < '0' || c > '9' || n > 100000) return std::nullopt;
+    n = n * 10 + static_cast<size_t>(c - '0');
+  }
+  return n;
+}
+
 }  // namespace
+
+bool register_jit_target(const std::string& target) {
+  const size_t ns = target.find("::");
+  const size_t dot = ns == std::string::npos ? std::string::npos : target.find('.', ns + 2);
+  if (dot == std::string::npos) return false;
+  const std::string name = target.substr(0, dot);
+  const std::string overload_part = target.substr(dot + 1);
+  for (const auto& op : torch::jit::getAllOperatorsFor(c10::Symbol::fromQualString(name))) {
+    const c10::FunctionSchema& schema = op->schema();
+    const std::string overload = schema.overload_name().empty() ? "default" : schema.overload_name();
+    size_t num_inputs = schema.arguments().size();
+    if (schema.is_vararg()) {
+      std::optional<size_t> n = vararg_count(overload_part, overload);
+      if (!n || *n < num_inputs) continue;
+      num_inputs = *n;
+    } else if (overload_part != overload) {
+      continue;
+    }
+    // A node of the operator, as import met it: its Operation, outputs and effects.
+    torch::jit::Graph graph;
+    torch::jit::Node* node = graph.create(c10::Symbol::fromQualString(name), schema.returns().size());
+    for (size_t i = 0; i < num_inputs; ++i) {
+      c10::TypePtr type = i < schema.arguments().size() ? without_type_variables(schema.arguments()[i].type())
+                                                         : c10::AnyType::get();
+      node->addInput(graph.addInput()->setType(type));
+    }
+    for (size_t i = 0; i < schema.returns().size(); ++i)
+      node->output(i)->setType(without_type_variables(schema.returns()[i].type()));
+    graph.insertNode(node);
+    const torch::jit::Operator* found = node->maybeOperator();
+    if (!found || !(found->schema() == schema)) continue;
+    register_fallback(target, node);
+    return true;
+  }
+  return false;
+}
 
 bool pushes_num_inputs(const torch::jit::Node& node) {
   const torch::jit::Operator& op = node.getOperator();

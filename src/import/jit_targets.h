@@ -15,7 +15,7 @@
 //    "ns::name.overload" ("aten::size.default") and runs the TorchScript
 //    operator's own implementation.
 
-#include <ATen/core/jit_type_base.h>
+#include <ATen/core/jit_type.h>
 
 #include <string>
 
@@ -41,6 +41,26 @@ bool mentions_tensor(const c10::TypePtr& type);
 /// for TorchScript-only operators. `overload_names`: keep dispatcher
 /// overload names in targets.
 JitTarget resolve_jit_target(const torch::jit::Node* node, bool overload_names);
+
+/// Registers the function of a TorchScript-only operator from its target
+/// name alone ("aten::append.t", "aten::format.default_3" for a vararg
+/// operator called with 3 inputs), as resolve_jit_target registered it at
+/// import: fx::load calls it for such targets in a fresh process. False
+/// when no TorchScript operator has that name and overload.
+bool register_jit_target(const std::string& target);
+
+/// Registers a call_function target that TorchScript import registers while
+/// importing, from its name: a TorchScript-only operator (register_jit_target)
+/// or a run-time list / dict constructor ("prim::ListConstruct.Tensor",
+/// "prim::DictConstruct.Dict_str_Tensor"), whose element types are read
+/// back from the name. False when `target` is none of these (or its type
+/// name is ambiguous).
+bool register_import_target(const std::string& target);
+
+/// The list or dict type a run-time constructor target builds
+/// ("prim::ListConstruct.Tensor" → List[Tensor], "prim::DictConstruct.Dict_str_Tensor"
+/// → Dict[str, Tensor]); nullptr for any other target (or an ambiguous name).
+c10::TypePtr construct_target_type(const std::string& target);
 
 /// Whether running `node`'s Operation needs its number of inputs pushed on
 /// the stack after the inputs: vararg operators with a plain Operation

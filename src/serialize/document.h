@@ -68,6 +68,8 @@ struct SaveContext {
   /// classes compiled once, their tensors read as TorchScript reads them).
   std::optional<torch::jit::Module> torchscript_leaves;
   size_t torchscript_leaf_count = 0;
+  /// Every module written so far, by the path it was first written at.
+  std::unordered_map<const torch::nn::Module*, std::string> module_paths;
 };
 
 /// Tensors of a file being loaded, made on first use from their records.
@@ -96,6 +98,8 @@ struct LoadContext {
   std::string record(const std::string& name, const std::string& where);
   /// The module holding the file's TorchScript leaves, if it has any.
   std::optional<torch::jit::Module> torchscript;
+  /// Every module built so far, by path ("shared" documents refer to them).
+  std::unordered_map<std::string, std::shared_ptr<torch::nn::Module>> modules;
 };
 
 // ---- checked JSON access: ImportError "WHERE: ..." on a missing key or wrong type

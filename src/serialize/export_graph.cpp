@@ -1,8 +1,10 @@
 // One fx Graph → one torch::jit::Graph (the forward method of the exported module).
 #include "serialize/export_internal.h"
 
+#include "import/jit_targets.h"
 #include "import/leaf_module.h"
 
+#include <fx/control_flow.h>
 #include <fx/graph.h>
 
 #include <torch/csrc/jit/frontend/schema_matching.h>
@@ -10,6 +12,7 @@
 #include <torch/csrc/jit/ir/named_value.h>
 #include <torch/csrc/jit/runtime/operator.h>
 
+#include <limits>
 #include <sstream>
 #include <unordered_map>
 
@@ -130,11 +133,35 @@ namespace {
 class GraphBuilder {
  public:
   GraphBuilder(GraphModule& gm, const jit::Module& self_module)
-      : gm_(gm), self_module_(self_module), g_(std::make_shared<jit::Graph>()) {}
+      : gm_(gm), self_module_(&self_module), g_(std::make_shared<jit::Graph>()) {}
+
+  /// A builder that inlines `gm`'s graph (a branch or loop body) into `g` at
+  /// its insertion point: `self` is gm's TorchScript mirror, `inputs` stand
+  /// for its placeholders in order.
+  GraphBuilder(GraphModule& gm, std::shared_ptr<jit::Graph> g, jit::Value* self, std::vector<jit::Value*> inputs)
+      : gm_(gm), g_(std::move(g)), self_(self), inline_inputs_(std::move(inputs)) {}
+
+  /// Inlines the graph; its `count` results (its output argument: None, the
+  /// value, or a tuple of `count` values), `what` names it in errors.
+  std::vector<jit::Value*> build_inline(size_t count, const std::string& what) {
+    Node* output = nullptr;
+    for (Node* n : gm_.graph().nodes()) {
+      if (n->op() == Opcode::Output) output = n;
+      else emit(n);
+    }
+    if (output == nullptr) throw ExportError("the graph of " + gm_.class_name() + " has no output");
+    const Argument& a = output->args().at(0);
+    if (count > 1 && a.kind() == Argument::Kind::Tuple && a.items().size() == count) {
+      std::vector<jit::Value*> out;  // the items themselves: constants stay constants
+      for (const Argument& item : a.items()) out.push_back(value(output, item));
+      return out;
+    }
+    return results(output, value(output, a), count, what);
+  }
 
   std::shared_ptr<jit::Graph> build() {
     self_ = g_->addInput("self");
-    self_->setType(self_module_.type());
+    self_->setType(self_module_->type());
     for (Node* n : gm_.graph().nodes()) emit(n);
     if (!has_output_) g_->registerOutput(g_->insertConstant(c10::IValue()));
     try {
@@ -166,6 +193,10 @@ class GraphBuilder {
   // ---- values -------------------------------------------------------------
 
   jit::Value* placeholder(Node* n) {
+    if (self_module_ == nullptr) {
+      if (next_input_ >= inline_inputs_.size()) fail(n, "the graph of " + gm_.class_name() + " has more inputs than its call gives");
+      return inline_inputs_[next_input_++];
+    }
     if (!n->target().empty() && n->target()[0] == '*')
       fail(n, "variadic inputs (*args, **kwargs) have no TorchScript form");
     if (!n->args().empty()) fail(n, "inputs with default values are not exported");
@@ -298,6 +329,7 @@ class GraphBuilder {
     const std::string& t = n->target();
     if (t.rfind("operator.", 0) == 0) return builtin(n, t.substr(9));
     if (t == "torch._assert") return assert_call(n);
+    if (c10::TypePtr type = import_detail::construct_target_type(t)) return construct(n, type);
     if (t.find("::") == std::string::npos) fail(n, "'" + t + "' is not a TorchScript operator");
     return op(n, t);
   }
@@ -477,6 +509,153 @@ class GraphBuilder {
     return op(n, "aten::" + n->target());
   }
 
+  /// A run-time list (items) or dict (key, value, key, value ...) of the
+  /// constructor target's type.
+  jit::Value* construct(Node* n, const TypePtr& type) {
+    if (!n->kwargs().empty()) fail(n, "a list or dict constructor takes no keyword arguments");
+    std::vector<jit::Value*> items;
+    for (const Argument& a : n->args()) items.push_back(value(n, a));
+    if (auto list = type->cast<c10::ListType>())
+      return g_->insertNode(g_->createList(list->getElementType(), items))->output();
+    auto dict = type->expect<c10::DictType>();
+    if (items.size() % 2 != 0) fail(n, "a dict constructor takes keys and values in pairs");
+    std::vector<jit::Value*> keys, vals;
+    for (size_t i = 0; i < items.size(); i += 2) {
+      keys.push_back(items[i]);
+      vals.push_back(items[i + 1]);
+    }
+    return g_->insertNode(g_->createDict(dict->getKeyType(), dict->getValueType(), keys, vals))->output();
+  }
+
+  /// A predicate as TorchScript's bool (CondModule reads bools, ints and one-element tensors).
+  jit::Value* as_bool(Node* n, jit::Value* v) {
+    if (v->type()->isSubtypeOf(*c10::BoolType::get())) return v;
+    return op_on(n, "aten::Bool", {v});
+  }
+
+  /// The `count` values a branch or body graph gave as `v` (None, the value, or a tuple).
+  std::vector<jit::Value*> results(Node* n, jit::Value* v, size_t count, const std::string& what) {
+    if (count == 1) return {v};
+    if (count == 0) return {};
+    auto tuple = v->type()->cast<c10::TupleType>();
+    if (!tuple || tuple->elements().size() != count)
+      fail(n, what + " returns " + v->type()->repr_str() + ", not a tuple of " + std::to_string(count) + " values");
+    auto outputs = g_->insertNode(g_->createTupleUnpack(v))->outputs();
+    return std::vector<jit::Value*>(outputs.begin(), outputs.end());
+  }
+
+  /// The value of a control-flow call from its `count` results.
+  jit::Value* pack(const std::vector<jit::Value*>& values) {
+    if (values.empty()) return g_->insertConstant(c10::IValue());
+    if (values.size() == 1) return values[0];
+    return g_->insertNode(g_->createTuple(values))->output();
+  }
+
+  /// Inlines `sub` (at `path` below this graph's module) on `inputs` into `block`; its `count` results.
+  std::vector<jit::Value*> inline_graph(Node* n, GraphModule& sub, const std::string& path, jit::Block* block,
+                                        std::vector<jit::Value*> inputs, size_t count) {
+    jit::Value* self = attr_path(n, path);  // before the block: read once, visible inside
+    jit::WithInsertPoint guard(block);
+    return GraphBuilder(sub, g_, self, std::move(inputs)).build_inline(count, path);
+  }
+
+  /// CondModule: prim::If with both branch graphs inlined as its blocks.
+  jit::Value* cond(Node* n, CondModule& c) {
+    if (n->args().empty() || !n->kwargs().empty()) fail(n, "a cond is called with (pred, *operands)");
+    jit::Value* pred = as_bool(n, value(n, n->args()[0]));
+    std::vector<jit::Value*> operands;
+    for (size_t i = 1; i < n->args().size(); ++i) operands.push_back(value(n, n->args()[i]));
+    jit::Node* if_node = g_->create(c10::prim::If, {pred}, 0);
+    jit::Block* then_block = if_node->addBlock();
+    jit::Block* else_block = if_node->addBlock();
+    auto t = inline_graph(n, c.true_graph(), n->target() + ".true_graph", then_block, operands, c.num_results());
+    auto f = inline_graph(n, c.false_graph(), n->target() + ".false_graph", else_block, operands, c.num_results());
+    g_->insertNode(if_node);
+    std::vector<jit::Value*> outs;
+    for (size_t i = 0; i < t.size(); ++i) {
+      then_block->registerOutput(t[i]);
+      else_block->registerOutput(f[i]);
+      c10::optional<TypePtr> type = c10::unifyTypes(t[i]->type(), f[i]->type());
+      if (!type)
+        fail(n, "result " + std::to_string(i) + " is " + t[i]->type()->repr_str() + " in the true branch but " +
+                    f[i]->type()->repr_str() + " in the false branch");
+      outs.push_back(if_node->addOutput()->setType(*type));
+    }
+    return pack(outs);
+  }
+
+  /// Whether TorchScript can print a prim::Loop of this call as Python: a
+  /// `for` (the condition constant true before and after every iteration)
+  /// or a `while` (no trip count: the maximum, and the iteration unused).
+  static bool printable_as_is(Node* n, WhileLoopModule& l) {
+    const Argument& trip = n->args()[0];
+    const Argument& condition = n->args()[1];
+    const Argument& next = l.body().graph().output_node()->args().at(0);
+    const Argument& next_condition = l.num_carried() == 0 || next.kind() != Argument::Kind::Tuple ? next : next.items().at(0);
+    auto is_true = [](const Argument& a) { return a.kind() == Argument::Kind::Bool && a.to_bool(); };
+    if (is_true(condition) && is_true(next_condition)) return true;
+    Node* iteration = l.body().graph().find_nodes(Opcode::Placeholder).at(0);
+    return trip.kind() == Argument::Kind::Int && trip.to_int() == std::numeric_limits<int64_t>::max() &&
+           iteration->users().empty();
+  }
+
+  /// WhileLoopModule: prim::Loop whose block is the body graph inlined. A
+  /// loop with both a trip count and a run-time condition (a `for` left by
+  /// `break`), which TorchScript cannot print, is a `while` counting its
+  /// iterations itself: while cond and k < trip_count: ...; k += 1.
+  jit::Value* loop(Node* n, WhileLoopModule& l) {
+    const size_t k = l.num_carried();
+    if (n->args().size() < 2 + k || !n->kwargs().empty())
+      fail(n, "a loop is called with (trip_count, condition, *carried, *operands)");
+    if (l.body().graph().find_nodes(Opcode::Placeholder).empty()) fail(n, "the loop body takes no iteration input");
+    const bool counted = !printable_as_is(n, l);
+    jit::Value* trip = value(n, n->args()[0]);
+    if (!trip->type()->isSubtypeOf(*c10::IntType::get())) fail(n, "the trip count is not an int");
+    jit::Value* condition = as_bool(n, value(n, n->args()[1]));
+    jit::Value* zero = counted ? g_->insertConstant(int64_t(0)) : nullptr;
+    std::vector<jit::Value*> inputs{trip, condition};
+    if (counted) {
+      inputs[0] = g_->insertConstant(std::numeric_limits<int64_t>::max());
+      inputs[1] = op_on(n, "aten::__and__", {condition, op_on(n, "aten::lt", {zero, trip})});
+      inputs.push_back(zero);
+    }
+    const size_t first_carried = inputs.size();
+    for (size_t i = 0; i < k; ++i) inputs.push_back(value(n, n->args()[2 + i]));
+    jit::Node* loop_node = g_->create(c10::prim::Loop, inputs, 0);
+    jit::Block* body = loop_node->addBlock();
+    std::vector<jit::Value*> block_inputs;
+    for (size_t i = 0; i < inputs.size() - 1; ++i)
+      block_inputs.push_back(body->addInput()->setType(i == 0 ? c10::IntType::get() : inputs[i + 1]->type()));
+    // The body's inputs: (iteration, *carried, *operands).
+    std::vector<jit::Value*> body_inputs{counted ? block_inputs[1] : block_inputs[0]};
+    body_inputs.insert(body_inputs.end(), block_inputs.end() - static_cast<std::ptrdiff_t>(k), block_inputs.end());
+    for (size_t i = 2 + k; i < n->args().size(); ++i) body_inputs.push_back(value(n, n->args()[i]));
+    auto out = inline_graph(n, l.body(), n->target() + ".body", body, body_inputs, 1 + k);
+    {
+      jit::WithInsertPoint guard(body);
+      jit::Value* next = as_bool(n, out[0]);
+      if (counted) {
+        jit::Value* next_k = op_on(n, "aten::add", {block_inputs[1], g_->insertConstant(int64_t(1))});
+        body->registerOutput(op_on(n, "aten::__and__", {next, op_on(n, "aten::lt", {next_k, trip})}));
+        body->registerOutput(next_k);
+      } else {
+        body->registerOutput(next);
+      }
+    }
+    g_->insertNode(loop_node);
+    if (counted) loop_node->addOutput()->setType(c10::IntType::get());
+    std::vector<jit::Value*> outs;
+    for (size_t i = 0; i < k; ++i) {
+      const TypePtr& type = inputs[first_carried + i]->type();
+      if (!out[1 + i]->type()->isSubtypeOf(*type))
+        fail(n, "carried value " + std::to_string(i) + " enters the loop as " + type->repr_str() +
+                    " but the body gives " + out[1 + i]->type()->repr_str());
+      body->registerOutput(out[1 + i]);
+      outs.push_back(loop_node->addOutput()->setType(type));
+    }
+    return pack(outs);
+  }
+
   jit::Value* call_module(Node* n) {
     std::shared_ptr<torch::nn::Module> module;
     try {
@@ -484,6 +663,8 @@ class GraphBuilder {
     } catch (const std::exception& e) {
       fail(n, first_line(e.what()));
     }
+    if (auto* c = dynamic_cast<CondModule*>(module.get())) return cond(n, *c);
+    if (auto* l = dynamic_cast<WhileLoopModule*>(module.get())) return loop(n, *l);
     jit::Value* obj = attr_path(n, n->target());
     auto cls = obj->type()->cast<c10::ClassType>();
     if (!cls) fail(n, "'" + n->target() + "' is not a module");
@@ -509,10 +690,12 @@ class GraphBuilder {
   }
 
   GraphModule& gm_;
-  const jit::Module& self_module_;
+  const jit::Module* self_module_ = nullptr;  ///< null when inlining
   std::shared_ptr<jit::Graph> g_;
   jit::Value* self_ = nullptr;
   bool has_output_ = false;
+  std::vector<jit::Value*> inline_inputs_;
+  size_t next_input_ = 0;
   std::unordered_map<const Node*, jit::Value*> values_;
   std::unordered_map<std::string, jit::Value*> attrs_;
 };

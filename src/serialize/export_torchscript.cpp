@@ -4,6 +4,8 @@
 
 #include "import/leaf_module.h"
 
+#include <fx/control_flow.h>
+
 #include <torch/csrc/jit/api/compilation_unit.h>
 
 #include <cctype>
@@ -59,6 +61,18 @@ class ModuleExporter {
   }
 
   jit::Module convert(torch::nn::Module& module) {
+    // Control flow: its graphs are inlined as prim::If / prim::Loop blocks of
+    // the caller's forward; only their attributes and submodules are mirrored.
+    auto graphs = control_flow_graphs(module);
+    if (!graphs.empty()) {
+      jit::Module out = new_module(module.name(), module.is_training());
+      for (const auto& [name, sub] : graphs) {
+        jit::Module g = new_module(sub->class_name(), sub->is_training());
+        mirror(*sub, g);
+        out.register_module(name, g);
+      }
+      return out;
+    }
     if (auto* gm = dynamic_cast<GraphModule*>(&module)) return export_graph_module(*gm);
     if (auto* leaf = dynamic_cast<import_detail::JitLeafModule*>(&module)) return leaf->jit_module();
     jit::Module out = new_module(module.name(), module.is_training());

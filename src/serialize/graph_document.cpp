@@ -2,9 +2,11 @@
 // annotation and serializable meta. Every Argument kind has one tagged JSON
 // form (docs/file_format.md); loading rebuilds the graph node by node in
 // file order, so a reference to a node that is not defined yet is an error.
+#include "import/jit_targets.h"
 #include "serialize/document.h"
 
 #include <fx/shape_guard.h>
+#include <fx/target.h>
 #include <fx/tensor_meta.h>
 
 #include <cmath>
@@ -47,6 +49,18 @@ E enum_from_name(const std::vector<std::pair<E, const char*>>& table, const std:
   for (const auto& [e, n] : table)
     if (name == n) return e;
   throw ImportError(where + ": unknown " + what + " '" + name + "'");
+}
+
+/// Makes sure a call_function target the importer registers at import time
+/// (run-time list constructors, TorchScript-only operators) is registered in
+/// this process too: it is registered again from its name. Unknown names
+/// stay unknown (node creation reports them).
+void known_target(const std::string& target) {
+  try {
+    check_function_target(target);
+  } catch (const TargetError&) {
+    import_detail::register_import_target(target);
+  }
 }
 
 json float_json(double v) {
@@ -342,6 +356,7 @@ std::shared_ptr<Graph> graph_from_json(const json& doc, LoadContext& ctx, const 
       throw ImportError(nw + ": unknown opcode '" + op_name + "'");
     }
     const std::string target = get_string(j, "target", nw);
+    if (op == Opcode::CallFunction) known_target(target);
     ArgList args;
     for (const json& a : get_array(j, "args", nw)) args.push_back(argument_from_json(a, ctx, lookup, nw));
     Kwargs kwargs;

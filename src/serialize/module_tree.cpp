@@ -1,12 +1,15 @@
 // The module hierarchy in the document: plain intermediate modules,
 // GraphModules (recursively, with their graphs), TorchScript leaves of
 // imported models (their TorchScript as a record) and registered C++
-// modules (registry name + options + state). Parameters and buffers point
-// into the tensor table.
+// modules (registry name + options + state), control-flow modules (their
+// branch / body GraphModules). A module met again (a leaf a branch graph
+// shares with the root) is a reference to where it was first written.
+// Parameters and buffers point into the tensor table.
 #include "import/file_checks.h"
 #include "import/leaf_module.h"
 #include "serialize/document.h"
 
+#include <fx/control_flow.h>
 
 #include <sstream>
 
@@ -108,10 +111,81 @@ void load_state(torch::nn::Module& m, const json& doc, const std::string& where,
   }
 }
 
+/// The GraphModule a branch or body document describes (at `path`).
+std::shared_ptr<GraphModule> graph_child(const json& doc, const char* key, const std::string& path, LoadContext& ctx,
+                                         const std::string& where) {
+  auto m = std::dynamic_pointer_cast<GraphModule>(module_from_json(field(doc, key, where), join(path, key), ctx));
+  if (!m) throw ImportError(where + ": its " + key + " is not a graph_module");
+  return m;
+}
+
+/// A count of a control-flow document (num_results, num_carried): not negative.
+size_t get_count(const json& doc, const char* key, const std::string& where) {
+  const int64_t n = get_int(doc, key, where);
+  if (n < 0) throw ImportError(where + ": " + key + " is " + std::to_string(n) + ", it must not be negative");
+  return static_cast<size_t>(n);
+}
+
+/// Sets a control-flow module's own training flag when its branches already
+/// have it (train() recurses, and the branches share leaves with the root).
+void restore_training(torch::nn::Module& m, bool training) {
+  if (m.is_training() == training) return;
+  for (const auto& sub : m.modules(/*include_self=*/false))
+    if (sub->is_training() != training) return;
+  m.train(training);
+}
+
+std::shared_ptr<torch::nn::Module> control_flow_from_json(const json& doc, const std::string& kind,
+                                                          const std::string& path, LoadContext& ctx,
+                                                          const std::string& where) {
+  std::shared_ptr<torch::nn::Module> m;
+  try {
+    if (kind == "cond") {
+      const size_t n = get_count(doc, "num_results", where);
+      auto t = graph_child(doc, "true_graph", path, ctx, where);
+      auto f = graph_child(doc, "false_graph", path, ctx, where);
+      m = std::make_shared<CondModule>(t, f, n);
+    } else {
+      const size_t n = get_count(doc, "num_carried", where);
+      m = std::make_shared<WhileLoopModule>(graph_child(doc, "body", path, ctx, where), n);
+    }
+  } catch (const ImportError&) {
+    throw;
+  } catch (const Error& e) {
+    throw ImportError(where + ": " + e.what());
+  }
+  restore_training(*m, get_bool(doc, "training", where));
+  return m;
+}
+
+std::shared_ptr<torch::nn::Module> build_module(const json& doc, const std::string& path, LoadContext& ctx);
+
 }  // namespace
 
 json module_to_json(const torch::nn::Module& m, const std::string& path, SaveContext& ctx) {
   json out;
+  // A module met before (a leaf that branch graphs share with the root) is written once.
+  auto [seen, first] = ctx.module_paths.emplace(&m, path);
+  if (!first) {
+    out["kind"] = "shared";
+    out["path"] = seen->second;
+    return out;
+  }
+  if (auto* cond = dynamic_cast<const CondModule*>(&m)) {
+    out["kind"] = "cond";
+    out["num_results"] = cond->num_results();
+    out["training"] = m.is_training();
+    out["true_graph"] = module_to_json(cond->true_graph(), join(path, "true_graph"), ctx);
+    out["false_graph"] = module_to_json(cond->false_graph(), join(path, "false_graph"), ctx);
+    return out;
+  }
+  if (auto* loop = dynamic_cast<const WhileLoopModule*>(&m)) {
+    out["kind"] = "while_loop";
+    out["num_carried"] = loop->num_carried();
+    out["training"] = m.is_training();
+    out["body"] = module_to_json(loop->body(), join(path, "body"), ctx);
+    return out;
+  }
   if (auto* gm = dynamic_cast<const GraphModule*>(&m)) {
     out["kind"] = "graph_module";
     out["class_name"] = gm->class_name();
@@ -148,8 +222,25 @@ json module_to_json(const torch::nn::Module& m, const std::string& path, SaveCon
 }
 
 std::shared_ptr<torch::nn::Module> module_from_json(const json& doc, const std::string& path, LoadContext& ctx) {
+  auto m = build_module(doc, path, ctx);
+  ctx.modules.emplace(path, m);
+  return m;
+}
+
+namespace {
+
+std::shared_ptr<torch::nn::Module> build_module(const json& doc, const std::string& path, LoadContext& ctx) {
   const std::string where = ctx.file + ": " + module_label(path);
   const std::string kind = get_string(doc, "kind", where);
+  if (kind == "shared") {
+    // Only modules complete before this one can be referenced: no cycles.
+    const std::string target = get_string(doc, "path", where);
+    auto it = ctx.modules.find(target);
+    if (it == ctx.modules.end())
+      throw ImportError(where + ": refers to " + module_label(target) + ", which is not written before it");
+    return it->second;
+  }
+  if (kind == "cond" || kind == "while_loop") return control_flow_from_json(doc, kind, path, ctx, where);
   if (kind == "module") return plain_from_json(doc, path, ctx, where);
   if (kind == "graph_module") {
     const std::string class_name = get_string(doc, "class_name", where);
@@ -196,5 +287,7 @@ std::shared_ptr<torch::nn::Module> module_from_json(const json& doc, const std::
   }
   throw ImportError(where + ": unknown module kind '" + kind + "'");
 }
+
+}  // namespace
 
 }  // namespace fx::serialize_detail

@@ -37,3 +37,13 @@ add_test(NAME cli.convert_atomic
          COMMAND sh -c "mkdir -p \"$1\" && echo keep > \"$1/keep.fx\" && \"$0\" convert \"$2\" -o \"$1/keep.fx\"; s=$?; [ $s -eq 2 ] && [ \"$(cat \"$1/keep.fx\")\" = keep ] && ! ls \"$1\" | grep -q fxcpp-tmp && echo ATOMIC"
                  ${FX_CLI} ${FX_CONVERT_DIR} ${FX_SRC}/README.md)
 set_tests_properties(cli.convert_atomic PROPERTIES PASS_REGULAR_EXPRESSION "ATOMIC")
+
+# Run-time control flow (cond / loop modules): convert, run the .fx in a fresh
+# process, export it, and run the export under Python's torch.jit.load, on
+# both inputs of each case; every output is eager PyTorch's.
+add_test(NAME cli.control_flow_convert_run_export
+         COMMAND /usr/bin/python3 ${FX_SRC}/tests/cli/check_control_flow_cli.py ${FX_CLI} ${FX_BIN}/cli_control_flow
+                 ${FX_SRC}/python/make_control_flow_cases.py
+                 data_if nested_if loop_over_length carried_loop while_data break_loop early_return dict_out interpolate)
+set_tests_properties(cli.control_flow_convert_run_export PROPERTIES TIMEOUT 300 ENVIRONMENT "OMP_NUM_THREADS=1"
+                     PASS_REGULAR_EXPRESSION "9 control-flow cases ok")

@@ -19,29 +19,9 @@ namespace fx {
 namespace {
 
 using json = nlohmann::json;
+using serialize_test::archive;
+using serialize_test::document_of;
 using serialize_test::error_of;
-
-/// A zip written by libtorch's writer with the given records.
-std::string archive(const std::vector<std::pair<std::string, std::string>>& records) {
-  std::string out;
-  {
-    caffe2::serialize::PyTorchStreamWriter w([&](const void* d, size_t n) {
-      out.append(static_cast<const char*>(d), n);
-      return n;
-    });
-    for (const auto& [name, data] : records) w.writeRecord(name, data.data(), data.size());
-    w.writeEndOfFile();
-  }
-  return out;
-}
-
-/// The document inside a saved file.
-json document_of(const std::string& bytes) {
-  std::istringstream in(bytes);
-  caffe2::serialize::PyTorchStreamReader reader(&in);
-  auto [data, size] = reader.getRecord("extra/fxcpp.json");
-  return json::parse(std::string(static_cast<const char*>(data.get()), size));
-}
 
 /// The document of a small saved graph (x + w, w a [2] float tensor).
 json small_document() {
@@ -106,7 +86,7 @@ TEST(SerializeErrors, DocumentThatIsNotAnFxGraph) {
 TEST(SerializeErrors, FutureVersion) {
   json doc = small_document();
   doc["version"] = kFileFormatVersion + 1;
-  EXPECT_EQ(load_error(doc), "bad.fx: format version 2 is newer than this build of fxcpp (1); use a newer fxcpp");
+  EXPECT_EQ(load_error(doc), "bad.fx: format version 3 is newer than this build of fxcpp (2); use a newer fxcpp");
 }
 
 TEST(SerializeErrors, BadNodes) {

@@ -6,12 +6,15 @@
 
 #include <fx/serialize.h>
 
+#include <caffe2/serialize/inline_container.h>
+#include <nlohmann/json.hpp>
 #include <torch/csrc/jit/api/module.h>
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -45,6 +48,28 @@ inline torch::jit::Module scripted_model_with_leaf() {
   root.register_buffer("b", at::arange(3, at::kFloat));
   root.define("def forward(self, x):\n  return self.scale.forward(x) + self.b\n");
   return root;
+}
+
+/// A zip written by libtorch's writer with the given records.
+inline std::string archive(const std::vector<std::pair<std::string, std::string>>& records) {
+  std::string out;
+  {
+    caffe2::serialize::PyTorchStreamWriter w([&](const void* d, size_t n) {
+      out.append(static_cast<const char*>(d), n);
+      return n;
+    });
+    for (const auto& [name, data] : records) w.writeRecord(name, data.data(), data.size());
+    w.writeEndOfFile();
+  }
+  return out;
+}
+
+/// The document inside a saved file.
+inline nlohmann::json document_of(const std::string& bytes) {
+  std::istringstream in(bytes);
+  caffe2::serialize::PyTorchStreamReader reader(&in);
+  auto [data, size] = reader.getRecord("extra/fxcpp.json");
+  return nlohmann::json::parse(std::string(static_cast<const char*>(data.get()), size));
 }
 
 /// The fx::Error text `f` throws (tests/common/error_of.h).
