@@ -120,6 +120,27 @@ class SetsAttr(nn.Module):
         return x + self.calls
 
 
+def _double(x):
+    return x * 2
+
+
+class Forks(nn.Module):
+    """torch.jit.fork / wait: run in order at import."""
+
+    def forward(self, x):
+        fut = torch.jit.fork(_double, x)
+        return torch.jit.wait(fut) + 1
+
+
+class WithNoGrad(nn.Module):
+    """A with statement (prim::Enter / Exit): no graph form."""
+
+    def forward(self, x):
+        with torch.no_grad():
+            y = x * 2
+        return y
+
+
 class CountsCalls(nn.Module):
     """Changes its own state in forward: imported as its first call."""
 
@@ -164,6 +185,8 @@ def main():
     torch.jit.script(DataIf()).save(os.path.join(out, "data_if.pt"))
     torch.jit.script(DataLoop()).save(os.path.join(out, "data_loop.pt"))
     torch.jit.script(SetsAttr()).save(os.path.join(out, "sets_attr.pt"))
+    save_case(out, "forks", Forks(), [torch.randn(3, generator=g)])
+    torch.jit.script(WithNoGrad()).save(os.path.join(out, "with_no_grad.pt"))
     save_case(out, "counts_calls", CountsCalls(), [torch.randn(3, generator=g)])
     torch.jit.script(NoForward()).save(os.path.join(out, "no_forward.pt"))
     with open(os.path.join(out, "not_zip.pt"), "w") as f:

@@ -92,6 +92,12 @@ struct ImportOptions {
   /// each tensor placeholder is guarded to its rank and dtype. Sizes are
   /// never specialised: shape-dependent conditions stay conditions.
   std::vector<c10::IValue> example_inputs;
+  /// With example_inputs: also take tensor sizes as known (x.size(0),
+  /// x.shape), so shape-dependent conditions and loops fold or unroll too; the
+  /// placeholders then guard the exact shapes (fx::ShapeGuardError for any
+  /// other). Off: sizes stay run-time values and such conditions stay control
+  /// flow, valid for every size.
+  bool specialize_shapes = false;
 };
 
 /// The largest TorchScript file load_torchscript opens: 16 GiB.

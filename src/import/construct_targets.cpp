@@ -101,28 +101,32 @@ c10::TypePtr construct_target_type(const std::string& target) {
   return type;
 }
 
-bool register_import_target(const std::string& target) {
-  const bool list = target.rfind(kListPrefix, 0) == 0;
-  if (!list && target.rfind(kDictPrefix, 0) != 0) return register_jit_target(target);
-  c10::TypePtr type = construct_target_type(target);
-  if (list && type) {
-    c10::TypePtr element_type = type->expectRef<c10::ListType>().getElementType();
+void register_construct_function(const std::string& target, const c10::TypePtr& type) {
+  if (auto list = type->cast<c10::ListType>()) {
+    c10::TypePtr element_type = list->getElementType();
     register_function(target, [element_type](std::vector<c10::IValue>& args, ValueKwargs&) -> c10::IValue {
       c10::impl::GenericList out(element_type);
       out.reserve(args.size());
       for (auto& a : args) out.push_back(std::move(a));
       return out;
     });
-    return true;
+    return;
   }
-  auto dict = type ? type->cast<c10::DictType>() : nullptr;
-  if (!dict) return false;
-  c10::TypePtr key_type = dict->getKeyType(), value_type = dict->getValueType();
+  const auto& dict = type->expectRef<c10::DictType>();
+  c10::TypePtr key_type = dict.getKeyType(), value_type = dict.getValueType();
   register_function(target, [key_type, value_type](std::vector<c10::IValue>& args, ValueKwargs&) -> c10::IValue {
     c10::impl::GenericDict out(key_type, value_type);
     for (size_t i = 0; i + 1 < args.size(); i += 2) out.insert_or_assign(std::move(args[i]), std::move(args[i + 1]));
     return out;
   });
+}
+
+bool register_import_target(const std::string& target) {
+  const bool list = target.rfind(kListPrefix, 0) == 0;
+  if (!list && target.rfind(kDictPrefix, 0) != 0) return register_jit_target(target);
+  c10::TypePtr type = construct_target_type(target);
+  if (!type) return false;
+  register_construct_function(target, type);
   return true;
 }
 

@@ -15,6 +15,7 @@
 // code after it see one and the same object, as in Python.
 #include "import/importer.h"
 
+#include "import/jit_targets.h"
 #include "import/source_position.h"
 
 #include <fx/control_flow.h>
@@ -134,24 +135,7 @@ std::string construct_target(const c10::TypePtr& type) {
   const std::string target = list ? "prim::ListConstruct." + type_suffix(list->getElementType())
                                   : "prim::DictConstruct." + type_suffix(type);
   std::lock_guard<std::mutex> lock(mutex);
-  if (!registered.insert(target).second) return target;
-  if (list) {
-    c10::TypePtr element_type = list->getElementType();
-    register_function(target, [element_type](std::vector<c10::IValue>& args, ValueKwargs&) -> c10::IValue {
-      c10::impl::GenericList out(element_type);
-      out.reserve(args.size());
-      for (auto& a : args) out.push_back(std::move(a));
-      return out;
-    });
-  } else {
-    auto dict = type->expect<c10::DictType>();
-    c10::TypePtr key_type = dict->getKeyType(), value_type = dict->getValueType();
-    register_function(target, [key_type, value_type](std::vector<c10::IValue>& args, ValueKwargs&) -> c10::IValue {
-      c10::impl::GenericDict out(key_type, value_type);
-      for (size_t i = 0; i + 1 < args.size(); i += 2) out.insert_or_assign(std::move(args[i]), std::move(args[i + 1]));
-      return out;
-    });
-  }
+  if (registered.insert(target).second) register_construct_function(target, type);
   return target;
 }
 

@@ -9,7 +9,8 @@
 // meta tensors (shapes and dtypes, no data): each call_function runs its
 // target on meta tensors, or on zeros of the same shape when the operator
 // has no meta kernel; a leaf module runs its scripted forward on zeros.
-// Nothing is computed for graphs imported without example inputs.
+// Nothing is computed for graphs imported without example inputs. With
+// ImportOptions::specialize_shapes, sizes (x.size(d), x.shape) are known too.
 #include "import/importer.h"
 
 #include "import/leaf_module.h"
@@ -184,8 +185,31 @@ std::optional<c10::IValue> Importer::compute_meta(Node* n) {
 }
 
 bool Importer::fold_with_example(const jit::Node* n, Frame& f) {
-  if (options_.example_inputs.empty() || n->inputs().size() != 1) return false;
+  if (options_.example_inputs.empty()) return false;
   const std::string& name = n->schema().name();
+  if (options_.specialize_shapes && name == "aten::size" && (n->inputs().size() == 1 || n->inputs().size() == 2)) {
+    // x.shape / x.size(d): known when sizes are specialised.
+    const Val& in = value(n->input(0), f, n);
+    if (in.kind != Val::Kind::Symbolic || !in.symbolic.is_node()) return false;
+    std::optional<c10::IValue> meta = meta_value(in.symbolic.to_node());
+    if (!meta || !meta->isTensor() || !meta->toTensor().defined()) return false;
+    const at::Tensor& t = meta->toTensor();
+    c10::IValue result;
+    if (n->inputs().size() == 1) {
+      result = t.sizes().vec();
+    } else {
+      const Val& d = value(n->input(1), f, n);
+      if (d.kind != Val::Kind::Constant || !d.constant.isInt()) return false;
+      int64_t dim = d.constant.toInt();
+      if (dim < 0) dim += t.dim();
+      if (dim < 0 || dim >= t.dim()) return false;  // the run-time call raises the error
+      result = t.size(dim);
+    }
+    bind(n->output(), Val::of_constant(result), f);
+    folded_with_example_ = true;
+    return true;
+  }
+  if (n->inputs().size() != 1) return false;
   const bool rank = name == "aten::dim" || name == "aten::len";
   if (!rank && name != "prim::dtype" && name != "aten::is_floating_point") return false;
   const Val& in = value(n->input(0), f, n);
@@ -221,7 +245,9 @@ void Importer::guard_example_inputs() {
     const c10::IValue& v = options_.example_inputs[index];
     if (!v.isTensor() || !v.toTensor().defined()) continue;
     const at::Tensor& t = v.toTensor();
-    node->meta()[kShapeGuardKey] = ShapeGuard{std::vector<int64_t>(t.dim(), kDynamicDim), t.scalar_type()};
+    std::vector<int64_t> shape(t.dim(), kDynamicDim);
+    if (options_.specialize_shapes) shape = t.sizes().vec();
+    node->meta()[kShapeGuardKey] = ShapeGuard{std::move(shape), t.scalar_type()};
   }
 }
 

@@ -372,6 +372,19 @@ void Importer::run_node(const jit::Node* n, Frame& f) {
     bind(n->output(), getitem(tuple, idx.constant.toInt(), n, f), f);
     return;
   }
+  if (kind == jit::prim::fork) {
+    // torch.jit.fork(fn, *args): run now, in order (the values are those of
+    // the asynchronous run); the future is its result, aten::wait reads it.
+    std::vector<Val> inputs;
+    for (const jit::Value* in : n->inputs()) inputs.push_back(value(in, f, n));
+    std::vector<Val> outs = call_graph(*n->g(jit::attr::Subgraph), std::move(inputs), "fork", nullptr, &f, n, "fork");
+    bind(n->output(), outs.size() == 1 ? outs[0] : Val::of_tuple(std::move(outs)), f);
+    return;
+  }
+  if (kind == jit::aten::wait && n->inputs().size() == 1) {
+    bind(n->output(), value(n->input(0), f, n), f);
+    return;
+  }
   if (kind == jit::prim::isinstance) {
     // Known now for import-time values; a builtin call on run-time ones.
     const Val& v = value(n->input(0), f, n);
@@ -409,7 +422,10 @@ void Importer::run_node(const jit::Node* n, Frame& f) {
     return;
   }
   if (kind == jit::prim::RaiseException) {
-    if (subgraph_depth_ == 0) {
+    // Reached unconditionally: the module always raises, unless the condition
+    // folded because of the example inputs (`torch._assert(x.dim() == 4)` on
+    // a 3-D example): then running it raises the model's own message.
+    if (subgraph_depth_ == 0 && !folded_with_example_) {
       std::string msg = message_text(n->input(0), f);
       fail(n, f, "the module always raises here (" + msg + ")");
     }
@@ -419,7 +435,11 @@ void Importer::run_node(const jit::Node* n, Frame& f) {
     emit("prim::RaiseException", std::move(args), {}, n, f);
     return;
   }
-  if (!n->maybeOperator()) fail(n, f, "unsupported TorchScript construct");
+  if (!n->maybeOperator())
+    fail(n, f,
+         "unsupported TorchScript construct " + std::string(n->kind().toQualString()) +
+             "; move the code that uses it into a submodule and import that one as a leaf "
+             "(ImportOptions::is_leaf_module: a leaf runs its own scripted forward)");
   if (run_mutation(n, f)) return;
   if (run_special(n, f)) return;
   run_operator(n, f);

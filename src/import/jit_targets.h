@@ -57,6 +57,11 @@ bool register_jit_target(const std::string& target);
 /// name is ambiguous).
 bool register_import_target(const std::string& target);
 
+/// Registers `target` as a run-time constructor of `type` (a ListType: a new
+/// list of the arguments; a DictType: key, value, key, value ...), a new
+/// object on every call.
+void register_construct_function(const std::string& target, const c10::TypePtr& type);
+
 /// The list or dict type a run-time constructor target builds
 /// ("prim::ListConstruct.Tensor" → List[Tensor], "prim::DictConstruct.Dict_str_Tensor"
 /// → Dict[str, Tensor]); nullptr for any other target (or an ambiguous name).

@@ -185,6 +185,30 @@ TEST(ControlFlow, ExampleInputsFoldRankChecksAndGuardTheRank) {
   }
 }
 
+TEST(ControlFlow, SpecialisedShapesFoldSizeConditionsAndUnrollLoops) {
+  fx::ImportOptions options;
+  options.example_inputs = fx::load_inputs(path("nested_if.input.pt"));  // x, y: [3, 4]
+  options.specialize_shapes = true;
+  auto gm = import_case("nested_if", options);
+  // x.size(0) > 2 folded: only the data-dependent conditional is left.
+  EXPECT_EQ(subgraph_paths(*gm), (std::vector<std::string>{"cond_0.true_graph", "cond_0.false_graph"}));
+  fx::Node* x = gm->graph().find_nodes(fx::Opcode::Placeholder).at(0);
+  ASSERT_NE(fx::shape_guard_of(*x), nullptr);
+  EXPECT_EQ(fx::shape_guard_of(*x)->shape, (std::vector<int64_t>{3, 4}));
+  auto inputs = fx::load_inputs(path("nested_if.input.pt"));
+  auto d = fx::compare_values(gm->forward(inputs), fx::load_value(path("nested_if.output.pt")));
+  EXPECT_LE(d.max_abs_diff, 1e-6);
+  EXPECT_THROW(gm->forward(fx::load_inputs(path("nested_if.input2.pt"))), fx::ShapeGuardError);  // [2, 4]
+
+  options.example_inputs = fx::load_inputs(path("loop_over_length.input.pt"));  // [3, 4]
+  auto unrolled = import_case("loop_over_length", options);
+  EXPECT_TRUE(subgraph_paths(*unrolled).empty());
+  EXPECT_EQ(unrolled->graph().find_nodes(fx::Opcode::CallFunction, "aten::mul.Scalar").size(), 3u);
+  auto u = fx::compare_values(unrolled->forward(options.example_inputs),
+                              fx::load_value(path("loop_over_length.output.pt")));
+  EXPECT_LE(u.max_abs_diff, 1e-6);
+}
+
 TEST(ControlFlow, ExampleInputsMustMatchForward) {
   fx::ImportOptions options;
   options.example_inputs = {at::zeros({1, 3, 4, 4}), at::zeros({1})};

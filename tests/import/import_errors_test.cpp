@@ -65,6 +65,24 @@ TEST(ImportErrors, ChangingModuleStateNamesTheSourceLine) {
   expect_one_line(msg);
 }
 
+TEST(ImportErrors, UnsupportedConstructSaysHowToImportTheRest) {
+  std::string msg = import_error("with_no_grad.pt");
+  EXPECT_NE(msg.find("unsupported TorchScript construct prim::Enter; move the code that uses it into a submodule and "
+                     "import that one as a leaf (ImportOptions::is_leaf_module: a leaf runs its own scripted "
+                     "forward): prim::Enter near "),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("with torch.no_grad():"), std::string::npos) << msg;
+  expect_one_line(msg);
+}
+
+TEST(ImportErrors, ForkAndWaitRunInOrder) {
+  auto gm = fx::import_torchscript(case_path("forks.pt"));
+  EXPECT_EQ(gm->graph().find_nodes(fx::Opcode::CallFunction, "aten::mul.Scalar").size(), 1u);
+  auto inputs = fx::load_inputs(case_path("forks.input.pt"));
+  EXPECT_TRUE(gm->forward(inputs).toTensor().allclose(fx::load_value(case_path("forks.output.pt")).toTensor()));
+}
+
 TEST(ImportErrors, ModuleStateWrittenInForwardImportsAsTheFirstCall) {
   // As torch.fx's symbolic_trace: forward as it ran once (calls 0 -> 1).
   auto gm = fx::import_torchscript(case_path("counts_calls.pt"));
