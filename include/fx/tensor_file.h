@@ -53,7 +53,8 @@ void validate_value(const c10::IValue& value, const std::string& where);
 c10::IValue load_value(const std::string& path);
 
 /// The forward inputs in a torch.save file: a tuple or list is the argument
-/// list, anything else one argument.
+/// list, anything else one argument. An argument that is a list of tensors is
+/// a List[Tensor] (as Python passes it to a scripted forward), not List[Any].
 std::vector<c10::IValue> load_inputs(const std::string& path);
 
 /// Writes `value` so that torch.load in Python reads it back; atomically (a

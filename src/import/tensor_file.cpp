@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -136,17 +137,36 @@ c10::IValue load_value(const std::string& path) {
   return value;
 }
 
+namespace {
+
+// A pickled Python list of tensors is a List[Any]; a scripted forward taking
+// List[Tensor] (detection's images) refuses that, while Python passes it:
+// give such an input the typed list.
+c10::IValue typed_input(c10::IValue v) {
+  if (!v.isList() || v.toList().elementType()->kind() != c10::TypeKind::AnyType) return v;
+  auto l = v.toListRef();
+  if (l.empty() || !std::all_of(l.begin(), l.end(), [](const c10::IValue& x) { return x.isTensor(); })) return v;
+  c10::List<at::Tensor> tensors;
+  for (const auto& x : l) tensors.push_back(x.toTensor());
+  return tensors;
+}
+
+}  // namespace
+
 std::vector<c10::IValue> load_inputs(const std::string& path) {
   c10::IValue v = load_value(path);
+  std::vector<c10::IValue> inputs;
   if (v.isTuple()) {
     const auto& e = v.toTupleRef().elements();
-    return std::vector<c10::IValue>(e.begin(), e.end());
-  }
-  if (v.isList()) {
+    inputs.assign(e.begin(), e.end());
+  } else if (v.isList()) {
     auto l = v.toListRef();
-    return std::vector<c10::IValue>(l.begin(), l.end());
+    inputs.assign(l.begin(), l.end());
+  } else {
+    inputs.push_back(v);
   }
-  return {v};
+  for (auto& i : inputs) i = typed_input(std::move(i));
+  return inputs;
 }
 
 void save_value(const std::string& path, const c10::IValue& value) {

@@ -64,7 +64,19 @@ void optimize_graph(GraphModule& m, const OptimizeOptions& options, const std::v
   const size_t nodes = total_nodes(*out);
   remove_dropout(out);
   r.removed_noops += nodes - total_nodes(*out);
-  if (!example_inputs.empty()) ShapeProp(out).propagate_meta(example_inputs);
+  if (!example_inputs.empty()) {
+    // Shapes on meta tensors; a graph whose control flow depends on the data
+    // (detection: how many boxes nms keeps) gets them from one real run; and
+    // without them the passes below only do what needs no shapes.
+    try {
+      ShapeProp(out).propagate_meta(example_inputs);
+    } catch (const std::exception&) {
+      try {
+        ShapeProp(out).propagate(example_inputs);
+      } catch (const std::exception&) {
+      }
+    }
+  }
   if (options.fold_batch_norm) {
     const size_t norms = count(g, Opcode::CallFunction, "aten::batch_norm");
     fold_batch_norm(out);

@@ -310,7 +310,7 @@ c10::IValue ShapeProp::call_module(const std::string& target, std::vector<c10::I
                                    ValueKwargs& kwargs) {
   std::shared_ptr<torch::nn::Module> m = module().get_submodule(target);
   if (kwargs.empty()) {
-    if (auto* cond = dynamic_cast<CondModule*>(m.get())) return call_cond(*cond, args);
+    if (auto* cond = dynamic_cast<CondModule*>(m.get())) return call_cond(target, *cond, args, kwargs);
     if (auto* loop = dynamic_cast<WhileLoopModule*>(m.get())) return call_loop(target, *loop, args, kwargs);
   }
   if (!meta_) return Interpreter::call_module(target, args, kwargs);
@@ -337,9 +337,40 @@ bool same_tensor_meta(const std::any& a, const std::any& b) {
 
 }  // namespace
 
+namespace {
+
+// A copy of `v` that shares nothing a graph can change in place: tensors
+// cloned, lists and dicts new. Propagating into a branch that is not taken
+// (or a loop body one extra time) must not append to the model's lists or
+// write into its tensors.
+c10::IValue private_copy(const c10::IValue& v) {
+  if (v.isTensor()) return v.toTensor().defined() ? c10::IValue(v.toTensor().clone()) : v;
+  if (v.isList()) {
+    auto list = v.toList();
+    c10::impl::GenericList out(list.elementType());
+    for (const c10::IValue& i : list) out.push_back(private_copy(i));
+    return out;
+  }
+  if (v.isGenericDict()) {
+    auto dict = v.toGenericDict();
+    c10::impl::GenericDict out(dict.keyType(), dict.valueType());
+    for (const auto& kv : dict) out.insert(kv.key(), private_copy(kv.value()));
+    return out;
+  }
+  if (v.isTuple()) {
+    std::vector<c10::IValue> items;
+    for (const c10::IValue& i : v.toTupleRef().elements()) items.push_back(private_copy(i));
+    return c10::ivalue::Tuple::create(std::move(items));
+  }
+  return v;
+}
+
+}  // namespace
+
 std::optional<c10::IValue> ShapeProp::propagate_subgraph(GraphModule& sub, std::vector<c10::IValue> inputs,
                                                          std::exception_ptr* failure) {
   auto child = std::make_unique<ShapeProp>(std::dynamic_pointer_cast<GraphModule>(sub.shared_from_this()));
+  for (auto& in : inputs) in = private_copy(in);
   try {
     c10::IValue out = child->run_uncommitted(std::move(inputs), meta_);
     fallback_nodes_.insert(fallback_nodes_.end(), child->fallback_nodes_.begin(), child->fallback_nodes_.end());
@@ -352,7 +383,8 @@ std::optional<c10::IValue> ShapeProp::propagate_subgraph(GraphModule& sub, std::
   }
 }
 
-c10::IValue ShapeProp::call_cond(const CondModule& cond, std::vector<c10::IValue>& args) {
+c10::IValue ShapeProp::call_cond(const std::string& target, const CondModule& cond, std::vector<c10::IValue>& args,
+                                 ValueKwargs& kwargs) {
   if (args.empty()) throw Error("cond: missing the condition argument");
   std::vector<c10::IValue> operands(args.begin() + 1, args.end());
   std::exception_ptr true_failure, false_failure;
@@ -371,7 +403,10 @@ c10::IValue ShapeProp::call_cond(const CondModule& cond, std::vector<c10::IValue
   } else {
     node_meta_ = tensor_meta_of(*result);  // the other branch never returns
   }
-  return *result;
+  // The branches ran on private copies of the operands: the value passed on
+  // is the module's own run on the real ones (its changes to them included).
+  if (unknown) return *result;
+  return Interpreter::call_module(target, args, kwargs);
 }
 
 c10::IValue ShapeProp::call_loop(const std::string& target, const WhileLoopModule& loop,

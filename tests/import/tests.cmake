@@ -70,3 +70,12 @@ endforeach()
 add_test(NAME import_families_table
          COMMAND ${FX_PYTHON} ${FX_SRC}/python/export_families.py --table --out ${FX_FAMILIES_DIR})
 set_tests_properties(import_families_table PROPERTIES DEPENDS "${FX_FAMILY_TESTS}" LABELS families)
+# Faster R-CNN optimised on the command line: its control flow depends on the
+# data (how many boxes nms keeps), so shapes come from one real run instead
+# of meta tensors; the detections equal eager's.
+add_test(NAME import_families_detection_optimized
+         COMMAND sh -c "L=$(sed -n 's/^library //p' \"$1.case.txt\") && \"$0\" run \"$1.pt\" -i \"$1.input.pt\" --load-library \"$L\" --optimize -o \"$1.optimized.pt\" >/dev/null 2>&1 && ${FX_PYTHON} \"$2\" \"$1.output.pt\" \"$1.optimized.pt\" 1e-4"
+                 $<TARGET_FILE:fxcpp_cli> ${FX_FAMILIES_DIR}/fasterrcnn_mobilenet_v3_large_320_fpn.script
+                 ${FX_SRC}/tests/cli/compare_outputs.py)
+set_tests_properties(import_families_detection_optimized PROPERTIES FIXTURES_REQUIRED fx_families_1 TIMEOUT 600
+                     ENVIRONMENT "OMP_NUM_THREADS=1" LABELS families PASS_REGULAR_EXPRESSION "within tolerance")

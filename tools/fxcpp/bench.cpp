@@ -284,7 +284,13 @@ std::vector<Engine> prepare_engines(const ModelArgs& args, Setup& setup, std::ve
                            [ts_opt, &inputs] { return ts_opt->forward(inputs); }, ms_since(t0));
 
   set_activity("counting FLOPs of " + args.model);
-  ShapeProp(gm).propagate_meta(inputs);
+  // On meta tensors; a model whose control flow depends on the data
+  // (detection) from one real run.
+  try {
+    ShapeProp(gm).propagate_meta(inputs);
+  } catch (const std::exception&) {
+    ShapeProp(gm).propagate(inputs);
+  }
   setup.flops = summarize_model(*gm).total_flops;
 
   set_activity("optimising " + args.model + " with fxcpp");

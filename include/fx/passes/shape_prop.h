@@ -139,7 +139,8 @@ class ShapeProp : public Interpreter {
   void clear();
   std::optional<c10::IValue> propagate_subgraph(GraphModule& sub, std::vector<c10::IValue> inputs,
                                                 std::exception_ptr* failure);
-  c10::IValue call_cond(const CondModule& cond, std::vector<c10::IValue>& args);
+  c10::IValue call_cond(const std::string& target, const CondModule& cond, std::vector<c10::IValue>& args,
+                        ValueKwargs& kwargs);
   c10::IValue call_loop(const std::string& target, const WhileLoopModule& loop, std::vector<c10::IValue>& args,
                         ValueKwargs& kwargs);
   template <class Call>

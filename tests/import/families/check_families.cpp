@@ -151,21 +151,6 @@ double compare(const c10::IValue& a, const c10::IValue& b, const std::string& wh
   return 0;
 }
 
-// Python's torch.save gives lists of type List[Any]; a forward taking
-// List[Tensor] (detection's images) gets the typed list, as Python's
-// torch.jit passes it (a TorchScript method called with it checks the type).
-c10::IValue typed(const c10::IValue& v) {
-  if (v.isList()) {
-    auto l = v.toListRef();
-    if (!l.empty() && std::all_of(l.begin(), l.end(), [](const c10::IValue& x) { return x.isTensor(); })) {
-      c10::List<at::Tensor> tensors;
-      for (const auto& x : l) tensors.push_back(x.toTensor());
-      return tensors;
-    }
-  }
-  return v;
-}
-
 // ---------------------------------------------------------------------------
 
 struct Expectation {
@@ -288,8 +273,7 @@ std::string check(const std::string& dir, const std::string& name_mode) {
   try {
     apply(read_settings(base + ".case.txt"));
     torch::jit::Module module = fx::load_torchscript(base + ".pt");
-    std::vector<c10::IValue> inputs;
-    for (const auto& v : fx::load_inputs(base + ".input.pt")) inputs.push_back(typed(v));
+    const std::vector<c10::IValue> inputs = fx::load_inputs(base + ".input.pt");
     // As `fxcpp run` imports: with its inputs as examples, so conditions on
     // their rank and dtype fold (shape-dependent ones stay control flow).
     fx::ImportOptions options;
