@@ -27,3 +27,9 @@ set_tests_properties(cli.run_interpolate_interpreter PROPERTIES FIXTURES_REQUIRE
 add_test(NAME cli.inspect_control_flow COMMAND ${FX_CLI} inspect ${FX_CF_CASES}/data_if.pt)
 set_tests_properties(cli.inspect_control_flow PROPERTIES FIXTURES_REQUIRED fx_cf_cases
                      PASS_REGULAR_EXPRESSION "cond_0 = self.cond_0\\(bool_1, x\\).*\ncond_0.true_graph \\(true_graph_0\\), 4 nodes:\n.*call_module    lin .*\ncond_0.false_graph \\(false_graph_0\\), 3 nodes:\n.*aten::mul.Scalar")
+# --specialize-shapes: the loop over x.size(0) unrolls for this input; same values.
+add_test(NAME cli.run_specialize_shapes
+         COMMAND sh -c "\"$0\" run \"$1/loop_over_length.pt\" -i \"$1/loop_over_length.input.pt\" --specialize-shapes -o \"$1/loop_over_length.specialized.pt\" && /usr/bin/python3 \"$2\" \"$1/loop_over_length.output.pt\" \"$1/loop_over_length.specialized.pt\" 1e-6"
+                 ${FX_CLI} ${FX_CF_CASES} ${FX_SRC}/tests/cli/compare_outputs.py)
+set_tests_properties(cli.run_specialize_shapes PROPERTIES FIXTURES_REQUIRED fx_cf_cases
+                     PASS_REGULAR_EXPRESSION "within tolerance")

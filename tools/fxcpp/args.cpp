@@ -34,6 +34,7 @@ const std::map<std::string, std::string>& descriptions() {
       {"optimize", "run fx::optimize_for_inference's module (prepared for the inputs)"},
       {"bf16", "optimise for bfloat16 (oneDNN bf16 kernels, fp32 accumulation); with --optimize or bench"},
       {"report", "print the optimiser's report on stderr (shown anyway when stderr is a terminal)"},
+      {"specialize-shapes", "import for the inputs' exact sizes: conditions and loops on sizes fold (shape guards)"},
       {"threads", "intra-op threads, ATen and oneDNN (default 1)"},
       {"batch", "repeat the input along dim 0 to this batch (torch::cat; default 1: as saved)"},
       {"iters", "timed rounds (one forward of each engine per round)"},

@@ -46,7 +46,7 @@ void set_activity(const std::string& what) {
 }
 
 std::shared_ptr<GraphModule> import_model(const std::string& path, double* import_ms,
-                                          const std::vector<c10::IValue>* example_inputs) {
+                                          const std::vector<c10::IValue>* example_inputs, bool specialize_shapes) {
   set_activity("reading " + path);
   auto t0 = std::chrono::steady_clock::now();
   // An fxcpp file (fx::save) by extension or content; TorchScript otherwise.
@@ -57,6 +57,7 @@ std::shared_ptr<GraphModule> import_model(const std::string& path, double* impor
   } else {
     ImportOptions options;
     if (example_inputs) options.example_inputs = *example_inputs;
+    options.specialize_shapes = specialize_shapes;
     try {
       gm = import_torchscript(path, options);
     } catch (const ImportError& e) {
@@ -70,10 +71,10 @@ std::shared_ptr<GraphModule> import_model(const std::string& path, double* impor
 }
 
 std::pair<std::shared_ptr<GraphModule>, std::vector<c10::IValue>> import_model_with_inputs(
-    const std::string& path, const std::string& input_path) {
+    const std::string& path, const std::string& input_path, bool specialize_shapes) {
   set_activity("reading " + input_path);
   const std::vector<c10::IValue> examples = load_inputs(input_path);
-  auto gm = import_model(path, nullptr, &examples);
+  auto gm = import_model(path, nullptr, &examples, specialize_shapes);
   return {gm, load_model_inputs(*gm, input_path)};
 }
 

@@ -57,14 +57,16 @@ void check_output_path(const std::string& path, const std::string& option);
 /// fx::load, anything else as TorchScript (fx::ImportError on a bad file);
 /// `import_ms` gets the time.
 std::shared_ptr<GraphModule> import_model(const std::string& path, double* import_ms = nullptr,
-                                          const std::vector<c10::IValue>* example_inputs = nullptr);
+                                          const std::vector<c10::IValue>* example_inputs = nullptr,
+                                          bool specialize_shapes = false);
 
 /// import_model with the inputs file's values as the import's example inputs
 /// (a TorchScript model's conditions on their rank and dtype fold:
 /// ImportOptions::example_inputs), then load_model_inputs: the model and its
-/// checked inputs.
+/// checked inputs. `specialize_shapes`: their sizes too
+/// (ImportOptions::specialize_shapes: exact shape guards).
 std::pair<std::shared_ptr<GraphModule>, std::vector<c10::IValue>> import_model_with_inputs(
-    const std::string& path, const std::string& input_path);
+    const std::string& path, const std::string& input_path, bool specialize_shapes = false);
 
 /// Reads the inputs file and checks their number against the graph's
 /// placeholders and their kinds (tensor or not, and dtype / rank where the

@@ -35,12 +35,13 @@ void describe(std::ostream& os, const c10::IValue& v, const std::string& indent)
 }
 
 int run_run(const std::vector<std::string>& argv) {
-  ModelArgs args = parse_model_args(argv, {"input", "output"}, {"interpreter", "optimize", "bf16", "report"});
+  ModelArgs args =
+      parse_model_args(argv, {"input", "output"}, {"interpreter", "optimize", "bf16", "report", "specialize-shapes"});
   if (!args.has("input")) throw Error("--input IN.pt is required");
   if ((args.has("bf16") || args.has("report")) && !args.has("optimize"))
     throw Error(std::string("--") + (args.has("bf16") ? "bf16" : "report") + " goes with --optimize");
   if (args.has("output")) check_output_path(args.get("output"), "--output");
-  auto [gm, inputs] = import_model_with_inputs(args.model, args.get("input"));
+  auto [gm, inputs] = import_model_with_inputs(args.model, args.get("input"), args.has("specialize-shapes"));
   torch::NoGradGuard no_grad;
   if (args.has("optimize")) {  // its errors (fx::Error) are one line from main.cpp
     set_activity("optimising " + args.model + " for " + args.get("input"));
@@ -65,7 +66,9 @@ int run_run(const std::vector<std::string>& argv) {
 
 }  // namespace
 
-FX_COMMAND("run", "run MODEL.pt --input IN.pt [--output OUT.pt] [--interpreter] [--optimize [--bf16] [--report]]",
+FX_COMMAND("run",
+           "run MODEL.pt --input IN.pt [--output OUT.pt] [--interpreter] [--specialize-shapes] [--optimize [--bf16] "
+           "[--report]]",
            "run an imported model (or its fx::optimize_for_inference version) on torch.save'd inputs", run_run);
 
 }  // namespace fx::cli
