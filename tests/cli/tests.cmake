@@ -35,11 +35,18 @@ set_tests_properties(cli.run_wrong_input PROPERTIES FIXTURES_REQUIRED fx_models_
 
 # Damaged and inconsistent files (python/make_corrupt_files.py, issue #12):
 # exactly one line on stderr and exit status 2, never a backtrace or a hang.
+# fx_generated_cases(NAME SCRIPT DIR FIXTURE): test cli.NAME runs
+# python/SCRIPT into DIR unless it ran since the script changed (flock: safe
+# beside the GoogleTest programs that generate the same directory); the
+# fixture FIXTURE for the tests that read DIR.
+function(fx_generated_cases name script dir fixture)
+  add_test(NAME cli.${name}
+           COMMAND sh -c "mkdir -p '$0' && flock '$0/.lock' sh -c \"[ '$0/.done' -nt '$1' ] || (/usr/bin/python3 '$1' '$0' >/dev/null && touch '$0/.done')\""
+                   ${dir} ${FX_SRC}/python/${script})
+  set_tests_properties(cli.${name} PROPERTIES FIXTURES_SETUP ${fixture})
+endfunction()
 set(FX_CORRUPT_DIR ${FX_BIN}/corrupt_files)
-add_test(NAME cli.make_corrupt_files
-         COMMAND sh -c "mkdir -p '$0' && flock '$0/.lock' sh -c \"[ '$0/.done' -nt '$1' ] || (/usr/bin/python3 '$1' '$0' && touch '$0/.done')\""
-                 ${FX_CORRUPT_DIR} ${FX_SRC}/python/make_corrupt_files.py)
-set_tests_properties(cli.make_corrupt_files PROPERTIES FIXTURES_SETUP fx_corrupt_files)
+fx_generated_cases(make_corrupt_files make_corrupt_files.py ${FX_CORRUPT_DIR} fx_corrupt_files)
 # One line of output (stdout and stderr together) and exit status 2. ctest
 # ignores the status when PASS_REGULAR_EXPRESSION is set, so sh reports it.
 function(fx_cli_one_line name expect)

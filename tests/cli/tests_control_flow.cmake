@@ -2,10 +2,7 @@
 # python/make_control_flow_cases.py into FX_BIN/control_flow_cases, shared
 # with tests/import (the same flock and stamp as tests/import/cases.h).
 set(FX_CF_CASES ${FX_BIN}/control_flow_cases)
-add_test(NAME cli.make_control_flow_cases
-         COMMAND sh -c "mkdir -p '$0' && flock '$0/.lock' sh -c \"[ '$0/.done' -nt '$1' ] || (/usr/bin/python3 '$1' '$0' >/dev/null && touch '$0/.done')\""
-                 ${FX_CF_CASES} ${FX_SRC}/python/make_control_flow_cases.py)
-set_tests_properties(cli.make_control_flow_cases PROPERTIES FIXTURES_SETUP fx_cf_cases)
+fx_generated_cases(make_control_flow_cases make_control_flow_cases.py ${FX_CF_CASES} fx_cf_cases)
 
 # Both branches of a data-dependent if, each equal to eager.
 foreach(in input input2)

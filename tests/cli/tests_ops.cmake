@@ -3,10 +3,7 @@
 # --load-library) on the command line (issue 14). The files come from
 # python/make_op_cases.py into FX_BIN/op_cases, shared with tests/import.
 set(FX_OP_CASES ${FX_BIN}/op_cases)
-add_test(NAME cli.make_op_cases
-         COMMAND sh -c "mkdir -p '$0' && flock '$0/.lock' sh -c \"[ '$0/.done' -nt '$1' ] || (/usr/bin/python3 '$1' '$0' >/dev/null && touch '$0/.done')\""
-                 ${FX_OP_CASES} ${FX_SRC}/python/make_op_cases.py)
-set_tests_properties(cli.make_op_cases PROPERTIES FIXTURES_SETUP fx_op_cases)
+fx_generated_cases(make_op_cases make_op_cases.py ${FX_OP_CASES} fx_op_cases)
 
 # A scripted googlenet-like module: its warning goes to stderr, its output is eager's.
 add_test(NAME cli.run_warn_assert
