@@ -5,8 +5,11 @@ Usage: make_fuzz_seeds.py OUT
 Writes one folder per kind of file; a fuzz target names the kinds it starts
 from in its "// fuzz-seeds:" line (fuzz/README.md):
   OUT/torchscript/  small TorchScript files (scripted and traced; constants,
-                    submodules, tuple outputs, an int attribute, a loop),
-                    plus the damaged ones of make_corrupt_files.py
+                    submodules, tuple outputs, an int attribute, a loop;
+                    run-time control flow: a data-dependent if inside a loop
+                    over a tensor's length appending to a list, an object of
+                    a TorchScript class), plus the damaged ones of
+                    make_corrupt_files.py
   OUT/tensors/      torch.save files: tensors of several dtypes and layouts,
                     tuples, lists, dicts, nesting, plus the damaged ones of
                     make_corrupt_files.py
@@ -21,6 +24,8 @@ import os
 import shutil
 import sys
 import tempfile
+
+from typing import List
 
 import torch
 
@@ -56,6 +61,38 @@ class Loop(torch.nn.Module):
         return torch.cat([x, x], 0)[:, :2]
 
 
+class Branchy(torch.nn.Module):
+    """Run-time control flow: cond_N inside loop_N, a list built across both."""
+
+    def forward(self, x):
+        outs: List[torch.Tensor] = []
+        for i in range(x.size(0)):
+            if bool(x[i].sum() > 0):
+                outs.append(x[i] * 2)
+            else:
+                outs.append(-x[i])
+        return torch.stack(outs)
+
+
+@torch.jit.script
+class Pair(object):
+    def __init__(self, a: torch.Tensor, k: float):
+        self.a = a
+        self.k = k
+
+    def scaled(self) -> torch.Tensor:
+        return self.a * self.k
+
+
+class UsesPair(torch.nn.Module):
+    """An object of a TorchScript class (prim::CreateObject, SetAttr, a method)."""
+
+    def forward(self, x):
+        p = Pair(x, 2.0)
+        p.k = 3.0
+        return p.scaled()
+
+
 def main(out):
     torch.manual_seed(0)
     ts, tensors, fx_dir = (os.path.join(out, k) for k in ("torchscript", "tensors", "fx"))
@@ -75,6 +112,8 @@ def main(out):
     make_corrupt_files.rewrite_zip(os.path.join(ts, "small_scripted.pt"), os.path.join(ts, "small_stored.pt"),
                                    lambda n, d: d)
     torch.jit.script(Loop()).save(os.path.join(ts, "loop.pt"))
+    torch.jit.script(Branchy()).save(os.path.join(ts, "branchy.pt"))
+    torch.jit.script(UsesPair()).save(os.path.join(ts, "uses_pair.pt"))
     torch.jit.script(torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU())).save(os.path.join(ts, "seq.pt"))
 
     values = {
