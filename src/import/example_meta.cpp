@@ -15,6 +15,8 @@
 
 #include "import/leaf_module.h"
 
+#include "execution/map_tensors.h"
+
 #include <fx/shape_guard.h>
 #include <fx/target.h>
 
@@ -27,27 +29,6 @@ namespace jit = torch::jit;
 
 namespace {
 
-// `v` with every tensor replaced by fn(tensor), through lists, tuples and dicts.
-c10::IValue map_tensors(const c10::IValue& v, const std::function<at::Tensor(const at::Tensor&)>& fn) {
-  if (v.isTensor()) return v.toTensor().defined() ? c10::IValue(fn(v.toTensor())) : v;
-  if (v.isTensorList()) {
-    c10::List<at::Tensor> out;
-    for (const at::Tensor& t : v.toTensorList()) out.push_back(t.defined() ? fn(t) : t);
-    return out;
-  }
-  if (v.isList()) {
-    auto list = v.toList();
-    c10::impl::GenericList out(list.elementType());
-    for (const c10::IValue& i : list) out.push_back(map_tensors(i, fn));
-    return out;
-  }
-  if (v.isTuple()) {
-    std::vector<c10::IValue> items;
-    for (const c10::IValue& i : v.toTupleRef().elements()) items.push_back(map_tensors(i, fn));
-    return c10::ivalue::Tuple::create(std::move(items));
-  }
-  return v;
-}
 
 at::Tensor to_meta(const at::Tensor& t) {
   if (t.is_meta()) return t;
@@ -143,24 +124,24 @@ std::optional<c10::IValue> Importer::compute_meta(Node* n) {
         auto index = root_placeholders_.find(n);
         if (index == root_placeholders_.end()) return lookup_failed();
         if (index->second < options_.example_inputs.size())
-          return map_tensors(options_.example_inputs[index->second], to_meta);
+          return detail::map_tensors(options_.example_inputs[index->second], to_meta);
         if (!n->args().empty()) return n->args()[0].to_ivalue();  // not given: its default
         return lookup_failed();
       }
       case Opcode::GetAttr:
-        return map_tensors(attribute_at(root_, n->target()), to_meta);
+        return detail::map_tensors(attribute_at(root_, n->target()), to_meta);
       case Opcode::CallFunction: {
         std::vector<c10::IValue> args;
         for (const Argument& a : n->args()) args.push_back(a.to_ivalue(lookup));
         ValueKwargs kwargs;
         for (const auto& [name, a] : n->kwargs()) kwargs.emplace_back(name, a.to_ivalue(lookup));
         try {
-          return map_tensors(fx::call_function(n->target(), args, kwargs), to_meta);
+          return detail::map_tensors(fx::call_function(n->target(), args, kwargs), to_meta);
         } catch (const std::exception&) {
           // No meta kernel (or one that refused): zeros of the same shapes.
-          for (auto& a : args) a = map_tensors(a, to_zeros);
-          for (auto& kv : kwargs) kv.second = map_tensors(kv.second, to_zeros);
-          return map_tensors(fx::call_function(n->target(), std::move(args), std::move(kwargs)), to_meta);
+          for (auto& a : args) a = detail::map_tensors(a, to_zeros);
+          for (auto& kv : kwargs) kv.second = detail::map_tensors(kv.second, to_zeros);
+          return detail::map_tensors(fx::call_function(n->target(), std::move(args), std::move(kwargs)), to_meta);
         }
       }
       case Opcode::CallModule: {
@@ -169,8 +150,8 @@ std::optional<c10::IValue> Importer::compute_meta(Node* n) {
         jit::Module module(v.toObject());
         JitLeafModule leaf(module, demangled_type_name(module));
         std::vector<c10::IValue> args;
-        for (const Argument& a : n->args()) args.push_back(map_tensors(a.to_ivalue(lookup), to_zeros));
-        return map_tensors(leaf.forward(std::move(args)), to_meta);
+        for (const Argument& a : n->args()) args.push_back(detail::map_tensors(a.to_ivalue(lookup), to_zeros));
+        return detail::map_tensors(leaf.forward(std::move(args)), to_meta);
       }
       default:
         return lookup_failed();

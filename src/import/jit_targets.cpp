@@ -15,6 +15,7 @@
 #include <unordered_set>
 
 namespace fx::import_detail {
+
 bool mentions_tensor(const c10::TypePtr& type) {
   if (type->kind() == c10::TypeKind::TensorType) return true;
   for (const auto& t : type->containedTypes())
@@ -89,10 +90,14 @@ c10::IValue with_element_types(c10::IValue v) {
     for (auto& i : items) typed.push_back(std::move(i));
     return typed;
   }
-  if (v.isTuple()) {
+  if (v.isTuple()) {  // rebuilt only when an item was (this runs on every call of the operator)
     std::vector<c10::IValue> items;
-    for (const c10::IValue& i : v.toTupleRef().elements()) items.push_back(with_element_types(i));
-    return c10::ivalue::Tuple::create(std::move(items));
+    bool changed = false;
+    for (const c10::IValue& i : v.toTupleRef().elements()) {
+      items.push_back(with_element_types(i));
+      changed = changed || !items.back().isSameIdentity(i);
+    }
+    return changed ? c10::ivalue::Tuple::create(std::move(items)) : v;
   }
   return v;
 }

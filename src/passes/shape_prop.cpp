@@ -1,6 +1,7 @@
 // ShapeProp: tensor_meta for every node, on real data or on the meta device.
 #include <fx/passes/shape_prop.h>
 
+#include "execution/map_tensors.h"
 #include "execution/node_error.h"
 
 #include <fx/control_flow.h>
@@ -109,21 +110,7 @@ at::Tensor make_like(const at::Tensor& t, c10::Device device) {
 
 /// `v` with every real tensor replaced by a meta tensor of the same metadata.
 c10::IValue to_meta_value(const c10::IValue& v) {
-  if (v.isTensor()) {
-    const at::Tensor& t = v.toTensor();
-    return t.defined() ? c10::IValue(to_meta_tensor(t)) : v;
-  }
-  if (v.isTuple()) {
-    std::vector<c10::IValue> items;
-    for (const c10::IValue& e : v.toTupleRef().elements()) items.push_back(to_meta_value(e));
-    return c10::ivalue::Tuple::create(std::move(items));
-  }
-  if (v.isList()) {
-    c10::impl::GenericList out(v.toList().elementType());
-    for (const c10::IValue& e : v.toListRef()) out.push_back(to_meta_value(e));
-    return out;
-  }
-  return v;
+  return detail::map_tensors(v, [](const at::Tensor& t) { return to_meta_tensor(t); });
 }
 
 }  // namespace
@@ -249,24 +236,12 @@ c10::IValue ShapeProp::get_attr(const std::string& target, std::vector<c10::IVal
 }
 
 c10::IValue ShapeProp::to_real(const c10::IValue& v) const {
-  if (v.isTensor()) {
-    const at::Tensor& t = v.toTensor();
-    if (!t.defined() || !t.is_meta()) return v;
+  return detail::map_tensors(v, [&](const at::Tensor& t) {
+    if (!t.is_meta()) return t;
     auto it = real_attrs_.find(t.unsafeGetTensorImpl());
     if (it != real_attrs_.end()) return it->second.second;
     return make_like(t, c10::Device(c10::kCPU));
-  }
-  if (v.isTuple()) {
-    std::vector<c10::IValue> items;
-    for (const c10::IValue& e : v.toTupleRef().elements()) items.push_back(to_real(e));
-    return c10::ivalue::Tuple::create(std::move(items));
-  }
-  if (v.isList()) {
-    c10::impl::GenericList out(v.toList().elementType());
-    for (const c10::IValue& e : v.toListRef()) out.push_back(to_real(e));
-    return out;
-  }
-  return v;
+  });
 }
 
 template <class Call>
@@ -335,34 +310,12 @@ bool same_tensor_meta(const std::any& a, const std::any& b) {
   return x && y && *x == *y;
 }
 
-}  // namespace
-
-namespace {
-
 // A copy of `v` that shares nothing a graph can change in place: tensors
 // cloned, lists and dicts new. Propagating into a branch that is not taken
 // (or a loop body one extra time) must not append to the model's lists or
 // write into its tensors.
 c10::IValue private_copy(const c10::IValue& v) {
-  if (v.isTensor()) return v.toTensor().defined() ? c10::IValue(v.toTensor().clone()) : v;
-  if (v.isList()) {
-    auto list = v.toList();
-    c10::impl::GenericList out(list.elementType());
-    for (const c10::IValue& i : list) out.push_back(private_copy(i));
-    return out;
-  }
-  if (v.isGenericDict()) {
-    auto dict = v.toGenericDict();
-    c10::impl::GenericDict out(dict.keyType(), dict.valueType());
-    for (const auto& kv : dict) out.insert(kv.key(), private_copy(kv.value()));
-    return out;
-  }
-  if (v.isTuple()) {
-    std::vector<c10::IValue> items;
-    for (const c10::IValue& i : v.toTupleRef().elements()) items.push_back(private_copy(i));
-    return c10::ivalue::Tuple::create(std::move(items));
-  }
-  return v;
+  return detail::map_tensors(v, [](const at::Tensor& t) { return t.clone(); });
 }
 
 }  // namespace
