@@ -414,17 +414,62 @@ def table(out):
     return 1 if missing else 0
 
 
+def pyfx(names, seconds):
+    """Python torch.fx on the same models and inputs, for the README's speed
+    table beside `fxcpp bench`: symbolic_trace (or its error), then eager,
+    the traced GraphModule and torch.fx.experimental.optimization's
+    optimize_for_inference, one forward of each per round (interleaved), one
+    thread; median ms."""
+    import statistics
+    from torch.fx.experimental.optimization import optimize_for_inference
+    print("| model | eager ms | torch.fx GraphModule ms | torch.fx optimize_for_inference ms |")
+    print("|---|---|---|---|")
+    for name in names:
+        c = CASES[name][1]()
+        model, inputs = c["model"], c["inputs"]
+        try:
+            gm = torch.fx.symbolic_trace(model)
+        except Exception as e:  # TraceError and friends: what torch.fx says
+            print("| %s | - | - | %s: %s |" % (name, type(e).__name__, str(e).splitlines()[0].split(". ")[0]))
+            continue
+        engines = [model, gm]
+        opt_error = None
+        try:
+            engines.append(optimize_for_inference(gm))
+        except Exception as e:  # it traces again, with its own tracer
+            opt_error = "%s: %s" % (type(e).__name__, str(e).splitlines()[0].split(". ")[0])
+        times = [[] for _ in engines]
+        with torch.no_grad():
+            for e in engines:
+                e(*inputs)  # warm-up
+            end = time.perf_counter() + seconds
+            while time.perf_counter() < end or len(times[0]) < 3:
+                for t, e in zip(times, engines):
+                    t0 = time.perf_counter()
+                    e(*inputs)
+                    t.append((time.perf_counter() - t0) * 1e3)
+        cells = ["%.3g" % statistics.median(t) for t in times] + ([opt_error] if opt_error else [])
+        print("| %s | %s |" % (name, " | ".join(cells)), flush=True)
+    return 0
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", help="the directory of the files (required unless --list)")
     p.add_argument("--table", action="store_true", help="print the coverage table from the checks' .row files")
     p.add_argument("--force", action="store_true", help="export even when the files are up to date")
     p.add_argument("--list", action="store_true", help="print the cases (NAME.MODE)")
+    p.add_argument("--pyfx", action="store_true",
+                   help="time Python torch.fx on the named cases (NAME; no files written)")
+    p.add_argument("--seconds", type=float, default=3.0, help="time budget per model of --pyfx")
     p.add_argument("cases", nargs="*", help="NAME.MODE or NAME (all its modes); default: all")
     a = p.parse_args()
     if a.list:
         print("\n".join(all_cases()))
         return 0
+    if a.pyfx:
+        torch.set_num_threads(1)
+        return pyfx([c.partition(".")[0] for c in a.cases] or list(CASES), a.seconds)
     if not a.out:
         p.error("--out is required")
     os.makedirs(a.out, exist_ok=True)
