@@ -67,3 +67,13 @@ fx_cli_one_line(bench_seconds_zero "^fxcpp bench: --seconds expects a number > 0
 fx_cli_one_line(bench_roofline_with_model "^fxcpp bench: --roofline takes no MODEL\n$" bench ${FX_LINEAR} --roofline)
 fx_cli_one_line(run_bf16_without_optimize "^fxcpp run: --bf16 goes with --optimize\n$"
                 run ${FX_LINEAR} --input ${FX_LINEAR_IN} --bf16)
+
+# profile --optimize: the optimised graph's nodes are timed (its oneDNN kernels
+# in the per-op table), at the --batch asked; --bf16 needs --optimize.
+add_test(NAME cli.profile_optimize COMMAND ${FX_CLI} profile ${FX_OPT_MODEL} -i ${FX_OPT_INPUT} --optimize --batch 2
+         --runs 1 --warmup 0 --top 2 --trace ${FX_BIN}/resnet18.opt.trace.json)
+set_tests_properties(cli.profile_optimize PROPERTIES FIXTURES_REQUIRED fx_models_0
+                     PASS_REGULAR_EXPRESSION "fxcpp profile: optimised in [^\n]*oneDNN: 20 convs, 1 linears.*fxcpp::onednn_conv2d +20 .*fxcpp::onednn_linear +1 ")
+fx_cli_one_line(profile_bf16_without_optimize "--bf16 goes with --optimize"
+                profile ${FX_OPT_MODEL} -i ${FX_OPT_INPUT} --bf16)
+set_tests_properties(cli.profile_bf16_without_optimize PROPERTIES FIXTURES_REQUIRED "fx_corrupt_files;fx_models_0")

@@ -36,8 +36,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-/// More threads than this is a typo, not a benchmark (each is an OS thread in two pools).
-constexpr int kMaxThreads = 256;
 
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -96,22 +94,6 @@ double relative_diff(const c10::IValue& out, const c10::IValue& ref, const std::
     scale = std::max(scale, y.abs().max().item<double>());
   }
   return scale > 0 ? diff / scale : diff;
-}
-
-/// Every tensor input repeated `batch` times along dim 0.
-std::vector<c10::IValue> batched(const std::vector<c10::IValue>& inputs, int batch) {
-  if (batch == 1) return inputs;
-  std::vector<c10::IValue> out;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].isTensor()) {
-      out.push_back(inputs[i]);
-      continue;
-    }
-    const at::Tensor& t = inputs[i].toTensor();
-    if (t.dim() == 0) throw Error("--batch: input " + std::to_string(i) + " is a 0-dim tensor (no dim 0 to repeat)");
-    out.emplace_back(at::cat(std::vector<at::Tensor>(static_cast<size_t>(batch), t), 0));
-  }
-  return out;
 }
 
 double median(std::vector<double> v) {
@@ -313,10 +295,7 @@ int run_bench(const std::vector<std::string>& argv) {
   ModelArgs args = parse_model_args(
       argv, {"input", "threads", "batch", "iters", "seconds", "min-rounds", "warmup", "size"},
       {"bf16", "json", "roofline"}, /*model_optional=*/true);
-  const int threads = args.get_int("threads", 1);
-  if (threads > kMaxThreads)
-    throw Error("--threads " + std::to_string(threads) + ": at most " + std::to_string(kMaxThreads));
-  at::set_num_threads(threads);  // ATen's pool and OpenMP's (oneDNN's) threads
+  const int threads = set_threads(args);
   if (args.has("roofline")) return run_roofline(args, threads);
   if (args.model.empty()) throw Error("no model file given (MODEL)");
   if (!args.has("input")) throw Error("--input IN.pt is required");

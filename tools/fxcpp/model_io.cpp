@@ -6,7 +6,11 @@
 #include <fx/shape_guard.h>
 #include <fx/tensor_file.h>
 
+#include <ATen/Parallel.h>
+#include <ATen/ops/cat.h>
 #include <c10/util/Exception.h>
+
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <chrono>
@@ -191,6 +195,36 @@ int report_run_error(const std::string& command, const std::string& model, const
   }
   std::cerr << ": " << p.cause << "\n";
   return kRunFailed;
+}
+
+std::vector<c10::IValue> batched(const std::vector<c10::IValue>& inputs, int batch) {
+  if (batch == 1) return inputs;
+  std::vector<c10::IValue> out;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].isTensor()) {
+      out.push_back(inputs[i]);
+      continue;
+    }
+    const at::Tensor& t = inputs[i].toTensor();
+    if (t.dim() == 0) throw Error("--batch: input " + std::to_string(i) + " is a 0-dim tensor (no dim 0 to repeat)");
+    out.emplace_back(at::cat(std::vector<at::Tensor>(static_cast<size_t>(batch), t), 0));
+  }
+  return out;
+}
+
+int set_threads(const ModelArgs& args) {
+  constexpr int kMaxThreads = 256;  // more is a typo, not a benchmark (each is an OS thread in two pools)
+  const int threads = args.get_int("threads", 1);
+  if (threads > kMaxThreads)
+    throw Error("--threads " + std::to_string(threads) + ": at most " + std::to_string(kMaxThreads));
+  at::set_num_threads(threads);
+  // OpenBLAS (libopenblas0-pthread) keeps its own pool, sized to the machine,
+  // which at::set_num_threads does not reach: a "1 thread" TorchScript run
+  // would use every core in at::mm. Its own setter, when it is the loaded BLAS.
+  using SetBlasThreads = void (*)(int);
+  if (auto set_blas = reinterpret_cast<SetBlasThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
+    set_blas(threads);
+  return threads;
 }
 
 }  // namespace fx::cli

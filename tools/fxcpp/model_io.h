@@ -73,6 +73,13 @@ std::pair<std::shared_ptr<GraphModule>, std::vector<c10::IValue>> import_model_w
 /// file recorded them); throws fx::Error naming the problem.
 std::vector<c10::IValue> load_model_inputs(GraphModule& gm, const std::string& path);
 
+/// Every tensor input repeated `batch` times along dim 0 (--batch N).
+std::vector<c10::IValue> batched(const std::vector<c10::IValue>& inputs, int batch);
+
+/// --threads N (default 1, at most 256): sets ATen's and OpenMP's (oneDNN's)
+/// thread counts and returns N.
+int set_threads(const ModelArgs& args);
+
 /// Records what the command is doing ("reading m.pt") in the shared buffer
 /// the crash guard of main.cpp reads if the process dies from a signal, and,
 /// when stderr is a terminal (and FXCPP_NO_PROGRESS is unset), shows it there

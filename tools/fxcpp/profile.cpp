@@ -1,8 +1,11 @@
 // fxcpp profile MODEL.pt --input IN.pt: time every node of an imported model
 // (the profiling interpreter of torch.fx's documentation, for real): a table
 // of the slowest nodes, a table per op type, and a Chrome trace JSON file.
+// --optimize profiles fx::optimize_for_inference's graph (its oneDNN kernels
+// are nodes like any other), --threads/--batch as in `fxcpp bench`.
 #include "command.h"
 #include "model_io.h"
+#include "optimize_io.h"
 
 #include <fx/passes/profiler.h>
 
@@ -13,18 +16,28 @@ namespace fx::cli {
 namespace {
 
 int run_profile(const std::vector<std::string>& argv) {
-  ModelArgs args = parse_model_args(argv, {"input", "top", "runs", "warmup", "trace"});
+  ModelArgs args = parse_model_args(argv, {"input", "top", "runs", "warmup", "trace", "threads", "batch"},
+                                    {"optimize", "bf16"});
   if (!args.has("input")) throw Error("--input IN.pt is required");
+  if (args.has("bf16") && !args.has("optimize")) throw Error("--bf16 goes with --optimize");
+  set_threads(args);
   const int top = args.get_int("top", 20);
   const int runs = args.get_int("runs", 5);
   const int warmup = args.get_int("warmup", 2, /*min=*/0);
   const std::string trace_path = args.get("trace", args.model + ".trace.json");
   check_output_path(trace_path, "--trace");
   auto [gm, inputs] = import_model_with_inputs(args.model, args.get("input"));
+  inputs = batched(inputs, args.get_int("batch", 1));
+  torch::NoGradGuard no_grad;
+  if (args.has("optimize")) {
+    set_activity("optimising " + args.model + " for " + args.get("input"));
+    OptimizeReport report;
+    gm = optimize_model(gm, inputs, args.has("bf16"), &report);
+    std::cerr << "fxcpp profile: " << report_line(report) << "\n";
+  }
 
   set_activity("running " + args.model + " on " + args.get("input"));
   ProfilingInterpreter interp(gm);
-  torch::NoGradGuard no_grad;
   try {
     for (int i = 0; i < warmup; ++i) interp.profile_run(inputs, /*record=*/false);
     for (int i = 0; i < runs; ++i) {
@@ -46,7 +59,9 @@ int run_profile(const std::vector<std::string>& argv) {
 
 }  // namespace
 
-FX_COMMAND("profile", "profile MODEL.pt --input IN.pt [--top N] [--runs N] [--warmup N] [--trace OUT.json]",
+FX_COMMAND("profile",
+           "profile MODEL.pt --input IN.pt [--top N] [--runs N] [--warmup N] [--trace OUT.json] [--threads N] "
+           "[--batch N] [--optimize [--bf16]]",
            "time every node of an imported model; write a Chrome trace", run_profile);
 
 }  // namespace fx::cli
