@@ -17,6 +17,7 @@
 /// values.
 
 #include <fx/graph.h>
+#include <fx/memory_plan.h>
 #include <fx/target.h>
 
 #include <torch/nn/module.h>
@@ -188,6 +189,7 @@ void register_module_type() {
 
 namespace detail {
 class CompiledPlan;
+class MemoryPlanner;
 }
 
 /// A module holding a graph, runnable like any torch::nn::Module.
@@ -256,6 +258,16 @@ class GraphModule : public torch::nn::Module {
   /// The class name shown by print_readable().
   const std::string& class_name() const { return class_name_; }
 
+  /// Turns the static memory plan of forward() on or off (fx/memory_plan.h):
+  /// the first forward for given input shapes records its tensor buffers,
+  /// later ones take them from an arena at planned offsets. Off by default;
+  /// fx::optimize_for_inference turns it on. Interpreter runs are not planned.
+  void set_memory_planning(bool enabled);
+  /// Whether forward() plans memory.
+  bool memory_planning() const { return std::atomic_load(&memory_planner_) != nullptr; }
+  /// What the memory plan did (all zero and active == false when off).
+  MemoryPlanStats memory_plan_stats() const;
+
  private:
   std::shared_ptr<const detail::CompiledPlan> plan();
   void touch() { module_version_.fetch_add(1, std::memory_order_acq_rel); }
@@ -263,6 +275,7 @@ class GraphModule : public torch::nn::Module {
   std::string class_name_;
   std::mutex compile_mutex_;
   std::shared_ptr<const detail::CompiledPlan> plan_;
+  std::shared_ptr<detail::MemoryPlanner> memory_planner_;
   std::atomic<uint64_t> module_version_{0};
   uint64_t code_version_ = ~uint64_t(0);
   const Graph* code_graph_ = nullptr;

@@ -3,6 +3,7 @@
 #include <fx/control_flow.h>
 
 #include "execution/compiled_plan.h"
+#include "execution/memory_plan.h"
 
 #include <fx/error.h>
 
@@ -229,7 +230,20 @@ std::shared_ptr<const detail::CompiledPlan> GraphModule::plan() {
 
 c10::IValue GraphModule::forward(std::vector<c10::IValue> inputs) {
   auto p = plan();
+  auto planner = std::atomic_load(&memory_planner_);
+  if (!planner) return p->run(inputs);
+  auto scope = planner->begin(p.get(), inputs);  // the forward's buffers come from the plan
   return p->run(inputs);
+}
+
+void GraphModule::set_memory_planning(bool enabled) {
+  if (enabled == memory_planning()) return;
+  std::atomic_store(&memory_planner_, enabled ? std::make_shared<detail::MemoryPlanner>() : nullptr);
+}
+
+MemoryPlanStats GraphModule::memory_plan_stats() const {
+  auto planner = std::atomic_load(&memory_planner_);
+  return planner ? planner->stats() : MemoryPlanStats{};
 }
 
 at::Tensor GraphModule::forward_tensor(const at::Tensor& x) {

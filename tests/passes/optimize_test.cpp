@@ -159,6 +159,37 @@ TEST(OptimizeForInference, TinyNetEqualsEagerAtEveryBatchSize) {
   EXPECT_GT(report.optimize_ms, 0);
 }
 
+TEST(OptimizeForInference, SteadyStateForwardTakesOnlyItsOutputFromTheSystem) {
+  Traced t = traced_tiny_net();
+  fx::OptimizeOptions options;
+  options.example_inputs = {at::randn({2, 3, 32, 32})};
+  auto opt = fx::optimize_for_inference(t.gm, options);
+  ASSERT_TRUE(opt->memory_planning());
+  at::NoGradGuard no_grad;
+  for (int i = 0; i < 3; ++i) {
+    at::Tensor x = at::randn({2, 3, 32, 32});
+    EXPECT_LE(relative_error(opt->forward(x), t.net->forward(x)), 1e-4) << i;
+  }
+  const fx::MemoryPlanStats st = opt->memory_plan_stats();
+  EXPECT_TRUE(st.active);
+  EXPECT_EQ(st.plans, 1u);  // recorded by optimize_for_inference's warm-up forward
+  EXPECT_EQ(st.replayed_forwards, 3u);
+  EXPECT_EQ(st.fallbacks, 0u);
+  EXPECT_EQ(st.escaping_buffers, 1u);  // the logits
+  EXPECT_EQ(st.last_system_allocations, 1u);
+  EXPECT_EQ(st.last_arena_allocations, st.planned_buffers);
+  EXPECT_GE(st.planned_buffers, 14u);  // at least one per call node
+  EXPECT_GE(st.arena_bytes, st.peak_live_bytes);
+  // Another batch size gets its own plan; without plan_memory there is none.
+  at::Tensor x5 = at::randn({5, 3, 32, 32});
+  EXPECT_LE(relative_error(opt->forward(x5), t.net->forward(x5)), 1e-4);
+  EXPECT_LE(relative_error(opt->forward(x5), t.net->forward(x5)), 1e-4);
+  EXPECT_EQ(opt->memory_plan_stats().plans, 2u);
+  EXPECT_EQ(opt->memory_plan_stats().fallbacks, 0u);
+  options.plan_memory = false;
+  EXPECT_FALSE(fx::optimize_for_inference(t.gm, options)->memory_planning());
+}
+
 TEST(OptimizeForInference, PackedArgumentsDescribeTheFusedKernel) {
   Traced t = traced_tiny_net();
   fx::OptimizeOptions options;

@@ -20,7 +20,8 @@
 ///     convolutions, so ATen ops in between (pooling, squeeze-excitation)
 ///     run on the same layout and no conversion pairs appear;
 ///  4. reinplace: element-wise ops on dead fresh values run in place;
-///  5. dead code elimination and lint.
+///  5. dead code elimination and lint;
+///  6. a static memory plan for forward() (OptimizeOptions::plan_memory).
 /// Control flow (fx/control_flow.h): the result has its own copies of the
 /// cond / loop modules, and the pipeline runs on every branch and loop body
 /// too (their leaves frozen and lowered in place of the originals'; the
@@ -67,6 +68,11 @@ struct OptimizeOptions {
   /// for large blocks) so a steady-state forward does not page-fault its
   /// buffers back in every call. Process-wide; off leaves malloc as it is.
   bool keep_freed_memory = true;
+  /// Plan the forward's memory (GraphModule::set_memory_planning, fx/memory_plan.h):
+  /// buffers reused from an arena at planned offsets, so a steady-state forward
+  /// asks the system allocator only for its outputs. With example_inputs the
+  /// warm-up forward records the plan for their shapes.
+  bool plan_memory = true;
 };
 
 /// What optimize_for_inference did.

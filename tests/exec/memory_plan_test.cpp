@@ -1,0 +1,217 @@
+// GraphModule::set_memory_planning: the first forward per input shapes
+// records its buffers, later ones replay them from an arena; outputs and
+// anything kept beyond the recorded lifetime are never overwritten.
+#include "exec_test_util.h"
+
+#include <fx/graph_module.h>
+#include <fx/memory_plan.h>
+#include <fx/target.h>
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace {
+
+using c10::IValue;
+using fx::Graph;
+using fx::Node;
+using fx_test::module_of;
+
+/// cos(sin(neg(relu(x)))).sum(0): four intermediates (one buffer each, no
+/// wrapped scalars), one output.
+std::shared_ptr<fx::GraphModule> chain() {
+  auto g = std::make_shared<Graph>();
+  Node* x = g->placeholder("x");
+  Node* a = g->call_function("aten::relu", {x});
+  Node* b = g->call_function("aten::neg", {a});
+  Node* c = g->call_function("aten::sin", {b});
+  Node* d = g->call_function("aten::cos", {c});
+  g->output(g->call_function("aten::sum", {d, fx::Argument::list({0})}));
+  return module_of(g);
+}
+
+at::Tensor expected(const at::Tensor& x) { return x.relu().neg().sin().cos().sum({0}); }
+
+at::Tensor input(int64_t rows, double seed) { return at::arange(rows * 64, at::kFloat).view({rows, 64}).sin() * seed; }
+
+TEST(MemoryPlan, OffByDefault) {
+  auto gm = chain();
+  EXPECT_FALSE(gm->memory_planning());
+  gm->forward(input(4, 1));
+  const auto st = gm->memory_plan_stats();
+  EXPECT_FALSE(st.active);
+  EXPECT_EQ(st.plans, 0u);
+  EXPECT_EQ(st.replayed_forwards, 0u);
+}
+
+TEST(MemoryPlan, SteadyStateForwardTakesOnlyItsOutputFromTheSystem) {
+  auto gm = chain();
+  gm->set_memory_planning(true);
+  ASSERT_TRUE(gm->memory_planning());
+  for (int i = 0; i < 4; ++i) {
+    const at::Tensor x = input(8, 1.0 + i);
+    EXPECT_TRUE(at::allclose(gm->forward(x), expected(x))) << "forward " << i;
+  }
+  const auto st = gm->memory_plan_stats();
+  EXPECT_TRUE(st.active);
+  EXPECT_EQ(st.plans, 1u);
+  EXPECT_EQ(st.planned_buffers, 4u);  // relu, neg, sin, cos
+  EXPECT_EQ(st.escaping_buffers, 1u);  // the sum
+  EXPECT_EQ(st.replayed_forwards, 3u);
+  EXPECT_EQ(st.fallbacks, 0u);
+  EXPECT_EQ(st.last_arena_allocations, 4u);
+  EXPECT_EQ(st.last_system_allocations, 1u);
+  EXPECT_EQ(st.arenas, 1u);
+  // Buffers of [8, 64] floats; at most two of them are alive at once.
+  const size_t buffer = 8 * 64 * sizeof(float);
+  EXPECT_EQ(st.peak_live_bytes, 2 * buffer);
+  EXPECT_EQ(st.arena_bytes, 2 * buffer);
+}
+
+TEST(MemoryPlan, OutputsKeptByTheCallerAreNeverOverwritten) {
+  // The output is a view of an intermediate: that buffer escapes the forward.
+  auto g = std::make_shared<Graph>();
+  Node* x = g->placeholder("x");
+  Node* a = g->call_function("aten::neg", {x});
+  Node* b = g->call_function("aten::sin", {a});
+  g->output(g->call_function("aten::view", {b, fx::Argument::list({-1})}));
+  auto gm = module_of(g);
+  gm->set_memory_planning(true);
+  std::vector<at::Tensor> kept;
+  for (int i = 0; i < 4; ++i) kept.push_back(gm->forward(input(2, 1.0 + i)));
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(at::equal(kept[i], input(2, 1.0 + i).neg().sin().view({-1}))) << i;
+  const auto st = gm->memory_plan_stats();
+  EXPECT_EQ(st.planned_buffers, 1u);
+  EXPECT_EQ(st.escaping_buffers, 1u);
+  EXPECT_EQ(st.fallbacks, 0u);
+}
+
+TEST(MemoryPlan, EachInputShapeHasItsPlan) {
+  auto gm = chain();
+  gm->set_memory_planning(true);
+  for (int64_t rows : {2, 5, 2, 5, 3}) {
+    const at::Tensor x = input(rows, 0.5);
+    EXPECT_TRUE(at::allclose(gm->forward(x), expected(x))) << rows;
+  }
+  const auto st = gm->memory_plan_stats();
+  EXPECT_EQ(st.plans, 3u);
+  EXPECT_EQ(st.replayed_forwards, 2u);
+  EXPECT_EQ(st.fallbacks, 0u);
+}
+
+TEST(MemoryPlan, AnEditedGraphIsPlannedAgain) {
+  auto gm = chain();
+  gm->set_memory_planning(true);
+  gm->forward(input(4, 1));
+  gm->forward(input(4, 1));
+  Node* out = gm->graph().output_node();
+  Node* neg = nullptr;
+  {
+    auto guard = gm->graph().inserting_before(out);
+    neg = gm->graph().call_function("aten::neg", {out->args()[0]});
+  }
+  out->set_args({neg});
+  const at::Tensor x = input(4, 1);
+  EXPECT_TRUE(at::allclose(gm->forward(x), -expected(x)));
+  EXPECT_TRUE(at::allclose(gm->forward(x), -expected(x)));
+  const auto st = gm->memory_plan_stats();
+  EXPECT_EQ(st.plans, 1u);  // the old graph's plan was dropped
+  EXPECT_EQ(st.planned_buffers, 5u);
+  EXPECT_EQ(st.fallbacks, 0u);
+}
+
+// A function that keeps its argument when asked: a buffer that outlives the
+// lifetime the plan recorded for it.
+std::vector<at::Tensor>& stash() {
+  static std::vector<at::Tensor> kept;
+  return kept;
+}
+bool& stashing() {
+  static bool on = false;
+  return on;
+}
+
+TEST(MemoryPlan, ABufferKeptLongerThanRecordedIsNeitherReusedNorOverwritten) {
+  fx::register_function("memplantest::maybe_keep", [](std::vector<IValue>& args, fx::ValueKwargs&) -> IValue {
+    at::Tensor t = args[0].toTensor();
+    if (stashing()) stash().push_back(t);
+    return t.neg();
+  });
+  auto g = std::make_shared<Graph>();
+  Node* x = g->placeholder("x");
+  Node* a = g->call_function("aten::relu", {x});
+  Node* b = g->call_function("memplantest::maybe_keep", {a});  // neg(a)
+  Node* c = g->call_function("aten::sin", {b});
+  Node* d = g->call_function("aten::cos", {c});
+  g->output(g->call_function("aten::sum", {d, fx::Argument::list({0})}));
+  auto gm = module_of(g);
+  gm->set_memory_planning(true);
+  const at::Tensor in = input(16, 1);
+  gm->forward(in);  // recorded: relu's buffer dies after maybe_keep
+  gm->forward(in);
+  ASSERT_EQ(gm->memory_plan_stats().fallbacks, 0u);
+  stashing() = true;
+  EXPECT_TRUE(at::allclose(gm->forward(in), expected(in)));  // keeps relu(in), which lives in the arena
+  stashing() = false;
+  auto st = gm->memory_plan_stats();
+  EXPECT_GT(st.fallbacks, 0u);  // what was planned over relu's buffer went to the system
+  for (int i = 0; i < 3; ++i) {
+    const at::Tensor y = input(16, -2.0 - i);
+    EXPECT_TRUE(at::allclose(gm->forward(y), expected(y)));
+  }
+  ASSERT_EQ(stash().size(), 1u);
+  EXPECT_TRUE(at::equal(stash()[0], in.relu()));  // not overwritten by the later forwards
+  st = gm->memory_plan_stats();
+  EXPECT_EQ(st.arenas, 2u);  // the arena holding the kept buffer is not reused while it lives
+  stash().clear();
+  gm->forward(in);
+  EXPECT_EQ(gm->memory_plan_stats().arenas, 2u);  // now both are free: no third one
+}
+
+TEST(MemoryPlan, AFailedFirstForwardPlansNothing) {
+  auto g = std::make_shared<Graph>();
+  Node* x = g->placeholder("x");
+  Node* a = g->call_function("aten::mul", {x, 2});
+  g->output(g->call_function("aten::view", {a, fx::Argument::list({5})}));
+  auto gm = module_of(g);
+  gm->set_memory_planning(true);
+  EXPECT_THROW(gm->forward(at::ones({6})), fx::Error);
+  EXPECT_EQ(gm->memory_plan_stats().plans, 0u);
+  EXPECT_TRUE(at::equal(gm->forward(at::ones({5})), at::full({5}, 2.0f)));
+  EXPECT_EQ(gm->memory_plan_stats().plans, 1u);
+}
+
+TEST(MemoryPlan, ConcurrentForwardsTakeTheirOwnArenas) {
+  auto gm = chain();
+  gm->set_memory_planning(true);
+  gm->forward(input(32, 1));  // the plan
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        const at::Tensor x = input(32, 1.0 + t + 0.01 * i);
+        if (!at::allclose(gm->forward(x), expected(x))) ++wrong;
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  const auto st = gm->memory_plan_stats();
+  EXPECT_EQ(st.replayed_forwards, 200u);
+  EXPECT_EQ(st.fallbacks, 0u);
+  EXPECT_GE(st.arenas, 1u);
+  EXPECT_LE(st.arenas, 4u);
+}
+
+TEST(MemoryPlan, TurningItOffDropsThePlans) {
+  auto gm = chain();
+  gm->set_memory_planning(true);
+  gm->forward(input(4, 1));
+  gm->set_memory_planning(false);
+  EXPECT_FALSE(gm->memory_plan_stats().active);
+  const at::Tensor x = input(4, 3);
+  EXPECT_TRUE(at::allclose(gm->forward(x), expected(x)));
+}
+
+}  // namespace
