@@ -4,7 +4,9 @@
 // asks fxcpp for an inference version of it and checks that it computes the
 // same numbers, also for a batch size it was not prepared for. Then prints
 // what changed: batch norms folded into the convolutions, each convolution
-// with its ReLU and residual sum one oneDNN kernel with packed weights.
+// with its ReLU and residual sum one oneDNN kernel with packed weights, and
+// the memory plan: after the first forward of a shape, the forward's buffers
+// come from one arena and only the output from the system allocator.
 //
 //   build/examples/optimize_for_inference
 #include <fx/examples/residual_net.h>
@@ -46,9 +48,15 @@ int main() {
   for (const fx::Node* n : fast->graph().nodes())
     if (n->target().rfind("fxcpp::onednn_", 0) == 0 && n->args().size() > 1 && !n->args()[1].is_node())
       std::cout << "  " << n->name() << ": " << fx::onednn::describe(n->args()[1].to_constant()) << "\n";
+  fast->forward(at::randn({4, 3, 32, 32}));
+  const fx::MemoryPlanStats mem = fast->memory_plan_stats();
+  std::cout << "\nmemory plan: " << mem.plans << " input shapes planned; the last forward took "
+            << mem.last_arena_allocations << " buffers from its " << mem.arena_bytes / 1024 << " KiB arena and "
+            << mem.last_system_allocations << " (the output) from the system allocator\n";
   std::cout << "\n" << fast->code();
 
   ok &= report.folded_batch_norms > 0 && report.onednn_convs > 0;
+  ok &= mem.fallbacks == 0 && mem.last_system_allocations == 1;
   std::cout << (ok ? "OK" : "WRONG") << "\n";
   return ok ? 0 : 1;
 }
