@@ -124,7 +124,8 @@ std::shared_ptr<GraphModule> optimize_for_inference(const std::shared_ptr<GraphM
   optimize_graph(*out, options, options.example_inputs, r);
   for_each_subgraph(*out, [&](const std::string&, GraphModule& sub) { optimize_graph(sub, options, {}, r); });
   if (options.keep_freed_memory) keep_freed_memory();
-  if (!options.example_inputs.empty()) out->forward(options.example_inputs);  // makes the kernels, packs weights
+  // The first forward makes the kernels and packs the weights (warm_up: unless the caller does it).
+  if (options.warm_up && !options.example_inputs.empty()) out->forward(options.example_inputs);
   r.nodes_after = total_nodes(*out);
   r.optimize_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (report) *report = r;
