@@ -14,13 +14,19 @@ selected for a child with LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/blas.
 OMP_NUM_THREADS is removed from the children's environment; --threads is
 explicit.
 
+Then the peak resident memory of each engine alone: one `fxcpp bench
+--engine E --iters 5` child per model and engine (OpenBLAS, 1 thread,
+batch 1), whose process keeps only what that engine needs; its
+getrusage ru_maxrss (--memory-only: this table alone, nothing written).
+
 Prints one markdown document (the fp32 table, the bf16 table, geomeans of
-the ratios) and writes it to BUILD/bench_optimize.md, with the raw results
-in BUILD/bench_optimize.json (--render re-prints the markdown from it).
+the ratios, the memory table) and writes it to BUILD/bench_optimize.md, with
+the raw results in BUILD/bench_optimize.json (--render re-prints the
+markdown from it).
 Models: torchvision, random seeded weights, 224x224, exported to
 BUILD/models/NAME.bench.pt (+ NAME.bench.input.pt) on first use.
 
-    /usr/bin/python3 scripts/bench_optimize.py [--build build] [--quick | --all] [--render]
+    /usr/bin/python3 scripts/bench_optimize.py [--build build] [--quick | --all] [--render | --memory-only]
 """
 import argparse
 import datetime
@@ -118,6 +124,56 @@ def bench_config(fxcpp, models_dir, cfg, seconds):
         raise RuntimeError("%s: expected the %s BLAS, the child loaded %s (%s)" %
                            (name, blas, result["blas"], result["blas_path"]))
     return result
+
+
+MEMORY_ENGINES = [("torchscript", "TS"), ("torchscript_opt", "TS-opt"), ("fxcpp", "fxcpp"), ("fxcpp_opt", "fxcpp-opt")]
+MEMORY_ITERS = 5
+
+
+def peak_memory(fxcpp, models_dir, name, engine_key):
+    """The peak resident memory (MB) of a `fxcpp bench --engine ENGINE` child: that engine alone, loaded,
+    prepared and run (2 warm-up + MEMORY_ITERS forwards; OpenBLAS, 1 thread, batch 1); {"error": ...} if it fails."""
+    cmd = [fxcpp, "bench", os.path.join(models_dir, name + ".bench.pt"), "--input",
+           os.path.join(models_dir, name + ".bench.input.pt"), "--engine", engine_key, "--iters", str(MEMORY_ITERS),
+           "--threads", "1", "--batch", "1", "--json"]
+    try:
+        return run_json(cmd, child_env("openblas"), 900)["peak_rss_mb"]
+    except (RuntimeError, subprocess.TimeoutExpired, ValueError) as e:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        log("  " + msg)
+        return {"error": msg}
+
+
+def memory_table(fxcpp, models_dir, models):
+    """{model: {engine: peak MB or {"error": ...}}}, each engine alone in its own child process."""
+    out = {}
+    for name in models:
+        log("peak memory of %s, each engine alone" % name)
+        out[name] = {key: peak_memory(fxcpp, models_dir, name, key) for key, _ in MEMORY_ENGINES}
+    return out
+
+
+def render_memory(memory):
+    """The markdown lines of the peak-memory table (memory: what memory_table returned)."""
+    def fmt(v):
+        return "failed: %s" % v["error"] if isinstance(v, dict) else "%.0f" % v
+    lines = ["Peak resident memory per engine, MB: each engine alone in its own `fxcpp bench --engine E --iters %d` "
+             "child process (OpenBLAS, 1 thread, batch 1), getrusage's ru_maxrss at its end: loading, preparing "
+             "(TS-opt: freeze + optimize_for_inference; fxcpp-opt: import + optimise, the imported module then "
+             "dropped) and 2 warm-up + %d timed forwards, with libtorch's own code and data. The model is imported "
+             "in every child (inputs checked, FLOPs counted)." % (MEMORY_ITERS, MEMORY_ITERS), "",
+             "| model | " + " | ".join("%s MB" % label for _, label in MEMORY_ENGINES) + " | fxcpp-opt / TS-opt |",
+             "|---|" + "---|" * (len(MEMORY_ENGINES) + 1)]
+    ratios = []
+    for name, peaks in memory.items():
+        opt, tso = peaks.get("fxcpp_opt"), peaks.get("torchscript_opt")
+        ratio = opt / tso if isinstance(opt, float) and isinstance(tso, float) and tso > 0 else None
+        if ratio is not None:
+            ratios.append(ratio)
+        lines.append("| %s | %s | %s |" % (name, " | ".join(fmt(peaks[k]) for k, _ in MEMORY_ENGINES),
+                                          fmt_ratio(ratio)))
+    lines += ["", "Geomean of fxcpp-opt / TS-opt peak memory: %s." % fmt_ratio(geomean(ratios))]
+    return lines
 
 
 PYFX_CHILD = r"""
@@ -288,6 +344,8 @@ def render(data):
                 fmt_ratio(b["ratio"]), b["gflops"], "%.0f%%" % (100 * b["gflops"] / peak) if peak else "—",
                 fmt_prepare(b["prepare_ms"]), b["max_rel_diff"]))
         lines += ["", "Geomean of fxcpp-opt bf16 / TS-opt: %s." % fmt_ratio(geomean(bf16_ratios))]
+    if data.get("memory"):
+        lines += [""] + render_memory(data["memory"])
     return "\n".join(lines) + "\n"
 
 
@@ -322,6 +380,8 @@ def main():
     ap.add_argument("--all", action="store_true", help="also the configurations make bench leaves out (skip_reason)")
     ap.add_argument("--no-python", action="store_true", help="leave out Python torch.fx's optimize_for_inference")
     ap.add_argument("--render", action="store_true", help="re-print the markdown of BUILD/bench_optimize.json")
+    ap.add_argument("--memory-only", action="store_true",
+                    help="measure and print only the peak-memory table (writes no file)")
     args = ap.parse_args()
     md_path = os.path.join(args.build, "bench_optimize.md")
     json_path = os.path.join(args.build, "bench_optimize.json")
@@ -343,6 +403,9 @@ def main():
     models_dir = os.path.join(args.build, "models")
     start = time.time()
     export_models(models_dir, args.models)
+    if args.memory_only:
+        print("\n".join(render_memory(memory_table(fxcpp, models_dir, args.models))))
+        return 0
     import torch
     data = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "cpu": cpu_name(),
             "cpus": os.cpu_count(), "torch": torch.__version__,
@@ -365,6 +428,7 @@ def main():
             if cfg["bf16"] and not args.no_python:
                 entry["pyfx"] = pyfx(models_dir, cfg["model"], seconds)
         data["results"].append(entry)
+    data["memory"] = memory_table(fxcpp, models_dir, args.models)
     data["wall_s"] = time.time() - start
     data["load_end"] = load_average()
     with open(json_path, "w") as f:
@@ -374,7 +438,9 @@ def main():
         f.write(text)
     print(text, end="")
     log("wrote %s and %s" % (md_path, json_path))
-    return 1 if any("error" in r for r in data["results"]) else 0
+    failed = any("error" in r for r in data["results"]) or any(
+        isinstance(v, dict) for peaks in data["memory"].values() for v in peaks.values())
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

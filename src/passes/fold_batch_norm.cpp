@@ -66,7 +66,12 @@ PassResult fold_batch_norm(std::shared_ptr<GraphModule> gm) {
     if (gamma.defined()) scale = scale * gamma.to(at::kDouble);
     std::vector<int64_t> shape(w.dim(), 1);
     shape[0] = -1;
-    at::Tensor new_w = (w.to(at::kDouble) * scale.view(shape)).to(w.scalar_type());
+    // The result is allocated before its float64 temporary (one, in place)
+    // so that the freed temporary leaves no hole under the results kept:
+    // malloc reuses it for the next layer (peak memory; the same values).
+    // copy=true: a float64 weight is copied too, never scaled in place.
+    at::Tensor new_w = at::empty_like(w, at::MemoryFormat::Contiguous);
+    new_w.copy_(w.to(at::kDouble, /*non_blocking=*/false, /*copy=*/true).mul_(scale.view(shape)));
     at::Tensor new_b = b.defined() ? b.to(at::kDouble) : at::zeros_like(mean, mean.options().dtype(at::kDouble));
     new_b = (new_b - mean.to(at::kDouble)) * scale;
     if (beta.defined()) new_b = new_b + beta.to(at::kDouble);

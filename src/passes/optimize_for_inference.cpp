@@ -124,8 +124,9 @@ std::shared_ptr<GraphModule> optimize_for_inference(const std::shared_ptr<GraphM
   optimize_graph(*out, options, options.example_inputs, r);
   for_each_subgraph(*out, [&](const std::string&, GraphModule& sub) { optimize_graph(sub, options, {}, r); });
   if (options.keep_freed_memory) keep_freed_memory();
-  out->set_memory_planning(options.plan_memory);  // the warm-up forward below records the plan
-  if (!options.example_inputs.empty()) out->forward(options.example_inputs);  // makes the kernels, packs weights
+  out->set_memory_planning(options.plan_memory);  // the first forward of each shape records its plan
+  // The first forward makes the kernels and packs the weights (warm_up: unless the caller does it).
+  if (options.warm_up && !options.example_inputs.empty()) out->forward(options.example_inputs);
   r.nodes_after = total_nodes(*out);
   r.optimize_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (report) *report = r;

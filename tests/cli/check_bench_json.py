@@ -2,12 +2,15 @@
 """Checks the structure of `fxcpp bench --json` output read from stdin (not speed).
 
     fxcpp bench M.pt --input I.pt --iters 2 --json | check_bench_json.py ROUNDS [--bf16]
+    fxcpp bench M.pt --input I.pt --iters 2 --engine E... --json | check_bench_json.py ROUNDS --engines E,...
     fxcpp bench --roofline --json | check_bench_json.py --roofline
 
-Every engine is there, in order, with positive times (min <= median), as
-many samples as rounds, ratio = median / TorchScript-opt median, GFLOP/s =
-FLOPs / median, and outputs equal to eager TorchScript within tolerance
-(bf16: 5e-2 of max |output|). Prints "bench json ok" or the first problem (exit 1).
+Every engine is there (--engines: exactly those), in order, with positive
+times (min <= median), as many samples as rounds, ratio = median /
+TorchScript-opt median (null without TorchScript-opt), GFLOP/s = FLOPs /
+median, and outputs equal to eager TorchScript within tolerance (bf16: 5e-2
+of max |output|; null without eager TorchScript); the process's peak
+resident memory is positive. Prints "bench json ok" or the first problem (exit 1).
 """
 import json
 import math
@@ -38,31 +41,43 @@ def check_roofline(d):
         fail("fp32_gflops is not the best fp32 path")
 
 
-def check_bench(d, rounds, bf16):
+def check_bench(d, rounds, want):
     names = [e["engine"] for e in d["engines"]]
-    want = ENGINES + (["fxcpp_opt_bf16"] if bf16 else [])
     if names != want:
         fail("engines %r, expected %r" % (names, want))
     if d["rounds"] != rounds or d["ratio_to"] != "torchscript_opt" or d["blas"] not in BLAS_KINDS:
         fail("header: rounds %r ratio_to %r blas %r" % (d["rounds"], d["ratio_to"], d["blas"]))
     if d["flops"] <= 0:
         fail("no FLOPs counted")
-    ts_opt = d["engines"][1]["median_ms"]
+    if not d["peak_rss_mb"] > 0:
+        fail("peak_rss_mb %r" % d["peak_rss_mb"])
+    if (d["optimize"] is None) != ("fxcpp_opt" not in want and "fxcpp_opt_bf16" not in want):
+        fail("optimize report %r with engines %r" % (d["optimize"], want))
+    by_name = {e["engine"]: e for e in d["engines"]}
+    ts_opt = by_name["torchscript_opt"]["median_ms"] if "torchscript_opt" in by_name else None
     for e in d["engines"]:
         name = e["engine"]
         if not (0 < e["min_ms"] <= e["median_ms"]) or e["samples"] != rounds:
             fail("%s: min %r median %r samples %r" % (name, e["min_ms"], e["median_ms"], e["samples"]))
-        if not close(e["ratio"], e["median_ms"] / ts_opt):
+        if ts_opt is None:
+            if e["ratio"] is not None:
+                fail("%s: ratio %r without TorchScript-opt (expected null)" % (name, e["ratio"]))
+        elif not close(e["ratio"], e["median_ms"] / ts_opt):
             fail("%s: ratio %r != %r / %r" % (name, e["ratio"], e["median_ms"], ts_opt))
         if not close(e["gflops"], d["flops"] / (e["median_ms"] * 1e6)):
             fail("%s: gflops %r != flops / median" % (name, e["gflops"]))
         tol = BF16_TOL if name.endswith("bf16") else FP32_TOL
-        if not 0 <= e["max_rel_diff"] <= tol:
+        if "torchscript" not in by_name:
+            if e["max_rel_diff"] is not None:
+                fail("%s: max_rel_diff %r without eager TorchScript (expected null)" % (name, e["max_rel_diff"]))
+        elif not 0 <= e["max_rel_diff"] <= tol:
             fail("%s: output differs from eager TorchScript by %r of max |output|" % (name, e["max_rel_diff"]))
         if e["prepare_ms"] <= 0 and name != "fxcpp_opt" and name != "fxcpp_opt_bf16":
             fail("%s: prepare_ms %r" % (name, e["prepare_ms"]))
-    if d["engines"][0]["max_rel_diff"] != 0 or not close(d["engines"][1]["ratio"], 1.0):
-        fail("eager TorchScript must be the reference and TorchScript-opt ratio 1")
+    if "torchscript" in by_name and by_name["torchscript"]["max_rel_diff"] != 0:
+        fail("eager TorchScript must be the reference")
+    if ts_opt is not None and not close(by_name["torchscript_opt"]["ratio"], 1.0):
+        fail("TorchScript-opt ratio must be 1")
 
 
 def main():
@@ -74,7 +89,12 @@ def main():
     if sys.argv[1] == "--roofline":
         check_roofline(d)
     else:
-        check_bench(d, int(sys.argv[1]), "--bf16" in sys.argv[2:])
+        rest = sys.argv[2:]
+        if "--engines" in rest:
+            want = rest[rest.index("--engines") + 1].split(",")
+        else:
+            want = ENGINES + (["fxcpp_opt_bf16"] if "--bf16" in rest else [])
+        check_bench(d, int(sys.argv[1]), want)
     print("bench json ok")
 
 

@@ -26,14 +26,19 @@ add_test(NAME cli.run_optimize_report COMMAND ${FX_CLI} run ${FX_OPT_MODEL} -i $
 set_tests_properties(cli.run_optimize_report PROPERTIES FIXTURES_REQUIRED fx_models_0 ENVIRONMENT "OMP_NUM_THREADS=1"
                      PASS_REGULAR_EXPRESSION "fxcpp run: optimised in [0-9.]+ ms: [0-9]+ -> [0-9]+ nodes; [0-9]+ modules frozen, [0-9]+ batch norms folded, [0-9]+ no-ops removed; oneDNN: [0-9]+ convs, [0-9]+ linears, [0-9]+ matmuls, [0-9]+ fused post-ops\n.*tensor \\[1, 1000\\] Float")
 
-# bench --json: structure checked by tests/cli/check_bench_json.py (4 engines; 5 with --bf16).
-foreach(variant "fp32;" "bf16;--bf16")
+# bench --json: structure checked by tests/cli/check_bench_json.py (4 engines; 5 with --bf16;
+# with --engine NAME, repeatable: only those, in the usual order; without
+# TorchScript-opt the ratio is null, without eager TorchScript the max diff;
+# the process's peak resident memory is reported).
+foreach(variant "json_fp32;;" "json_bf16;--bf16;--bf16" "engine_opt;--engine fxcpp_opt;--engines fxcpp_opt"
+                "engine_ts_opt_fxcpp;--engine fxcpp --engine=torchscript_opt;--engines torchscript_opt,fxcpp")
   list(GET variant 0 name)
-  list(GET variant 1 flag)
-  add_test(NAME cli.bench_json_${name}
-           COMMAND sh -c "\"$0\" bench \"$1\" --input \"$2\" --iters 2 --warmup 1 --batch 2 --json ${flag} | /usr/bin/python3 \"$3\" 2 ${flag}"
+  list(GET variant 1 flags)
+  list(GET variant 2 check)
+  add_test(NAME cli.bench_${name}
+           COMMAND sh -c "\"$0\" bench \"$1\" --input \"$2\" --iters 2 --warmup 1 --batch 2 --json ${flags} | /usr/bin/python3 \"$3\" 2 ${check}"
                    ${FX_CLI} ${FX_OPT_MODEL} ${FX_OPT_INPUT} ${FX_SRC}/tests/cli/check_bench_json.py)
-  set_tests_properties(cli.bench_json_${name} PROPERTIES FIXTURES_REQUIRED fx_models_0 TIMEOUT 120
+  set_tests_properties(cli.bench_${name} PROPERTIES FIXTURES_REQUIRED fx_models_0 TIMEOUT 120
                        PASS_REGULAR_EXPRESSION "^bench json ok\n$")
 endforeach()
 # The table: the batch repeated along dim 0, TorchScript-opt's own ratio 1, the optimiser's report.
@@ -77,3 +82,14 @@ set_tests_properties(cli.profile_optimize PROPERTIES FIXTURES_REQUIRED fx_models
 fx_cli_one_line(profile_bf16_without_optimize "--bf16 goes with --optimize"
                 profile ${FX_OPT_MODEL} -i ${FX_OPT_INPUT} --bf16)
 set_tests_properties(cli.profile_bf16_without_optimize PROPERTIES FIXTURES_REQUIRED "fx_corrupt_files;fx_models_0")
+
+# bench --engine alone: "—" for the ratio and the max diff, the peak memory of that engine alone.
+add_test(NAME cli.bench_engine_table
+         COMMAND ${FX_CLI} bench ${FX_OPT_MODEL} --input ${FX_OPT_INPUT} --iters 1 --warmup 0 --engine fxcpp_opt)
+set_tests_properties(cli.bench_engine_table PROPERTIES FIXTURES_REQUIRED fx_models_0 TIMEOUT 120
+                     PASS_REGULAR_EXPRESSION "\nfxcpp optimized +[0-9.]+ +[0-9.]+ +— +[0-9.]+ +— +[0-9.]+  \\(optimize_for_inference\\)\n\nfxcpp optimized: optimised in .*\npeak resident memory of the process: [0-9.]+ MB \\(this engine alone\\)\n$")
+fx_cli_one_line(bench_engine_unknown
+                "^fxcpp bench: --engine: unknown engine 'tensorrt' \\(valid: torchscript, torchscript_opt, fxcpp, fxcpp_opt, fxcpp_opt_bf16\\)\n$"
+                bench ${FX_LINEAR} --input ${FX_LINEAR_IN} --engine tensorrt)
+fx_cli_one_line(bench_engine_roofline "^fxcpp bench: --engine goes with a MODEL, not --roofline\n$"
+                bench --roofline --engine fxcpp)

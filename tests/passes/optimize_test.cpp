@@ -342,6 +342,23 @@ TEST(FoldBatchNorm, FoldsIntoConvAndKeepsValues) {
   EXPECT_FALSE(fx::fold_batch_norm(t.gm).modified);
 }
 
+TEST(FoldBatchNorm, Float64WeightsAreCopiedNotScaledInPlace) {
+  torch::manual_seed(0);
+  TinyNet net;
+  net->eval();
+  net->to(at::kDouble);
+  at::Tensor x = at::randn({2, 3, 32, 32}, at::kDouble);
+  auto gm = fx::symbolic_trace(net.ptr(), {x});
+  fx::freeze_modules(gm);
+  at::NoGradGuard no_grad;
+  at::Tensor before = gm->forward(x);
+  at::Tensor stem_weight = net->stem->weight.clone();
+  ASSERT_EQ(stem_weight.scalar_type(), at::kDouble);
+  EXPECT_TRUE(fx::fold_batch_norm(gm).modified);
+  EXPECT_TRUE(at::equal(net->stem->weight, stem_weight));  // copied, not scaled in place
+  EXPECT_LE(relative_error(gm->forward(x), before), 1e-6);
+}
+
 TEST(FoldConvAddMul, FoldsPerChannelConstantsOnly) {
   auto root = std::make_shared<torch::nn::Module>("Root");
   root->register_buffer("w", at::randn({4, 3, 3, 3}));

@@ -6,6 +6,9 @@
 // minimum ms, the ratio to TorchScript's optimize_for_inference, GFLOP/s
 // (fx::summarize_model's FLOPs), and each output's max difference from eager
 // TorchScript relative to its max |output|; --json prints one JSON object.
+// --engine NAME (repeatable) runs only the engines named, and the process
+// keeps only what they need, so its peak resident memory (reported at the
+// end, getrusage's ru_maxrss) is that of one engine when it runs alone.
 // fxcpp bench --roofline measures the matmul roofline instead.
 #include "command.h"
 #include "machine_info.h"
@@ -28,7 +31,10 @@
 #include <cstdio>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <sstream>
+
+#include <sys/resource.h>
 
 namespace fx::cli {
 namespace {
@@ -50,8 +56,53 @@ struct Engine {
   double prepare_ms = 0;
   std::vector<double> samples;  ///< ms of each timed forward
   c10::IValue output;           ///< of the last forward
-  double median_ms = 0, min_ms = 0, ratio = 0, gflops = 0, max_rel_diff = 0;
+  double median_ms = 0, min_ms = 0, gflops = 0;
+  std::optional<double> ratio;         ///< to TorchScript opt's median (when it runs)
+  std::optional<double> max_rel_diff;  ///< from eager TorchScript (when it runs)
 };
+
+/// The engines' JSON names, in the order they run and print.
+const std::vector<std::string>& engine_names() {
+  static const std::vector<std::string> names = {"torchscript", "torchscript_opt", "fxcpp", "fxcpp_opt",
+                                                 "fxcpp_opt_bf16"};
+  return names;
+}
+
+/// Takes every `--engine NAME` / `--engine=NAME` out of `argv` (up to a
+/// `--`) and returns the names, checked against engine_names().
+std::vector<std::string> take_engine_args(std::vector<std::string>& argv) {
+  std::vector<std::string> names, rest;
+  std::string valid;
+  for (const std::string& n : engine_names()) valid += (valid.empty() ? "" : ", ") + n;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    if (argv[i] == "--") {
+      rest.insert(rest.end(), argv.begin() + static_cast<std::ptrdiff_t>(i), argv.end());
+      break;
+    }
+    std::string name;
+    if (argv[i] == "--engine") {
+      if (i + 1 == argv.size()) throw Error("--engine needs a name: " + valid);
+      name = argv[++i];
+    } else if (argv[i].rfind("--engine=", 0) == 0) {
+      name = argv[i].substr(9);
+    } else {
+      rest.push_back(argv[i]);
+      continue;
+    }
+    if (std::find(engine_names().begin(), engine_names().end(), name) == engine_names().end())
+      throw Error("--engine: unknown engine '" + name + "' (valid: " + valid + ")");
+    names.push_back(name);
+  }
+  argv = std::move(rest);
+  return names;
+}
+
+/// The process's peak resident set so far, MB (getrusage: ru_maxrss, KB on Linux).
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;
+}
 
 Engine make_engine(std::string key, std::string label, std::string prepare, std::function<c10::IValue()> forward,
                    double prepare_ms) {
@@ -153,7 +204,8 @@ struct Setup {
   Schedule schedule;
   BlasInfo blas;
   int64_t flops = 0;
-  OptimizeReport report;
+  std::optional<OptimizeReport> report;  ///< when an fxcpp optimised engine runs
+  double peak_rss_mb = 0;                ///< of the whole process, at the end
 };
 
 json report_json(const OptimizeReport& r) {
@@ -175,16 +227,18 @@ void print_json(const Setup& s, const std::vector<Engine>& engines) {
               {"warmup_rounds", s.schedule.warmup},
               {"rounds", s.rounds},
               {"ratio_to", "torchscript_opt"},
-              {"optimize", report_json(s.report)},
+              {"optimize", s.report ? report_json(*s.report) : json()},
+              {"peak_rss_mb", s.peak_rss_mb},
               {"engines", json::array()}};
+  auto or_null = [](const std::optional<double>& v) { return v ? json(*v) : json(); };
   for (const Engine& e : engines) {
     out["engines"].push_back({{"engine", e.key},
                               {"label", e.label},
                               {"median_ms", e.median_ms},
                               {"min_ms", e.min_ms},
-                              {"ratio", e.ratio},
+                              {"ratio", or_null(e.ratio)},
                               {"gflops", e.gflops},
-                              {"max_rel_diff", e.max_rel_diff},
+                              {"max_rel_diff", or_null(e.max_rel_diff)},
                               {"prepare_ms", e.prepare_ms},
                               {"prepare", e.prepare},
                               {"samples", e.samples.size()}});
@@ -199,11 +253,18 @@ void print_table(const Setup& s, const std::vector<Engine>& engines) {
               static_cast<double>(s.flops) / 1e9, s.rounds, s.schedule.warmup);
   std::printf("%-22s %10s %10s %9s %9s %10s %11s  %s\n", "engine", "median ms", "min ms", "/ TS-opt", "GFLOP/s",
               "max diff", "prepare ms", "(prepare)");
+  char ratio[32], diff[32];
   for (const Engine& e : engines) {
-    std::printf("%-22s %10.3f %10.3f %9.3f %9.2f %10.2e %11.1f  (%s)\n", e.label.c_str(), e.median_ms, e.min_ms,
-                e.ratio, e.gflops, e.max_rel_diff, e.prepare_ms, e.prepare.c_str());
+    if (e.ratio) std::snprintf(ratio, sizeof ratio, "%9.3f", *e.ratio);
+    else std::snprintf(ratio, sizeof ratio, "%8s\u2014", "");  // one column wide, three bytes
+    if (e.max_rel_diff) std::snprintf(diff, sizeof diff, "%10.2e", *e.max_rel_diff);
+    else std::snprintf(diff, sizeof diff, "%9s\u2014", "");
+    std::printf("%-22s %10.3f %10.3f %s %9.2f %s %11.1f  (%s)\n", e.label.c_str(), e.median_ms, e.min_ms, ratio,
+                e.gflops, diff, e.prepare_ms, e.prepare.c_str());
   }
-  std::printf("\nfxcpp optimized: %s\n", report_line(s.report).c_str());
+  if (s.report) std::printf("\nfxcpp optimized: %s\n", report_line(*s.report).c_str());
+  std::printf("\npeak resident memory of the process: %.1f MB (%s)\n", s.peak_rss_mb,
+              engines.size() == 1 ? "this engine alone" : "these engines together");
 }
 
 /// fxcpp bench --roofline [--size N] [--threads N] [--seconds S] [--json].
@@ -235,15 +296,21 @@ int run_roofline(const ModelArgs& args, int threads) {
   return 0;
 }
 
-/// Loads the model four (five) ways; the first engine is eager TorchScript,
-/// the second TorchScript's optimize_for_inference.
-std::vector<Engine> prepare_engines(const ModelArgs& args, Setup& setup, std::vector<c10::IValue>& inputs) {
-  std::vector<Engine> engines(args.has("bf16") ? 5 : 4);
+/// Prepares the engines named in `wanted` (engine_names()' order), keeping
+/// only what they need: eager TorchScript's module only for "torchscript",
+/// the imported GraphModule only for "fxcpp" (it is imported anyway: the
+/// inputs are checked against it and the FLOPs counted on it), the
+/// optimised ones alone for "fxcpp_opt" / "fxcpp_opt_bf16".
+std::vector<Engine> prepare_engines(const ModelArgs& args, const std::vector<std::string>& wanted, Setup& setup,
+                                    std::vector<c10::IValue>& inputs) {
+  auto want = [&](const std::string& key) { return std::find(wanted.begin(), wanted.end(), key) != wanted.end(); };
+  std::vector<std::optional<Engine>> slots(engine_names().size());  // by engine_names() index
   set_activity("reading " + args.model);
   auto t0 = Clock::now();
   auto ts = std::make_shared<torch::jit::Module>(load_torchscript(args.model));
   ts->eval();
-  engines[0] = make_engine("torchscript", "TorchScript", "load", [ts, &inputs] { return ts->forward(inputs); },
+  if (want("torchscript"))
+    slots[0] = make_engine("torchscript", "TorchScript", "load", [ts, &inputs] { return ts->forward(inputs); },
                            ms_since(t0));
 
   set_activity("importing " + args.model);
@@ -252,18 +319,23 @@ std::vector<Engine> prepare_engines(const ModelArgs& args, Setup& setup, std::ve
   ImportOptions import_options;
   import_options.example_inputs = fx::load_inputs(args.get("input"));
   std::shared_ptr<GraphModule> gm = import_torchscript(*ts, import_options);
-  engines[2] = make_engine("fxcpp", "fxcpp", "import", [gm, &inputs] { return gm->forward(inputs); }, ms_since(t0));
+  if (want("fxcpp"))
+    slots[2] = make_engine("fxcpp", "fxcpp", "import", [gm, &inputs] { return gm->forward(inputs); }, ms_since(t0));
+  import_options.example_inputs.clear();
   inputs = batched(load_model_inputs(*gm, args.get("input")), setup.batch);
   setup.input_shapes = shapes_of(inputs);
 
-  set_activity("freezing and optimising " + args.model + " with TorchScript");
-  t0 = Clock::now();
-  torch::jit::Module clone = ts->clone();
-  clone.eval();
-  auto ts_opt = std::make_shared<torch::jit::Module>(torch::jit::freeze(clone));
-  *ts_opt = torch::jit::optimize_for_inference(*ts_opt);
-  engines[1] = make_engine("torchscript_opt", "TorchScript opt", "freeze + optimize_for_inference",
+  if (want("torchscript_opt")) {
+    set_activity("freezing and optimising " + args.model + " with TorchScript");
+    t0 = Clock::now();
+    torch::jit::Module clone = ts->clone();
+    clone.eval();
+    auto ts_opt = std::make_shared<torch::jit::Module>(torch::jit::freeze(clone));
+    *ts_opt = torch::jit::optimize_for_inference(*ts_opt);
+    slots[1] = make_engine("torchscript_opt", "TorchScript opt", "freeze + optimize_for_inference",
                            [ts_opt, &inputs] { return ts_opt->forward(inputs); }, ms_since(t0));
+  }
+  ts.reset();  // eager TorchScript's module lives on in its engine only
 
   set_activity("counting FLOPs of " + args.model);
   // On meta tensors; a model whose control flow depends on the data
@@ -275,32 +347,45 @@ std::vector<Engine> prepare_engines(const ModelArgs& args, Setup& setup, std::ve
   }
   setup.flops = summarize_model(*gm).total_flops;
 
-  set_activity("optimising " + args.model + " with fxcpp");
-  t0 = Clock::now();
-  auto opt = optimize_model(gm, inputs, /*bf16=*/false, &setup.report);
-  engines[3] = make_engine("fxcpp_opt", "fxcpp optimized", "optimize_for_inference",
-                           [opt, &inputs] { return opt->forward(inputs); }, ms_since(t0));
-  if (args.has("bf16")) {
-    set_activity("optimising " + args.model + " with fxcpp, bf16");
+  for (const bool bf16 : {false, true}) {
+    const size_t slot = bf16 ? 4 : 3;
+    if (!want(engine_names()[slot])) continue;
+    set_activity("optimising " + args.model + " with fxcpp" + (bf16 ? ", bf16" : ""));
     t0 = Clock::now();
     OptimizeReport report;
-    auto bf16 = optimize_model(gm, inputs, /*bf16=*/true, &report);
-    engines[4] = make_engine("fxcpp_opt_bf16", "fxcpp optimized bf16", "optimize_for_inference bf16",
-                             [bf16, &inputs] { return bf16->forward(inputs); }, ms_since(t0));
+    // Its last use moves the imported module in: its parameters are freed
+    // before the optimised module packs its weights (optimize_model).
+    const bool last_use = !want("fxcpp") && (bf16 || !want("fxcpp_opt_bf16"));
+    auto opt = optimize_model(last_use ? std::move(gm) : gm, inputs, bf16, &report);
+    if (!setup.report) setup.report = report;  // fp32's when it runs
+    slots[slot] = make_engine(engine_names()[slot], bf16 ? "fxcpp optimized bf16" : "fxcpp optimized",
+                              bf16 ? "optimize_for_inference bf16" : "optimize_for_inference",
+                              [opt, &inputs] { return opt->forward(inputs); }, ms_since(t0));
   }
+  gm.reset();  // the imported module lives on in its engine only
+  std::vector<Engine> engines;
+  for (auto& e : slots)
+    if (e) engines.push_back(std::move(*e));
   return engines;
 }
 
-int run_bench(const std::vector<std::string>& argv) {
+int run_bench(const std::vector<std::string>& command_args) {
+  std::vector<std::string> argv = command_args;
+  std::vector<std::string> wanted = take_engine_args(argv);
   ModelArgs args = parse_model_args(
       argv, {"input", "threads", "batch", "iters", "seconds", "min-rounds", "warmup", "size"},
       {"bf16", "json", "roofline"}, /*model_optional=*/true);
   const int threads = set_threads(args);
-  if (args.has("roofline")) return run_roofline(args, threads);
+  if (args.has("roofline")) {
+    if (!wanted.empty()) throw Error("--engine goes with a MODEL, not --roofline");
+    return run_roofline(args, threads);
+  }
   if (args.model.empty()) throw Error("no model file given (MODEL)");
   if (!args.has("input")) throw Error("--input IN.pt is required");
   if (args.has("iters") && args.has("seconds")) throw Error("--iters and --seconds: give one of them");
   if (args.has("size")) throw Error("--size goes with --roofline");
+  if (wanted.empty()) wanted = {"torchscript", "torchscript_opt", "fxcpp", "fxcpp_opt"};
+  if (args.has("bf16")) wanted.push_back("fxcpp_opt_bf16");
   Setup setup;
   setup.model = args.model;
   setup.threads = threads;
@@ -314,7 +399,7 @@ int run_bench(const std::vector<std::string>& argv) {
   std::vector<c10::IValue> inputs;
   std::vector<Engine> engines;
   try {
-    engines = prepare_engines(args, setup, inputs);
+    engines = prepare_engines(args, wanted, setup, inputs);
     setup.rounds = measure(engines, setup.schedule, args.model);
   } catch (const std::exception& e) {
     // fx's own errors before a node runs (a bad file, bad inputs, --batch) name their problem
@@ -322,13 +407,20 @@ int run_bench(const std::vector<std::string>& argv) {
     return report_run_error("bench", args.model, args.get("input"), e);
   }
   setup.blas = loaded_blas();
-  const double ts_opt_ms = median(engines[1].samples);
+  setup.peak_rss_mb = peak_rss_mb();
+  auto find = [&](const char* key) {
+    auto it = std::find_if(engines.begin(), engines.end(), [&](const Engine& e) { return e.key == key; });
+    return it == engines.end() ? nullptr : &*it;
+  };
+  const Engine* ts = find("torchscript");
+  const Engine* ts_opt = find("torchscript_opt");
+  const double ts_opt_ms = ts_opt ? median(ts_opt->samples) : 0;
   for (Engine& e : engines) {
     e.median_ms = median(e.samples);
     e.min_ms = e.samples.empty() ? 0 : *std::min_element(e.samples.begin(), e.samples.end());
-    e.ratio = ts_opt_ms > 0 ? e.median_ms / ts_opt_ms : 0;
+    if (ts_opt) e.ratio = ts_opt_ms > 0 ? e.median_ms / ts_opt_ms : 0;
     e.gflops = e.median_ms > 0 ? static_cast<double>(setup.flops) / (e.median_ms * 1e6) : 0;
-    e.max_rel_diff = relative_diff(e.output, engines[0].output, e.label);
+    if (ts) e.max_rel_diff = relative_diff(e.output, ts->output, e.label);
   }
   if (args.has("json")) print_json(setup, engines);
   else print_table(setup, engines);
@@ -339,7 +431,8 @@ int run_bench(const std::vector<std::string>& argv) {
 
 FX_COMMAND("bench",
            "bench MODEL.pt --input IN.pt [--threads N] [--batch N] [--iters N | --seconds S [--min-rounds N]] "
-           "[--warmup N] [--bf16] [--json] | bench --roofline [--size N] [--threads N] [--seconds S] [--json]",
+           "[--warmup N] [--engine NAME]... [--bf16] [--json] | bench --roofline [--size N] [--threads N] "
+           "[--seconds S] [--json]",
            "time TorchScript, its optimize_for_inference, fxcpp and fxcpp optimised, interleaved", run_bench);
 
 }  // namespace fx::cli

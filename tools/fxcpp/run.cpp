@@ -46,7 +46,9 @@ int run_run(const std::vector<std::string>& argv) {
   if (args.has("optimize")) {  // its errors (fx::Error) are one line from main.cpp
     set_activity("optimising " + args.model + " for " + args.get("input"));
     OptimizeReport report;
-    gm = optimize_model(gm, inputs, args.has("bf16"), &report);
+    // Moved in: the imported module (its original parameters) is freed
+    // before the optimised one packs its weights.
+    gm = optimize_model(std::move(gm), inputs, args.has("bf16"), &report);
     if (args.has("report") || progress_enabled()) std::cerr << "fxcpp run: " << report_line(report) << "\n";
   }
   c10::IValue out;

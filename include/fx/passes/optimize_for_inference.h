@@ -70,9 +70,15 @@ struct OptimizeOptions {
   bool keep_freed_memory = true;
   /// Plan the forward's memory (GraphModule::set_memory_planning, fx/memory_plan.h):
   /// buffers reused from an arena at planned offsets, so a steady-state forward
-  /// asks the system allocator only for its outputs. With example_inputs the
-  /// warm-up forward records the plan for their shapes.
+  /// asks the system allocator only for its outputs. The first forward of
+  /// each input shape (the warm-up one for example_inputs) records the plan.
   bool plan_memory = true;
+  /// Run one forward on example_inputs before returning, which makes the
+  /// kernels and packs the weights. Off: the caller runs that first forward
+  /// itself; one that drops the input module in between frees its original
+  /// parameters before the packed copies are made (the result does not hold
+  /// them), a lower peak of resident memory (`fxcpp run --optimize`).
+  bool warm_up = true;
 };
 
 /// What optimize_for_inference did.
