@@ -51,7 +51,7 @@ def check_bench(d, rounds, want):
         fail("no FLOPs counted")
     if not d["peak_rss_mb"] > 0:
         fail("peak_rss_mb %r" % d["peak_rss_mb"])
-    if (d["optimize"] is None) != ("fxcpp_opt" not in want and "fxcpp_opt_bf16" not in want):
+    if (d["optimize"] is None) == any(n.startswith("fxcpp_opt") for n in want):
         fail("optimize report %r with engines %r" % (d["optimize"], want))
     by_name = {e["engine"]: e for e in d["engines"]}
     ts_opt = by_name["torchscript_opt"]["median_ms"] if "torchscript_opt" in by_name else None
@@ -72,7 +72,7 @@ def check_bench(d, rounds, want):
                 fail("%s: max_rel_diff %r without eager TorchScript (expected null)" % (name, e["max_rel_diff"]))
         elif not 0 <= e["max_rel_diff"] <= tol:
             fail("%s: output differs from eager TorchScript by %r of max |output|" % (name, e["max_rel_diff"]))
-        if e["prepare_ms"] <= 0 and name != "fxcpp_opt" and name != "fxcpp_opt_bf16":
+        if e["prepare_ms"] <= 0 and not name.startswith("fxcpp_opt"):
             fail("%s: prepare_ms %r" % (name, e["prepare_ms"]))
     if "torchscript" in by_name and by_name["torchscript"]["max_rel_diff"] != 0:
         fail("eager TorchScript must be the reference")

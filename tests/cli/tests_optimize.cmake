@@ -31,7 +31,8 @@ set_tests_properties(cli.run_optimize_report PROPERTIES FIXTURES_REQUIRED fx_mod
 # TorchScript-opt the ratio is null, without eager TorchScript the max diff;
 # the process's peak resident memory is reported).
 foreach(variant "json_fp32;;" "json_bf16;--bf16;--bf16" "engine_opt;--engine fxcpp_opt;--engines fxcpp_opt"
-                "engine_ts_opt_fxcpp;--engine fxcpp --engine=torchscript_opt;--engines torchscript_opt,fxcpp")
+                "engine_ts_opt_fxcpp;--engine fxcpp --engine=torchscript_opt;--engines torchscript_opt,fxcpp"
+                "engine_unplanned;--engine fxcpp_opt_unplanned --engine torchscript --engine fxcpp_opt;--engines torchscript,fxcpp_opt,fxcpp_opt_unplanned")
   list(GET variant 0 name)
   list(GET variant 1 flags)
   list(GET variant 2 check)
@@ -89,7 +90,7 @@ add_test(NAME cli.bench_engine_table
 set_tests_properties(cli.bench_engine_table PROPERTIES FIXTURES_REQUIRED fx_models_0 TIMEOUT 120
                      PASS_REGULAR_EXPRESSION "\nfxcpp optimized +[0-9.]+ +[0-9.]+ +— +[0-9.]+ +— +[0-9.]+  \\(optimize_for_inference\\)\n\nfxcpp optimized: optimised in .*\npeak resident memory of the process: [0-9.]+ MB \\(this engine alone\\)\n$")
 fx_cli_one_line(bench_engine_unknown
-                "^fxcpp bench: --engine: unknown engine 'tensorrt' \\(valid: torchscript, torchscript_opt, fxcpp, fxcpp_opt, fxcpp_opt_bf16\\)\n$"
+                "^fxcpp bench: --engine: unknown engine 'tensorrt' \\(valid: torchscript, torchscript_opt, fxcpp, fxcpp_opt, fxcpp_opt_bf16, fxcpp_opt_unplanned\\)\n$"
                 bench ${FX_LINEAR} --input ${FX_LINEAR_IN} --engine tensorrt)
 fx_cli_one_line(bench_engine_roofline "^fxcpp bench: --engine goes with a MODEL, not --roofline\n$"
                 bench --roofline --engine fxcpp)

@@ -64,7 +64,7 @@ struct Engine {
 /// The engines' JSON names, in the order they run and print.
 const std::vector<std::string>& engine_names() {
   static const std::vector<std::string> names = {"torchscript", "torchscript_opt", "fxcpp", "fxcpp_opt",
-                                                 "fxcpp_opt_bf16"};
+                                                 "fxcpp_opt_bf16", "fxcpp_opt_unplanned"};
   return names;
 }
 
@@ -347,20 +347,31 @@ std::vector<Engine> prepare_engines(const ModelArgs& args, const std::vector<std
   }
   setup.flops = summarize_model(*gm).total_flops;
 
-  for (const bool bf16 : {false, true}) {
-    const size_t slot = bf16 ? 4 : 3;
-    if (!want(engine_names()[slot])) continue;
-    set_activity("optimising " + args.model + " with fxcpp" + (bf16 ? ", bf16" : ""));
+  // The optimised engines: fp32, bf16, and fp32 without the memory plan
+  // (only when asked for: it measures what the plan is worth).
+  struct Variant {
+    size_t slot;
+    bool bf16, plan_memory;
+    const char *label, *prepare;
+  };
+  const Variant variants[] = {
+      {3, false, true, "fxcpp optimized", "optimize_for_inference"},
+      {4, true, true, "fxcpp optimized bf16", "optimize_for_inference bf16"},
+      {5, false, false, "fxcpp opt, no mem plan", "optimize_for_inference, plan_memory off"}};
+  size_t optimised_left = 0;
+  for (const Variant& v : variants) optimised_left += want(engine_names()[v.slot]) ? 1 : 0;
+  for (const Variant& v : variants) {
+    if (!want(engine_names()[v.slot])) continue;
+    set_activity("optimising " + args.model + " with fxcpp (" + v.prepare + ")");
     t0 = Clock::now();
     OptimizeReport report;
     // Its last use moves the imported module in: its parameters are freed
     // before the optimised module packs its weights (optimize_model).
-    const bool last_use = !want("fxcpp") && (bf16 || !want("fxcpp_opt_bf16"));
-    auto opt = optimize_model(last_use ? std::move(gm) : gm, inputs, bf16, &report);
+    const bool last_use = !want("fxcpp") && --optimised_left == 0;
+    auto opt = optimize_model(last_use ? std::move(gm) : gm, inputs, v.bf16, &report, v.plan_memory);
     if (!setup.report) setup.report = report;  // fp32's when it runs
-    slots[slot] = make_engine(engine_names()[slot], bf16 ? "fxcpp optimized bf16" : "fxcpp optimized",
-                              bf16 ? "optimize_for_inference bf16" : "optimize_for_inference",
-                              [opt, &inputs] { return opt->forward(inputs); }, ms_since(t0));
+    slots[v.slot] = make_engine(engine_names()[v.slot], v.label, v.prepare,
+                                [opt, &inputs] { return opt->forward(inputs); }, ms_since(t0));
   }
   gm.reset();  // the imported module lives on in its engine only
   std::vector<Engine> engines;
