@@ -47,6 +47,16 @@ void check_model(const std::string& name, fx::OptimizeReport* out = nullptr) {
   at::Tensor x = inputs[0].toTensor();
   at::Tensor batch3 = at::cat({x, x.flip(0) * 0.5, x * -1.0});
   EXPECT_LE(relative_error(opt->forward({batch3}).toTensor(), gm->forward({batch3}).toTensor()), 1e-4) << name;
+  // The memory plan: both shapes replayed from their arenas (batch 3 once
+  // more, now planned), only the output from the system allocator.
+  EXPECT_LE(relative_error(opt->forward({batch3}).toTensor(), gm->forward({batch3}).toTensor()), 1e-4) << name;
+  const fx::MemoryPlanStats mem = opt->memory_plan_stats();
+  EXPECT_EQ(mem.plans, 2u) << name;
+  EXPECT_EQ(mem.replayed_forwards, 2u) << name;
+  EXPECT_EQ(mem.fallbacks, 0u) << name;
+  EXPECT_EQ(mem.escaping_buffers, 1u) << name;
+  EXPECT_EQ(mem.last_system_allocations, 1u) << name;
+  EXPECT_EQ(mem.last_arena_allocations, mem.planned_buffers) << name;
 
   fx::OptimizeOptions bf16 = options;
   bf16.dtype = at::kBFloat16;
