@@ -68,6 +68,7 @@ class PackedWeights {
   at::Tensor plain_;
   dnnl::memory::desc plain_md_;
   std::vector<std::pair<dnnl::memory::desc, dnnl::memory>> packed_;
+  std::vector<std::shared_ptr<void>> buffers_;  // the huge-page buffers of large packed copies
 };
 
 /// A small thread-safe cache of kernels by key (input shape and layout).

@@ -1,4 +1,4 @@
-// lower_to_onednn: conv2d / linear (+ residual sum + activation) → packed oneDNN ops.
+// lower_to_onednn: conv2d / linear (+ residual sum + activation) → packed oneDNN ops; max_pool2d → oneDNN pooling.
 #include <fx/passes/lower_to_onednn.h>
 
 #include <fx/graph.h>
@@ -25,6 +25,22 @@ std::vector<int64_t> int_list(const Argument& a) {
   if (a.kind() == Argument::Kind::Int) return {a.to_int(), a.to_int()};
   for (const auto& i : a.items()) out.push_back(i.to_int());
   return out;
+}
+
+/// An int or a list of ints (literals, no nodes).
+bool is_int_list(const Argument& a) {
+  if (a.kind() == Argument::Kind::Int) return true;
+  if (a.kind() != Argument::Kind::List) return false;
+  for (const auto& i : a.items())
+    if (i.kind() != Argument::Kind::Int) return false;
+  return true;
+}
+
+/// A list argument of `v`; one int stands for both dims, as in torch's pooling.
+Argument ints(const std::vector<int64_t>& v) {
+  std::vector<Argument> items(v.begin(), v.end());
+  if (items.size() == 1) items.push_back(items[0]);
+  return Argument::list(std::move(items));
 }
 
 class Lowering {
@@ -118,6 +134,37 @@ class Lowering {
     return true;
   }
 
+ public:
+  /// max_pool2d(x, kernel, stride, padding, dilation 1, ceil_mode False)
+  /// with literal parameters → fxcpp::max_pool2d (which hands inputs
+  /// oneDNN cannot take back to ATen). Run after lower() has seen every
+  /// node: the residual sums decided their in-place use with aten::max_pool2d,
+  /// known to make a fresh tensor.
+  bool lower_max_pool(Node* n) {
+    if (aten_op_name(n) != "max_pool2d") return false;
+    const ArgList& a = n->args();
+    if (a.size() < 2 || a.size() > 6 || !a[0].is_node() || !n->kwargs().empty()) return false;
+    for (size_t i = 1; i < std::min<size_t>(a.size(), 5); ++i)
+      if (!is_int_list(a[i])) return false;
+    if (a.size() > 4 && int_list(a[4]) != std::vector<int64_t>{1, 1}) return false;
+    if (a.size() > 5 && !(a[5].kind() == Argument::Kind::Bool && !a[5].to_bool())) return false;
+    ArgList args{a[0], ints(int_list(a[1])), ints(a.size() > 2 ? int_list(a[2]) : std::vector<int64_t>{}),
+                 ints(a.size() > 3 ? int_list(a[3]) : std::vector<int64_t>{0, 0})};
+    Graph& g = gm_.graph();
+    Node* lowered = nullptr;
+    {
+      InsertPoint at = g.inserting_before(n);
+      lowered = g.call_function("fxcpp::max_pool2d", std::move(args));
+    }
+    lowered->meta() = n->meta();
+    order_.place(lowered, n);
+    n->replace_all_uses_with(lowered);
+    erased_.insert(n);
+    g.erase_node(n);
+    return true;
+  }
+
+ private:
   /// The other operand of add(n, r) / add(r, n) / add_ when n's only user is
   /// that add, alpha is 1 and both have the same known shape; else nullptr.
   Node* residual_of(Node* n) {
@@ -204,6 +251,7 @@ PassResult lower_to_onednn(std::shared_ptr<GraphModule> gm, c10::ScalarType dtyp
     if (lowering.erased(n)) continue;
     modified |= lowering.lower(n);
   }
+  for (Node* n : g.nodes().to_vector()) modified |= lowering.lower_max_pool(n);
   if (modified && dtype == c10::ScalarType::BFloat16) keep_float_at_boundaries(g);
   if (modified) {
     g.eliminate_dead_code();

@@ -149,7 +149,7 @@ TEST(OptimizeForInference, TinyNetEqualsEagerAtEveryBatchSize) {
   EXPECT_EQ(report.fused_post_ops, 8u);
   EXPECT_EQ(count_calls(opt->graph(), "aten::dropout"), 0u);
   EXPECT_EQ(call_targets(opt->graph()),
-            (std::vector<std::string>{"fxcpp::onednn_conv2d", "aten::max_pool2d", "fxcpp::onednn_conv2d",
+            (std::vector<std::string>{"fxcpp::onednn_conv2d", "fxcpp::max_pool2d", "fxcpp::onednn_conv2d",
                                       "fxcpp::onednn_conv2d", "fxcpp::onednn_conv2d",
                                       "aten::adaptive_avg_pool2d", "fxcpp::onednn_conv2d", "fxcpp::onednn_conv2d",
                                       "aten::mul_", "fxcpp::onednn_conv2d", "aten::adaptive_avg_pool2d",
@@ -418,6 +418,55 @@ TEST(LowerToOneDnn, ResidualIsNotOverwrittenWhileStillRead) {
   EXPECT_LE(relative_error(got.toTupleRef().elements()[0].toTensor(), expected.toTupleRef().elements()[0].toTensor()),
             1e-5);
   EXPECT_TRUE(at::equal(got.toTupleRef().elements()[1].toTensor(), expected.toTupleRef().elements()[1].toTensor()));
+}
+
+TEST(LowerToOneDnn, MaxPoolInFloorModeWithoutDilation) {
+  auto g = std::make_shared<fx::Graph>();
+  fx::Node* x = g->placeholder("x");
+  using L = std::vector<fx::Argument>;
+  auto pool = [&](std::vector<fx::Argument> extra) {
+    fx::ArgList args{x};
+    for (auto& a : extra) args.push_back(std::move(a));
+    return g->call_function("aten::max_pool2d", std::move(args));
+  };
+  auto list = [](L v) { return fx::Argument::list(std::move(v)); };
+  std::vector<fx::Argument> outs{
+      pool({list({3, 3}), list({2, 2}), list({1, 1}), list({1, 1}), false}),  // ResNet's stem pool
+      pool({list({2, 2})}),                                                     // stride = kernel
+      pool({list({3, 2}), list({2, 1}), list({1, 0})}),                         // per-dim parameters
+      pool({list({3}), list({2})}),                                             // one int for both dims
+      pool({list({3, 3}), list({2, 2}), list({1, 1}), list({1, 1}), true}),   // ceil_mode: stays ATen
+      pool({list({3, 3}), list({1, 1}), list({1, 1}), list({2, 2}), false}),  // dilation: stays ATen
+  };
+  g->output(fx::Argument::tuple(outs));
+  auto gm = fx_test::module_of(g);
+  at::Tensor x0 = at::randn({2, 5, 9, 11});
+  std::vector<at::Tensor> inputs{x0, x0.contiguous(at::MemoryFormat::ChannelsLast), x0.to(at::kDouble),
+                                 x0.transpose(2, 3), at::randn({1, 1, 3, 3})};
+  std::vector<c10::IValue> want;
+  for (const auto& in : inputs) want.push_back(gm->forward({in}));
+  EXPECT_TRUE(fx::lower_to_onednn(gm).modified);
+  EXPECT_EQ(call_targets(gm->graph()),
+            (std::vector<std::string>{"fxcpp::max_pool2d", "fxcpp::max_pool2d",
+                                      "fxcpp::max_pool2d", "fxcpp::max_pool2d", "aten::max_pool2d",
+                                      "aten::max_pool2d"}));
+  const fx::Node* first = gm->graph().find_nodes(fx::Opcode::CallFunction, "fxcpp::max_pool2d").at(0);
+  EXPECT_EQ(first->format_node(), "%max_pool2d_6 : [#users=1] = call_function[target=fxcpp::max_pool2d]"
+                                  "(args = (%x, [3, 3], [2, 2], [1, 1]), kwargs = {})");
+  // float (NCHW, channels_last, both at once), double and strided inputs
+  // (the last two through ATen) give ATen's values.
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    c10::IValue got = gm->forward({inputs[i]});
+    for (size_t j = 0; j < outs.size(); ++j) {
+      const at::Tensor& a = got.toTupleRef().elements()[j].toTensor();
+      const at::Tensor& b = want[i].toTupleRef().elements()[j].toTensor();
+      EXPECT_EQ(a.sizes(), b.sizes()) << "input " << i << ", pool " << j;
+      EXPECT_TRUE(at::equal(a, b)) << "input " << i << ", pool " << j;
+    }
+  }
+  // A channels_last input stays channels_last, as ATen's pooling keeps it.
+  EXPECT_TRUE(gm->forward({inputs[1]}).toTupleRef().elements()[0].toTensor().is_contiguous(
+      at::MemoryFormat::ChannelsLast));
 }
 
 TEST(Reinplace, OnlyDeadFreshValuesWithoutLiveViews) {
