@@ -13,6 +13,7 @@
 #include <fx/import.h>
 #include <fx/interpreter.h>
 #include <fx/load_library.h>
+#include <fx/memory_plan.h>
 #include <fx/meta_kernels.h>
 #include <fx/module_attributes.h>
 #include <fx/node.h>
