@@ -5,16 +5,10 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define FX_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define FX_ASAN 1
-#endif
-#endif
-#ifdef FX_ASAN
+// Under AddressSanitizer the arena's free parts are poisoned, so a read or
+// write through a dead planned buffer is reported as it would be for
+// malloc; elsewhere the header's ASAN_(UN)POISON_MEMORY_REGION do nothing.
 #include <sanitizer/asan_interface.h>
-#endif
 
 #include <algorithm>
 #include <atomic>
@@ -33,23 +27,6 @@ constexpr size_t kAlignment = 64;
 constexpr size_t kMaxPlans = 8;
 
 size_t aligned(size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
-
-// Under AddressSanitizer the arena's free parts are poisoned, so a read or
-// write through a dead planned buffer is reported as it would be for malloc.
-void poison(void* p, size_t n) {
-#ifdef FX_ASAN
-  ASAN_POISON_MEMORY_REGION(p, n);
-#else
-  (void)p, (void)n;
-#endif
-}
-void unpoison(void* p, size_t n) {
-#ifdef FX_ASAN
-  ASAN_UNPOISON_MEMORY_REGION(p, n);
-#else
-  (void)p, (void)n;
-#endif
-}
 
 }  // namespace
 
@@ -184,9 +161,9 @@ struct Arena {
       live[i].store(0, std::memory_order_relaxed);
       buffers[i] = ArenaBuffer{this, static_cast<uint32_t>(i)};
     }
-    poison(buffer.get(), plan->arena_bytes);
+    ASAN_POISON_MEMORY_REGION(buffer.get(), plan->arena_bytes);
   }
-  ~Arena() { unpoison(buffer.get(), plan->arena_bytes); }
+  ~Arena() { ASAN_UNPOISON_MEMORY_REGION(buffer.get(), plan->arena_bytes); }
   /// Where planned buffer i lives.
   char* data(uint32_t i) const { return static_cast<char*>(buffer.get()) + plan->offset[i]; }
   std::shared_ptr<const MemoryPlan> plan;
@@ -204,7 +181,7 @@ void release(Arena* arena) {
 
 void delete_arena_buffer(void* context) {
   auto* b = static_cast<ArenaBuffer*>(context);
-  poison(b->arena->data(b->index), b->arena->plan->size[b->index]);
+  ASAN_POISON_MEMORY_REGION(b->arena->data(b->index), b->arena->plan->size[b->index]);
   b->arena->live[b->index].store(0, std::memory_order_release);
   release(b->arena);
 }
@@ -246,7 +223,7 @@ struct PlanScopeState {
           arena->refs.fetch_add(1, std::memory_order_relaxed);
           ++arena_allocations;
           void* data = arena->data(i);
-          unpoison(data, n);
+          ASAN_UNPOISON_MEMORY_REGION(data, n);
           return c10::DataPtr(data, &arena->buffers[i], &delete_arena_buffer, c10::Device(c10::DeviceType::CPU));
         }
       }
