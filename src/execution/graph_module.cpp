@@ -232,7 +232,7 @@ c10::IValue GraphModule::forward(std::vector<c10::IValue> inputs) {
   auto p = plan();
   auto planner = std::atomic_load(&memory_planner_);
   if (!planner) return p->run(inputs);
-  auto scope = planner->begin(p.get(), inputs);  // the forward's buffers come from the plan
+  auto scope = planner->begin(p, inputs);  // the forward's buffers come from the plan
   return p->run(inputs);
 }
 

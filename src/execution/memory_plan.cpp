@@ -319,18 +319,20 @@ struct MemoryPlanner::Entry {
 MemoryPlanner::MemoryPlanner() { PlanningAllocator::instance().install(); }
 MemoryPlanner::~MemoryPlanner() = default;
 
-std::unique_ptr<MemoryPlanner::Scope> MemoryPlanner::begin(const void* compiled,
+std::unique_ptr<MemoryPlanner::Scope> MemoryPlanner::begin(const std::shared_ptr<const void>& compiled,
                                                            const std::vector<c10::IValue>& inputs) {
   return std::unique_ptr<Scope>(new Scope(this, compiled, inputs));
 }
 
-MemoryPlanner::Scope::Scope(MemoryPlanner* planner, const void* compiled, const std::vector<c10::IValue>& inputs)
+MemoryPlanner::Scope::Scope(MemoryPlanner* planner, const std::shared_ptr<const void>& compiled,
+                            const std::vector<c10::IValue>& inputs)
     : planner_(planner), state_(std::make_unique<PlanScopeState>()) {
   auto& allocator = PlanningAllocator::instance();
   if (allocator.install()) {
     auto key = shape_key(inputs);
     std::lock_guard<std::mutex> lock(planner->mutex_);
-    if (compiled != planner->compiled_) {  // the graph changed: its sequence of buffers too
+    const bool same_plan = !planner->compiled_.owner_before(compiled) && !compiled.owner_before(planner->compiled_);
+    if (!same_plan) {  // the graph changed: its sequence of buffers too
       planner->entries_.clear();
       planner->compiled_ = compiled;
     }

@@ -41,7 +41,7 @@ class MemoryPlanner {
 
    private:
     friend class MemoryPlanner;
-    Scope(MemoryPlanner* planner, const void* compiled, const std::vector<c10::IValue>& inputs);
+    Scope(MemoryPlanner* planner, const std::shared_ptr<const void>& compiled, const std::vector<c10::IValue>& inputs);
     MemoryPlanner* planner_;
     std::unique_ptr<PlanScopeState> state_;
     std::shared_ptr<Entry> entry_;
@@ -51,14 +51,16 @@ class MemoryPlanner {
 
   /// Opens the scope of a forward of the compiled plan `compiled` (a new one
   /// drops the plans made for the old) on `inputs`.
-  std::unique_ptr<Scope> begin(const void* compiled, const std::vector<c10::IValue>& inputs);
+  std::unique_ptr<Scope> begin(const std::shared_ptr<const void>& compiled, const std::vector<c10::IValue>& inputs);
 
   /// What the planner did so far.
   MemoryPlanStats stats() const;
 
  private:
   mutable std::mutex mutex_;
-  const void* compiled_ = nullptr;
+  /// The compiled plan the entries are for: weak, and compared by owner, so
+  /// a new plan allocated where a freed one was is still a new plan.
+  std::weak_ptr<const void> compiled_;
   std::vector<std::shared_ptr<Entry>> entries_;
   uint64_t replayed_ = 0, fallbacks_ = 0, last_arena_ = 0, last_system_ = 0;
   size_t arenas_ = 0;
