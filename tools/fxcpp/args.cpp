@@ -36,6 +36,7 @@ const std::map<std::string, std::string>& descriptions() {
       {"report", "print the optimiser's report on stderr (shown anyway when stderr is a terminal)"},
       {"specialize-shapes", "import for the inputs' exact sizes: conditions and loops on sizes fold (shape guards)"},
       {"threads", "intra-op threads, ATen and oneDNN (default 1)"},
+      {"engine", "run only this engine: torchscript, torchscript_opt, fxcpp, fxcpp_opt, fxcpp_opt_bf16, fxcpp_opt_unplanned"},
       {"batch", "repeat the input along dim 0 to this batch (torch::cat; default 1: as saved)"},
       {"iters", "timed rounds (one forward of each engine per round)"},
       {"seconds", "time budget of the timed rounds, at least --min-rounds (default 2 s)"},
@@ -94,7 +95,8 @@ double ModelArgs::get_positive(const std::string& name, double fallback) const {
 }
 
 ModelArgs parse_model_args(const std::vector<std::string>& args, const std::vector<std::string>& flags,
-                           const std::vector<std::string>& switches, bool model_optional) {
+                           const std::vector<std::string>& switches, bool model_optional,
+                           const std::vector<std::string>& repeatable) {
   const std::string name = current ? std::string("fxcpp ") + current->name : "fxcpp";
   CLI::App app(current ? current->summary : "", name);
   app.set_help_flag("-h,--help", "show this help and exit");
@@ -111,11 +113,16 @@ ModelArgs parse_model_args(const std::vector<std::string>& args, const std::vect
   }
   for (const std::string& sw : switches)
     app.add_flag_callback("--" + sw, [&out, sw] { out.values[sw] = "1"; }, description(sw));
-  app.add_option("--load-library", out.libraries,
-                 "load an operator library first (fx::load_library, as torch.ops.load_library; repeatable)")
-      ->type_name("PATH")
-      ->allow_extra_args(false)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  auto add_repeatable = [&app](const std::string& name, std::vector<std::string>& into, const std::string& help,
+                               const char* type) {
+    app.add_option("--" + name, into, help)
+        ->type_name(type)
+        ->allow_extra_args(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  };
+  add_repeatable("load-library", out.libraries,
+                 "load an operator library first (fx::load_library, as torch.ops.load_library; repeatable)", "PATH");
+  for (const std::string& r : repeatable) add_repeatable(r, out.lists[r], description(r) + " (repeatable)", "VALUE");
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
     app.parse(reversed);

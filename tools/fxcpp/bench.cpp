@@ -68,32 +68,13 @@ const std::vector<std::string>& engine_names() {
   return names;
 }
 
-/// Takes every `--engine NAME` / `--engine=NAME` out of `argv` (up to a
-/// `--`) and returns the names, checked against engine_names().
-std::vector<std::string> take_engine_args(std::vector<std::string>& argv) {
-  std::vector<std::string> names, rest;
+/// The --engine names, checked against engine_names().
+std::vector<std::string> checked_engines(const std::vector<std::string>& names) {
   std::string valid;
   for (const std::string& n : engine_names()) valid += (valid.empty() ? "" : ", ") + n;
-  for (size_t i = 0; i < argv.size(); ++i) {
-    if (argv[i] == "--") {
-      rest.insert(rest.end(), argv.begin() + static_cast<std::ptrdiff_t>(i), argv.end());
-      break;
-    }
-    std::string name;
-    if (argv[i] == "--engine") {
-      if (i + 1 == argv.size()) throw Error("--engine needs a name: " + valid);
-      name = argv[++i];
-    } else if (argv[i].rfind("--engine=", 0) == 0) {
-      name = argv[i].substr(9);
-    } else {
-      rest.push_back(argv[i]);
-      continue;
-    }
+  for (const std::string& name : names)
     if (std::find(engine_names().begin(), engine_names().end(), name) == engine_names().end())
       throw Error("--engine: unknown engine '" + name + "' (valid: " + valid + ")");
-    names.push_back(name);
-  }
-  argv = std::move(rest);
   return names;
 }
 
@@ -380,12 +361,11 @@ std::vector<Engine> prepare_engines(const ModelArgs& args, const std::vector<std
   return engines;
 }
 
-int run_bench(const std::vector<std::string>& command_args) {
-  std::vector<std::string> argv = command_args;
-  std::vector<std::string> wanted = take_engine_args(argv);
+int run_bench(const std::vector<std::string>& argv) {
   ModelArgs args = parse_model_args(
       argv, {"input", "threads", "batch", "iters", "seconds", "min-rounds", "warmup", "size"},
-      {"bf16", "json", "roofline"}, /*model_optional=*/true);
+      {"bf16", "json", "roofline"}, /*model_optional=*/true, /*repeatable=*/{"engine"});
+  std::vector<std::string> wanted = checked_engines(args.lists["engine"]);
   const int threads = set_threads(args);
   if (args.has("roofline")) {
     if (!wanted.empty()) throw Error("--engine goes with a MODEL, not --roofline");

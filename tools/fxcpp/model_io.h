@@ -19,6 +19,7 @@ struct ModelArgs {
   std::string model;                          ///< the positional .pt path
   std::map<std::string, std::string> values;  ///< --name value
   std::vector<std::string> libraries;         ///< --load-library PATH, in order (already loaded)
+  std::map<std::string, std::vector<std::string>> lists;  ///< repeatable --name value, in order
   /// The value of --name, or `fallback`.
   std::string get(const std::string& name, const std::string& fallback = "") const;
   /// The value of --name as an integer ≥ `min`, or `fallback`; throws
@@ -37,9 +38,11 @@ struct ModelArgs {
 /// else. With `model_optional`, MODEL may be left out (`model` is then empty).
 /// Every command also takes `--load-library PATH` (repeatable): operator
 /// libraries loaded with fx::load_library once the arguments are parsed, in
-/// the process that then loads the model.
+/// the process that then loads the model. `repeatable` are --names that
+/// take a value and may be given several times (ModelArgs::lists).
 ModelArgs parse_model_args(const std::vector<std::string>& args, const std::vector<std::string>& flags,
-                           const std::vector<std::string>& switches = {}, bool model_optional = false);
+                           const std::vector<std::string>& switches = {}, bool model_optional = false,
+                           const std::vector<std::string>& repeatable = {});
 
 /// Thrown by parse_model_args for -h / --help: `text` is the help to print (exit 0).
 struct HelpRequested {
