@@ -39,7 +39,10 @@ using Function = std::function<c10::IValue(std::vector<c10::IValue>& args, Value
 
 /// Registers `fn` as call_function target `name` (e.g. "mylib::scale").
 /// Impure functions are kept by eliminate_dead_code even without users.
-/// Registering a name twice replaces the function.
+/// Registering a name twice replaces the function. One function is
+/// registered in every process from the start, whatever ran before:
+/// "torch._assert" (condition, message), impure, which throws the message
+/// when the condition (a bool, int or one-element tensor) is false.
 void register_function(const std::string& name, Function fn, bool impure = false);
 
 /// Throws fx::TargetError unless `target` names a known call_function target;
@@ -50,7 +53,7 @@ void check_function_target(const std::string& target);
 /// function, an operator whose schema writes to an input (aten::add_,
 /// aten::copy_; the out= overloads do not count), an in-place builtin
 /// (operator.iadd, isub, imul, itruediv), torch.fx's side-effectful
-/// functions (torch._assert when registered impure, every profiler:: op,
+/// functions (torch._assert, every profiler:: op,
 /// the record_function enter/exit ops), or an operator that returns nothing
 /// (aten::_assert_async: torch.fx 1.13 does not list those, fxcpp keeps them).
 bool is_impure_function(const std::string& target);

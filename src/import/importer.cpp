@@ -88,7 +88,6 @@ std::shared_ptr<GraphModule> Importer::run() {
 }
 
 std::shared_ptr<Graph> Importer::build_graph() {
-  register_assert_function();
   jit::Function* forward = root_.type()->findMethod("forward");
   if (!forward) throw ImportError("the module (" + demangled_type_name(root_) + ") has no forward method");
   const jit::Graph& g = *jit::toGraphFunction(*forward).graph();

@@ -225,26 +225,4 @@ JitTarget resolve_jit_target(const torch::jit::Node* node, bool overload_names) 
   return {JitTarget::Kind::Registered, target};
 }
 
-void register_assert_function() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    register_function(
-        "torch._assert",
-        [](std::vector<c10::IValue>& args, ValueKwargs& kwargs) -> c10::IValue {
-          c10::IValue cond = args.empty() ? c10::IValue() : args[0];
-          c10::IValue message = args.size() > 1 ? args[1] : c10::IValue();
-          for (auto& kv : kwargs) {
-            if (kv.first == "condition") cond = kv.second;
-            if (kv.first == "message") message = kv.second;
-          }
-          bool ok = cond.isBool() ? cond.toBool()
-                    : cond.isTensor() ? cond.toTensor().item<bool>()
-                    : cond.isInt() ? cond.toInt() != 0 : true;
-          if (!ok) throw std::runtime_error(message.isString() ? message.toStringRef() : "assertion failed");
-          return c10::IValue();
-        },
-        /*impure=*/true);
-  });
-}
-
 }  // namespace fx::import_detail

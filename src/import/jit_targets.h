@@ -73,8 +73,4 @@ c10::TypePtr construct_target_type(const std::string& target);
 /// TorchScript's interpreter pushes it (its OPN instruction).
 bool pushes_num_inputs(const torch::jit::Node& node);
 
-/// Registers "torch._assert" (condition, message): throws the message when the
-/// condition is false, as torch._assert does. Impure, so never eliminated.
-void register_assert_function();
-
 }  // namespace fx::import_detail

@@ -16,10 +16,33 @@ namespace fx {
 namespace detail {
 namespace {
 
+/// torch._assert(condition, message): throws the message when the condition
+/// is false, as torch._assert does (a bool, an int or a one-element tensor).
+c10::IValue torch_assert(std::vector<c10::IValue>& args, ValueKwargs& kwargs) {
+  c10::IValue cond = args.empty() ? c10::IValue() : args[0];
+  c10::IValue message = args.size() > 1 ? args[1] : c10::IValue();
+  for (auto& kv : kwargs) {
+    if (kv.first == "condition") cond = kv.second;
+    if (kv.first == "message") message = kv.second;
+  }
+  const bool ok = cond.isBool()     ? cond.toBool()
+                  : cond.isTensor() ? cond.toTensor().item<bool>()
+                  : cond.isInt()    ? cond.toInt() != 0
+                                    : true;
+  if (!ok) throw std::runtime_error(message.isString() ? message.toStringRef() : "assertion failed");
+  return c10::IValue();
+}
+
 struct FunctionTable {
   std::shared_mutex mutex;
   // unique_ptr so that pointers handed out stay put while the map grows.
   std::unordered_map<std::string, std::unique_ptr<RegisteredFunction>> functions;
+
+  /// The functions every process has, whatever ran before (torch.fx's
+  /// torch._assert: graphs built by hand, traced or imported use it alike).
+  FunctionTable() {
+    functions.emplace("torch._assert", std::make_unique<RegisteredFunction>(RegisteredFunction{torch_assert, true}));
+  }
 };
 
 FunctionTable& function_table() {

@@ -12,7 +12,6 @@
 #include <fx/trace.h>
 
 #include "../passes/random_graph.h"
-#include "import/jit_targets.h"
 
 #include <gtest/gtest.h>
 #include <torch/csrc/jit/serialization/import.h>
@@ -287,7 +286,6 @@ TEST(ExportTest, DictOutput) {
 }
 
 TEST(ExportTest, AssertBecomesARaise) {
-  fx::import_detail::register_assert_function();  // torch._assert, as import defines it
   auto g = std::make_shared<fx::Graph>();
   fx::Node* x = g->placeholder("x");
   fx::Node* dim0 = g->call_method("size", {x, 0});
