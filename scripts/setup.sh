@@ -14,6 +14,7 @@ packages=(
   python3-torch python3-torchvision   # Python torch.fx: model exports for the tests, the baseline
   python3-tabulate        # torch.fx print_tabular, for python/goldens/api_fidelity_goldens.py
   nlohmann-json3-dev      # the JSON graph document of fx::save / fx::load
+  libdeflate-dev          # libdeflate_crc32: the CRC-32 check of every record fxcpp reads from a zip archive
   clang libclang-rt-14-dev  # libFuzzer and the sanitizers (make fuzz, make check-sanitize)
   libcli11-dev            # the fxcpp command line
   libgraphviz-dev         # Graphviz's libgvc: graph layout for fx::FxGraphDrawer (SVG, HTML)

@@ -5,10 +5,12 @@
 #include <fx/error.h>
 
 #include <c10/util/Exception.h>
+#include <caffe2/serialize/file_adapter.h>
 #include <caffe2/serialize/inline_container.h>
 
+#include <libdeflate.h>
+
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -92,6 +94,11 @@ std::vector<ZipRecord> parse_zip(const std::string& path, uint64_t size, const R
   const std::string cd = read(cd_offset, static_cast<size_t>(cd_size));
   std::vector<ZipRecord> records;
   records.reserve(static_cast<size_t>(entries));
+  struct Extent {
+    uint64_t begin, end;  ///< local header to the end of the data
+    size_t index;         ///< in records
+  };
+  std::vector<Extent> extents;
   std::unordered_set<std::string> names;
   size_t p = 0;
   for (uint64_t e = 0; e < entries; ++e) {
@@ -152,9 +159,17 @@ std::vector<ZipRecord> parse_zip(const std::string& path, uint64_t size, const R
     r.size = usize;
     r.compressed = method != 0;
     r.crc32 = static_cast<uint32_t>(le(cd, p + 16, 4));
+    extents.push_back({lho, data + csize, records.size()});
     records.push_back(std::move(r));
     p += 46 + nlen + xlen + clen;
   }
+  // No two records may share bytes (a directory entry pointing into another
+  // record would give that record's bytes under a second name and CRC).
+  std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) { return a.begin < b.begin; });
+  for (size_t i = 1; i < extents.size(); ++i)
+    if (extents[i].begin < extents[i - 1].end)
+      damaged(path, "record '" + records[extents[i].index].name + "' overlaps record '" +
+                        records[extents[i - 1].index].name + "'");
   return records;
 }
 
@@ -214,18 +229,40 @@ std::vector<ZipRecord> check_zip_file(const std::string& path, uint64_t size) {
 }
 
 uint32_t crc32(const char* data, size_t n) {
-  static const auto table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  uint32_t c = 0xFFFFFFFFu;
-  for (size_t i = 0; i < n; ++i) c = table[(c ^ static_cast<unsigned char>(data[i])) & 0xFF] ^ (c >> 8);
-  return c ^ 0xFFFFFFFFu;
+  return libdeflate_crc32(0, data, n);
+}
+
+CrcCheckedAdapter::CrcCheckedAdapter(std::shared_ptr<caffe2::serialize::ReadAdapterInterface> inner,
+                                     const std::vector<ZipRecord>& records, std::string path)
+    : inner_(std::move(inner)), path_(std::move(path)) {
+  for (const ZipRecord& r : records)
+    if (!r.compressed && r.size > 0) stored_.emplace(r.data_offset, r);
+}
+
+size_t CrcCheckedAdapter::size() const { return inner_->size(); }
+
+size_t CrcCheckedAdapter::read(uint64_t pos, void* buf, size_t n, const char* what) const {
+  const size_t got = inner_->read(pos, buf, n, what);
+  auto it = stored_.find(pos);
+  if (it == stored_.end() || it->second.size != n) return got;
+  if (got == n && crc32(static_cast<const char*>(buf), n) == it->second.crc32) return got;
+  if (damage_.empty())
+    damage_ = path_ + ": damaged zip archive (record '" + it->second.name + "' does not match its CRC-32)";
+  return 0;
+}
+
+void CrcCheckedAdapter::throw_if_damaged() const {
+  if (!damage_.empty()) throw ImportError(damage_);
+}
+
+std::shared_ptr<CrcCheckedAdapter> checked_file_adapter(const std::string& path, const std::vector<ZipRecord>& records) {
+  std::shared_ptr<caffe2::serialize::ReadAdapterInterface> file;
+  try {
+    file = std::make_shared<caffe2::serialize::FileAdapter>(path);
+  } catch (...) {
+    throw ImportError(path + ": cannot be opened for reading: " + current_exception_text());
+  }
+  return std::make_shared<CrcCheckedAdapter>(std::move(file), records, path);
 }
 
 namespace {

@@ -4,9 +4,12 @@
 // (every record lies inside the file, sizes are plausible), and libtorch's
 // error texts are turned into one line naming the file.
 
+#include <caffe2/serialize/read_adapter_interface.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace fx::import_detail {
@@ -46,8 +49,40 @@ std::vector<ZipRecord> check_zip_file(const std::string& path, uint64_t size);
 /// Throws fx::ImportError.
 std::string read_record(const std::string& path, const ZipRecord& r, std::shared_ptr<void>& reader_cache);
 
-/// CRC-32 (zip's polynomial) of `n` bytes.
+/// CRC-32 (zip's polynomial) of `n` bytes (libdeflate's: PCLMUL folding where the CPU has it).
 uint32_t crc32(const char* data, size_t n);
+
+/// A PyTorchStreamReader source that checks every stored record it hands out
+/// against the CRC-32 of the (checked) zip directory, as the record is read:
+/// libtorch's zip reader is built without CRC checks, and a changed byte in a
+/// weight would otherwise load as a silently different model. miniz reads a
+/// stored record in one read of exactly its extent, so the check is one pass
+/// over bytes just read, with no second read of the file. A read whose bytes
+/// do not match returns nothing, so the reader fails at that record;
+/// throw_if_damaged() then throws the reason ("PATH: damaged zip archive
+/// (record 'NAME' does not match its CRC-32)"). Other reads (headers, the
+/// directory, deflated records, which read_record checks) pass through.
+class CrcCheckedAdapter : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  /// Reads through `inner`; `records` come from check_zip / check_zip_file of
+  /// the same bytes; `path` starts the error text.
+  CrcCheckedAdapter(std::shared_ptr<caffe2::serialize::ReadAdapterInterface> inner,
+                    const std::vector<ZipRecord>& records, std::string path);
+  size_t size() const override;
+  size_t read(uint64_t pos, void* buf, size_t n, const char* what) const override;
+  /// Throws fx::ImportError naming the file and the first record whose bytes
+  /// did not match its CRC-32, if any read so far did not.
+  void throw_if_damaged() const;
+
+ private:
+  std::shared_ptr<caffe2::serialize::ReadAdapterInterface> inner_;
+  std::unordered_map<uint64_t, ZipRecord> stored_;  ///< stored records by data offset
+  std::string path_;
+  mutable std::string damage_;  ///< the first mismatch's error text
+};
+
+/// A CrcCheckedAdapter over the file `path` (already checked: `records` is its directory).
+std::shared_ptr<CrcCheckedAdapter> checked_file_adapter(const std::string& path, const std::vector<ZipRecord>& records);
 
 /// libtorch's message without backtrace, "[enforce fail at ...]" prefixes,
 /// "Could this error message be improved?" boilerplate and

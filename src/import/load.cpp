@@ -106,10 +106,13 @@ torch::jit::Module load_torchscript(const std::string& path) {
       if (!storage && r.name.find("debug_pkl") == std::string::npos) import_detail::read_record(path, r, reader);
     }
   }
+  // Every stored record (the tensor storages too) against its CRC-32 as libtorch reads it.
+  const auto adapter = import_detail::checked_file_adapter(path, records);
   torch::jit::Module module;
   try {
-    module = torch::jit::load(path, c10::Device(c10::kCPU));
+    module = torch::jit::load(adapter, c10::Device(c10::kCPU));
   } catch (...) {
+    adapter->throw_if_damaged();
     const std::string msg = import_detail::current_exception_text();
     if (msg.find("central directory") != std::string::npos || msg.find("failed reading") != std::string::npos ||
         msg.find("file read failed") != std::string::npos || msg.find("invalid header") != std::string::npos) {

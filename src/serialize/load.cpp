@@ -1,6 +1,8 @@
 // fx::load: the file is checked at its boundary (regular file, zip magic,
 // a consistent zip directory — libtorch's reader trusts it — and an fxcpp
-// document inside) before PyTorchStreamReader opens it; then the document's
+// document inside) before PyTorchStreamReader opens it; every record read
+// (the document, each tensor storage, the TorchScript leaves' records) is
+// checked against the zip directory's CRC-32 as it is read; then the document's
 // format and version, and the whole module tree is built and linted before
 // anything is returned. Every failure is one ImportError line naming the file.
 #include "import/file_checks.h"
@@ -127,6 +129,17 @@ std::shared_ptr<GraphModule> load_archive(caffe2::serialize::PyTorchStreamReader
   return gm;
 }
 
+/// body(); when it fails after a record did not match its CRC-32, that is the error.
+template <class F>
+std::shared_ptr<GraphModule> with_crc_check(const import_detail::CrcCheckedAdapter& adapter, F&& body) {
+  try {
+    return body();
+  } catch (...) {
+    adapter.throw_if_damaged();
+    throw;
+  }
+}
+
 /// `text` on one line: names read from a damaged file may hold control
 /// characters (a newline in a buffer name); they are shown escaped.
 std::string one_line(const std::string& text) {
@@ -172,24 +185,38 @@ std::shared_ptr<GraphModule> load(const std::string& path) {
       in.read(head, 4);
       check_magic(head, static_cast<size_t>(in.gcount()), path);
     }
-    check_records(checked_zip(path, [&] { return import_detail::check_zip_file(path, size); }), path);
-    caffe2::serialize::PyTorchStreamReader reader(path);
-    // The leaves with every check of TorchScript import (pickles, storages, tensors).
-    return load_archive(reader, path, [&] { return load_torchscript(path); });
+    const auto records = checked_zip(path, [&] { return import_detail::check_zip_file(path, size); });
+    check_records(records, path);
+    // Every record read (the document, each tensor storage) is checked against its CRC-32.
+    const auto adapter = import_detail::checked_file_adapter(path, records);
+    return with_crc_check(*adapter, [&] {
+      caffe2::serialize::PyTorchStreamReader reader(adapter);
+      // The leaves with every check of TorchScript import (pickles, storages, tensors).
+      return load_archive(reader, path, [&] { return load_torchscript(path); });
+    });
   });
 }
 
 std::shared_ptr<GraphModule> load_from_string(const std::string& bytes, const std::string& name) {
   return guarded(name, [&] {
     check_magic(bytes.data(), bytes.size(), name);
-    check_records(checked_zip(name, [&] { return import_detail::check_zip(name, bytes.data(), bytes.size()); }), name);
-    caffe2::serialize::PyTorchStreamReader reader(std::make_shared<MemoryAdapter>(bytes));
-    return load_archive(reader, name, [&] {
-      try {
-        return torch::jit::load(std::make_shared<MemoryAdapter>(bytes), c10::Device(c10::kCPU));
-      } catch (...) {
-        throw ImportError(name + ": cannot load its TorchScript leaves: " + import_detail::current_exception_text());
-      }
+    const auto records = checked_zip(name, [&] { return import_detail::check_zip(name, bytes.data(), bytes.size()); });
+    check_records(records, name);
+    auto checked = [&] {
+      return std::make_shared<import_detail::CrcCheckedAdapter>(std::make_shared<MemoryAdapter>(bytes), records, name);
+    };
+    const auto adapter = checked();
+    return with_crc_check(*adapter, [&] {
+      caffe2::serialize::PyTorchStreamReader reader(adapter);
+      return load_archive(reader, name, [&] {
+        const auto leaves = checked();
+        try {
+          return torch::jit::load(leaves, c10::Device(c10::kCPU));
+        } catch (...) {
+          leaves->throw_if_damaged();
+          throw ImportError(name + ": cannot load its TorchScript leaves: " + import_detail::current_exception_text());
+        }
+      });
     });
   });
 }

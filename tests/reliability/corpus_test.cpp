@@ -124,4 +124,17 @@ TEST(Corpus, ModuleOptionsAreCheckedBeforeLibtorchSeesThem) {
   EXPECT_EQ(fx_test::error_of([&] { fx::load(f); }), f + ": option 'groups' is 0; expected 1 to 16777216");
 }
 
+// Found by the fx::load regression driver once it checked that a loaded file
+// holds no record differing from its CRC-32 (issue 27; seed 12, mutant 590):
+// the directory entry of extra/fxdata/4 pointed at offset 0, so that storage
+// was read from the first 8 bytes of the document, under the storage's own
+// CRC, which fxcpp's check (keyed by the data's offset) never compared. No two
+// records may share bytes.
+TEST(Corpus, RecordsMayNotOverlap) {
+  const std::string f = kCorpus + "/fx_load/record_points_into_another.fx";
+  EXPECT_EQ(fx_test::error_of([&] { fx::load(f); }),
+            f + ": truncated or damaged zip archive (record 'archive/extra/fxdata/4' overlaps record "
+                "'archive/extra/fxcpp.json')");
+}
+
 }  // namespace

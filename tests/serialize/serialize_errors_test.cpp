@@ -5,6 +5,7 @@
 
 #include "../trace/trace_models.h"
 
+#include <fx/import.h>
 #include <fx/trace.h>
 
 #include <caffe2/serialize/inline_container.h>
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 namespace fx {
 namespace {
@@ -22,6 +24,8 @@ using json = nlohmann::json;
 using serialize_test::archive;
 using serialize_test::document_of;
 using serialize_test::error_of;
+using serialize_test::record_extents;
+using serialize_test::with_flipped_byte;
 
 /// The document of a small saved graph (x + w, w a [2] float tensor).
 json small_document() {
@@ -139,6 +143,51 @@ TEST(SerializeErrors, TensorRecordsThatDisagree) {
   doc = small_document();
   doc["storages"][0]["record"] = "extra/fxdata/9";
   EXPECT_EQ(load_error(doc), "bad.fx: storage 0: record 'extra/fxdata/9' is missing");
+}
+
+// A weight changed on disk or in transfer: every record fx::load reads (the
+// document, each tensor storage, a TorchScript leaf's storages) is checked
+// against the zip directory's CRC-32 before a tensor is built; the saved
+// model loads as it was only when no byte changed.
+TEST(SerializeErrors, ChangedByteInATensorRecordIsRefused) {
+  torch::manual_seed(0);
+  trace_test::ComplexModel m;
+  const std::string good = save_to_string(*symbolic_trace(m, {at::randn({2, 10})}));
+  int storages = 0;
+  for (const auto& [name, begin, end] : record_extents(good)) {
+    if (name.rfind("extra/fxdata/", 0) != 0 && name != "extra/fxcpp.json") continue;
+    if (name != "extra/fxcpp.json") ++storages;
+    EXPECT_EQ(error_of([&] { load_from_string(with_flipped_byte(good, name), "flipped.fx"); }),
+              "flipped.fx: damaged zip archive (record 'archive/" + name + "' does not match its CRC-32)");
+  }
+  EXPECT_GE(storages, 4);
+  // From a file too, and the unchanged file still loads.
+  const std::string path = ::testing::TempDir() + "/flipped_weight.fx";
+  {
+    std::ofstream(path, std::ios::binary) << with_flipped_byte(good, "extra/fxdata/0");
+  }
+  EXPECT_EQ(error_of([&] { load(path); }),
+            path + ": damaged zip archive (record 'archive/extra/fxdata/0' does not match its CRC-32)");
+  EXPECT_NO_THROW(load_from_string(good, "good.fx"));
+  std::remove(path.c_str());
+}
+
+TEST(SerializeErrors, ChangedByteInATorchScriptLeafsStorageIsRefused) {
+  auto gm = import_torchscript(serialize_test::scripted_model_with_leaf());
+  const std::string good = save_to_string(*gm);
+  std::string leaf_record;
+  for (const auto& [name, begin, end] : record_extents(good))
+    if (name.rfind("data/", 0) == 0 && end - begin == 12) leaf_record = name;  // the leaf's [3] float parameter
+  ASSERT_FALSE(leaf_record.empty());
+  const std::string path = ::testing::TempDir() + "/flipped_leaf.fx";
+  {
+    std::ofstream(path, std::ios::binary) << with_flipped_byte(good, leaf_record);
+  }
+  EXPECT_EQ(error_of([&] { load(path); }),
+            path + ": damaged zip archive (record 'archive/" + leaf_record + "' does not match its CRC-32)");
+  EXPECT_EQ(error_of([&] { load_from_string(with_flipped_byte(good, leaf_record), "leaf.fx"); }),
+            "leaf.fx: damaged zip archive (record 'archive/" + leaf_record + "' does not match its CRC-32)");
+  std::remove(path.c_str());
 }
 
 struct Unknown : torch::nn::Module {

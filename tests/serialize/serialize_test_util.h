@@ -16,6 +16,7 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace fx::serialize_test {
@@ -70,6 +71,31 @@ inline nlohmann::json document_of(const std::string& bytes) {
   caffe2::serialize::PyTorchStreamReader reader(&in);
   auto [data, size] = reader.getRecord("extra/fxcpp.json");
   return nlohmann::json::parse(std::string(static_cast<const char*>(data.get()), size));
+}
+
+/// Where each stored record of the zip `bytes` lies: name (with the
+/// archive's folder) -> [offset, offset + size), read with libtorch's reader.
+inline std::vector<std::tuple<std::string, size_t, size_t>> record_extents(const std::string& bytes) {
+  std::istringstream in(bytes);
+  caffe2::serialize::PyTorchStreamReader reader(&in);
+  std::vector<std::tuple<std::string, size_t, size_t>> out;
+  for (const std::string& name : reader.getAllRecords()) {
+    const size_t offset = reader.getRecordOffset(name);
+    auto [data, size] = reader.getRecord(name);
+    out.emplace_back(name, offset, offset + size);
+  }
+  return out;
+}
+
+/// `bytes` with the byte at fraction `at` of record `name` xor-ed with `mask`.
+inline std::string with_flipped_byte(std::string bytes, const std::string& name, double at = 0.5, char mask = 0x10) {
+  for (const auto& [record, begin, end] : record_extents(bytes)) {
+    if (record != name) continue;
+    bytes[begin + static_cast<size_t>(static_cast<double>(end - begin - 1) * at)] ^= mask;
+    return bytes;
+  }
+  ADD_FAILURE() << "no record " << name;
+  return bytes;
 }
 
 /// The fx::Error text `f` throws (tests/common/error_of.h).
