@@ -253,7 +253,7 @@ std::shared_ptr<torch::nn::Module> build_module(const json& doc, const std::stri
     }
   }
   if (kind == "torchscript") {
-    const std::string type_name = get_string(doc, "type_name", where);
+    get_string(doc, "type_name", where);  // required (the leaf's class, also what its TorchScript type says)
     const std::string name = get_string(doc, "attribute", where);
     if (!ctx.torchscript) throw ImportError(where + ": a TorchScript leaf, but the file holds no TorchScript");
     c10::IValue v;
@@ -261,7 +261,11 @@ std::shared_ptr<torch::nn::Module> build_module(const json& doc, const std::stri
     if (!v.isObject() || !v.toObjectRef().type()->is_module())
       throw ImportError(where + ": the file's TorchScript has no module '" + name + "'");
     import_detail::register_leaf_forward();
-    auto leaf = std::make_shared<import_detail::JitLeafModule>(torch::jit::Module(v.toObject()), type_name);
+    // As import builds it: the leaf with its parameters and buffers mirrored
+    // (passes such as freeze_modules and fold_batch_norm read them).
+    auto leaf = import_detail::build_module_tree(
+        torch::jit::Module(v.toObject()), path,
+        [&](const torch::jit::Module&, const std::string&, const std::string& qualified) { return qualified == path; });
     leaf->train(get_bool(doc, "training", where));
     return leaf;
   }

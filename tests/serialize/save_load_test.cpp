@@ -209,6 +209,17 @@ TEST(SaveLoad, ImportedTorchScriptLeaves) {
   ASSERT_EQ(gm->graph().find_nodes(Opcode::CallModule).size(), 1u);
   auto loaded = round_trip(*gm);
   expect_same_module(*gm, *loaded, {at::randn({2, 3})});
+  // The leaf's parameters are the loaded module's, as after import (freeze
+  // and fold_batch_norm read them: `fxcpp run M.fx --optimize`).
+  std::vector<std::string> imported_names, loaded_names;
+  for (const auto& p : gm->named_parameters()) imported_names.push_back(p.key());
+  for (const auto& p : loaded->named_parameters()) {
+    loaded_names.push_back(p.key());
+    EXPECT_TRUE(p.value().equal(gm->named_parameters()[p.key()])) << p.key();
+  }
+  EXPECT_EQ(loaded_names, (std::vector<std::string>{"scale.s"}));
+  EXPECT_EQ(loaded_names, imported_names);
+  EXPECT_EQ(loaded->named_buffers().size(), gm->named_buffers().size());
 }
 
 TEST(SaveLoad, FileRoundTripAndAtomicOverwrite) {
