@@ -32,6 +32,25 @@ fx_cli_bad_fx(fx_truncated "head -c 100000 \"$1/resnet18.fx\" > \"$1/fx_truncate
 fx_cli_bad_fx(fx_torchscript "cp \"$1/../models/resnet18.pt\" \"$1/fx_torchscript.fx\""
               "fx_torchscript.fx: not an fxcpp file \\(a zip archive without extra/fxcpp.json; it is a TorchScript file")
 set_tests_properties(cli.fx_torchscript PROPERTIES FIXTURES_REQUIRED "fx_converted;fx_models_0")
+# One bit of a weight changed (the largest tensor record; the zip directory as
+# written): refused by the record's CRC-32, naming the file and the record.
+fx_cli_bad_fx(fx_flipped_weight
+              "/usr/bin/python3 \"${FX_SRC}/tests/cli/flip_record_byte.py\" \"$1/resnet18.fx\" \"$1/fx_flipped_weight.fx\" >/dev/null"
+              "fx_flipped_weight.fx: damaged zip archive \\(record '[^']*data/[0-9]+' does not match its CRC-32\\)")
+
+# bench on a .fx file: every engine runs, the TorchScript ones on its export
+# (fx::to_torchscript), with outputs equal to fxcpp's (check_bench_json.py).
+add_test(NAME cli.bench_fx
+         COMMAND sh -c "\"$0\" bench \"$1/resnet18.fx\" --input \"$2/resnet18.input.pt\" --iters 2 --warmup 1 --json | /usr/bin/python3 \"$3\" 2"
+                 ${FX_CLI} ${FX_CONVERT_DIR} ${FX_MODELS_DIR} ${FX_SRC}/tests/cli/check_bench_json.py)
+set_tests_properties(cli.bench_fx PROPERTIES FIXTURES_REQUIRED "fx_models_0;fx_converted" TIMEOUT 120
+                     ENVIRONMENT "OMP_NUM_THREADS=1" PASS_REGULAR_EXPRESSION "^bench json ok\n$")
+add_test(NAME cli.bench_fx_table
+         COMMAND ${FX_CLI} bench ${FX_CONVERT_DIR}/resnet18.fx --input ${FX_MODELS_DIR}/resnet18.input.pt --iters 1
+                 --warmup 0 --engine torchscript --engine fxcpp)
+set_tests_properties(cli.bench_fx_table PROPERTIES FIXTURES_REQUIRED "fx_models_0;fx_converted" TIMEOUT 120
+                     ENVIRONMENT "OMP_NUM_THREADS=1"
+                     PASS_REGULAR_EXPRESSION "\nTorchScript +[0-9.]+ .*\\(export\\)\nfxcpp +[0-9.]+ .*\\(load\\)\n\nTorchScript engines: fx::to_torchscript of the fxcpp file\n")
 # A failed convert leaves an existing output untouched and no temporary file.
 add_test(NAME cli.convert_atomic
          COMMAND sh -c "mkdir -p \"$1\" && echo keep > \"$1/keep.fx\" && \"$0\" convert \"$2\" -o \"$1/keep.fx\"; s=$?; [ $s -eq 2 ] && [ \"$(cat \"$1/keep.fx\")\" = keep ] && ! ls \"$1\" | grep -q fxcpp-tmp && echo ATOMIC"

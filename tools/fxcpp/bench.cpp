@@ -1,4 +1,4 @@
-// fxcpp bench MODEL.pt --input IN.pt: eager TorchScript, TorchScript's
+// fxcpp bench MODEL.pt|MODEL.fx --input IN.pt: eager TorchScript, TorchScript's
 // optimize_for_inference, fxcpp's GraphModule::forward and fxcpp's
 // optimize_for_inference (and its bf16 version) side by side, in one process,
 // interleaved round-robin: one forward of each engine per round, after
@@ -9,12 +9,15 @@
 // --engine NAME (repeatable) runs only the engines named, and the process
 // keeps only what they need, so its peak resident memory (reported at the
 // end, getrusage's ru_maxrss) is that of one engine when it runs alone.
+// An fxcpp file (fx::save) runs its TorchScript engines on its export
+// (fx::to_torchscript), or without them when it has no TorchScript form.
 // fxcpp bench --roofline measures the matmul roofline instead.
 #include "command.h"
 #include "machine_info.h"
 #include "model_io.h"
 #include "optimize_io.h"
 
+#include <fx/export.h>
 #include <fx/import.h>
 #include <fx/tensor_file.h>
 #include <fx/passes/model_summary.h>
@@ -187,6 +190,8 @@ struct Setup {
   int64_t flops = 0;
   std::optional<OptimizeReport> report;  ///< when an fxcpp optimised engine runs
   double peak_rss_mb = 0;                ///< of the whole process, at the end
+  /// For an fxcpp file: where the TorchScript engines come from, or why they did not run.
+  std::string torchscript_from;
 };
 
 json report_json(const OptimizeReport& r) {
@@ -210,6 +215,7 @@ void print_json(const Setup& s, const std::vector<Engine>& engines) {
               {"ratio_to", "torchscript_opt"},
               {"optimize", s.report ? report_json(*s.report) : json()},
               {"peak_rss_mb", s.peak_rss_mb},
+              {"torchscript_from", s.torchscript_from.empty() ? json() : json(s.torchscript_from)},
               {"engines", json::array()}};
   auto or_null = [](const std::optional<double>& v) { return v ? json(*v) : json(); };
   for (const Engine& e : engines) {
@@ -243,6 +249,7 @@ void print_table(const Setup& s, const std::vector<Engine>& engines) {
     std::printf("%-22s %10.3f %10.3f %s %9.2f %s %11.1f  (%s)\n", e.label.c_str(), e.median_ms, e.min_ms, ratio,
                 e.gflops, diff, e.prepare_ms, e.prepare.c_str());
   }
+  if (!s.torchscript_from.empty()) std::printf("\nTorchScript engines: %s\n", s.torchscript_from.c_str());
   if (s.report) std::printf("\nfxcpp optimized: %s\n", report_line(*s.report).c_str());
   std::printf("\npeak resident memory of the process: %.1f MB (%s)\n", s.peak_rss_mb,
               engines.size() == 1 ? "this engine alone" : "these engines together");
@@ -286,29 +293,51 @@ std::vector<Engine> prepare_engines(const ModelArgs& args, const std::vector<std
                                     std::vector<c10::IValue>& inputs) {
   auto want = [&](const std::string& key) { return std::find(wanted.begin(), wanted.end(), key) != wanted.end(); };
   std::vector<std::optional<Engine>> slots(engine_names().size());  // by engine_names() index
-  set_activity("reading " + args.model);
-  auto t0 = Clock::now();
-  auto ts = std::make_shared<torch::jit::Module>(load_torchscript(args.model));
-  ts->eval();
-  if (want("torchscript"))
-    slots[0] = make_engine("torchscript", "TorchScript", "load", [ts, &inputs] { return ts->forward(inputs); },
-                           ms_since(t0));
-
-  set_activity("importing " + args.model);
-  t0 = Clock::now();
-  // Imported as `fxcpp run` does: the inputs' ranks and dtypes fold.
-  ImportOptions import_options;
-  import_options.example_inputs = fx::load_inputs(args.get("input"));
-  std::shared_ptr<GraphModule> gm = import_torchscript(*ts, import_options);
+  std::shared_ptr<torch::jit::Module> ts;
+  std::shared_ptr<GraphModule> gm;
+  double ts_ms = 0, fx_ms = 0;
+  if (is_fx_model(args.model)) {
+    // An fxcpp file: the TorchScript engines run its export (fx::to_torchscript),
+    // or are left out, with the reason, when the graph has no TorchScript form.
+    gm = import_model(args.model, &fx_ms);
+    if (want("torchscript") || want("torchscript_opt")) {
+      set_activity("exporting " + args.model + " to TorchScript");
+      const auto t0 = Clock::now();
+      try {
+        ts = std::make_shared<torch::jit::Module>(to_torchscript(*gm));
+        ts->eval();
+        ts_ms = ms_since(t0);
+        setup.torchscript_from = "fx::to_torchscript of the fxcpp file";
+      } catch (const ExportError& e) {
+        setup.torchscript_from = std::string("not run: the graph has no TorchScript form (") + e.what() + ")";
+      }
+    }
+  } else {
+    set_activity("reading " + args.model);
+    auto t0 = Clock::now();
+    ts = std::make_shared<torch::jit::Module>(load_torchscript(args.model));
+    ts->eval();
+    ts_ms = ms_since(t0);
+    set_activity("importing " + args.model);
+    t0 = Clock::now();
+    // Imported as `fxcpp run` does: the inputs' ranks and dtypes fold.
+    ImportOptions import_options;
+    import_options.example_inputs = fx::load_inputs(args.get("input"));
+    gm = import_torchscript(*ts, import_options);
+    fx_ms = ms_since(t0);
+  }
+  if (want("torchscript") && ts)
+    slots[0] = make_engine("torchscript", "TorchScript", setup.torchscript_from.empty() ? "load" : "export",
+                           [ts, &inputs] { return ts->forward(inputs); }, ts_ms);
   if (want("fxcpp"))
-    slots[2] = make_engine("fxcpp", "fxcpp", "import", [gm, &inputs] { return gm->forward(inputs); }, ms_since(t0));
-  import_options.example_inputs.clear();
+    slots[2] = make_engine("fxcpp", "fxcpp", is_fx_model(args.model) ? "load" : "import",
+                           [gm, &inputs] { return gm->forward(inputs); }, fx_ms);
   inputs = batched(load_model_inputs(*gm, args.get("input")), setup.batch);
   setup.input_shapes = shapes_of(inputs);
 
-  if (want("torchscript_opt")) {
+  if (want("torchscript_opt") && ts) {
     set_activity("freezing and optimising " + args.model + " with TorchScript");
-    t0 = Clock::now();
+    const auto t0 = Clock::now();
     torch::jit::Module clone = ts->clone();
     clone.eval();
     auto ts_opt = std::make_shared<torch::jit::Module>(torch::jit::freeze(clone));
@@ -344,7 +373,7 @@ std::vector<Engine> prepare_engines(const ModelArgs& args, const std::vector<std
   for (const Variant& v : variants) {
     if (!want(engine_names()[v.slot])) continue;
     set_activity("optimising " + args.model + " with fxcpp (" + v.prepare + ")");
-    t0 = Clock::now();
+    const auto t0 = Clock::now();
     OptimizeReport report;
     // Its last use moves the imported module in: its parameters are freed
     // before the optimised module packs its weights (optimize_model).
@@ -421,7 +450,7 @@ int run_bench(const std::vector<std::string>& argv) {
 }  // namespace
 
 FX_COMMAND("bench",
-           "bench MODEL.pt --input IN.pt [--threads N] [--batch N] [--iters N | --seconds S [--min-rounds N]] "
+           "bench MODEL.pt|MODEL.fx --input IN.pt [--threads N] [--batch N] [--iters N | --seconds S [--min-rounds N]] "
            "[--warmup N] [--engine NAME]... [--bf16] [--json] | bench --roofline [--size N] [--threads N] "
            "[--seconds S] [--json]",
            "time TorchScript, its optimize_for_inference, fxcpp and fxcpp optimised, interleaved", run_bench);

@@ -49,25 +49,39 @@ void set_activity(const std::string& what) {
   if (!what.empty() && std::getenv("FXCPP_TEST_CRASH") != nullptr) std::raise(SIGSEGV);
 }
 
-std::shared_ptr<GraphModule> import_model(const std::string& path, double* import_ms,
-                                          const std::vector<c10::IValue>* example_inputs, bool specialize_shapes) {
+bool is_fx_model(const std::string& path) {
+  return (path.size() > 3 && path.compare(path.size() - 3, 3, ".fx") == 0) || is_fxcpp_file(path);
+}
+
+std::shared_ptr<GraphModule> import_model(const std::string& path, double* import_ms, const c10::IValue* example_value,
+                                          bool specialize_shapes, const std::string& example_path) {
   set_activity("reading " + path);
   auto t0 = std::chrono::steady_clock::now();
   // An fxcpp file (fx::save) by extension or content; TorchScript otherwise.
-  const bool fx_file = (path.size() > 3 && path.compare(path.size() - 3, 3, ".fx") == 0) || is_fxcpp_file(path);
   std::shared_ptr<GraphModule> gm;
-  if (fx_file) {
+  if (is_fx_model(path)) {
     gm = load(path);
   } else {
+    const torch::jit::Module module = load_torchscript(path);
     ImportOptions options;
-    if (example_inputs) options.example_inputs = *example_inputs;
+    const torch::jit::Function* forward = module.type()->findMethod("forward");
+    if (example_value && forward) {
+      // Matched to forward's parameters as the run will be (a saved list may
+      // be its one List[Tensor]); inputs that do not match are left to
+      // load_model_inputs' message, after the import.
+      try {
+        options.example_inputs = bind_inputs(*example_value, input_parameters(forward->getSchema()), example_path);
+      } catch (const Error&) {
+      }
+    }
     options.specialize_shapes = specialize_shapes;
     try {
-      gm = import_torchscript(path, options);
+      gm = import_torchscript(module, path, options);
     } catch (const ImportError& e) {
       // More inputs than forward takes: load_model_inputs says so, naming them.
-      if (!example_inputs || std::string(e.what()).find("example_inputs has") == std::string::npos) throw;
-      gm = import_torchscript(path);
+      if (options.example_inputs.empty() || std::string(e.what()).find("example_inputs has") == std::string::npos)
+        throw;
+      gm = import_torchscript(module, path, ImportOptions{});
     }
   }
   if (import_ms) *import_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -77,14 +91,18 @@ std::shared_ptr<GraphModule> import_model(const std::string& path, double* impor
 std::pair<std::shared_ptr<GraphModule>, std::vector<c10::IValue>> import_model_with_inputs(
     const std::string& path, const std::string& input_path, bool specialize_shapes) {
   set_activity("reading " + input_path);
-  const std::vector<c10::IValue> examples = load_inputs(input_path);
-  auto gm = import_model(path, nullptr, &examples, specialize_shapes);
-  return {gm, load_model_inputs(*gm, input_path)};
+  const c10::IValue value = load_value(input_path);
+  auto gm = import_model(path, nullptr, &value, specialize_shapes, input_path);
+  return {gm, model_inputs(*gm, value, input_path)};
 }
 
 std::vector<c10::IValue> load_model_inputs(GraphModule& gm, const std::string& path) {
   set_activity("reading " + path);
-  std::vector<c10::IValue> inputs = load_inputs(path);
+  return model_inputs(gm, load_value(path), path);
+}
+
+std::vector<c10::IValue> model_inputs(GraphModule& gm, const c10::IValue& value, const std::string& path) {
+  std::vector<c10::IValue> inputs = bind_inputs(value, input_parameters(gm.graph()), path);
   auto placeholders = gm.graph().find_nodes(Opcode::Placeholder);
   size_t required = 0;
   for (Node* p : placeholders)

@@ -56,12 +56,17 @@ void set_current_command(const Command* command);
 /// and it is not a directory) before any work is done; throws fx::Error.
 void check_output_path(const std::string& path, const std::string& option);
 
+/// Whether `path` is an fxcpp file (fx::save): by its .fx name or its content.
+bool is_fx_model(const std::string& path);
+
 /// Imports the model: an fxcpp file (a .fx name, or fx::save's content) with
 /// fx::load, anything else as TorchScript (fx::ImportError on a bad file);
-/// `import_ms` gets the time.
+/// `import_ms` gets the time. `example_value`: the value of the inputs file
+/// `example_path` (fx::load_value), matched to forward's parameters
+/// (fx::bind_inputs) as the import's example inputs.
 std::shared_ptr<GraphModule> import_model(const std::string& path, double* import_ms = nullptr,
-                                          const std::vector<c10::IValue>* example_inputs = nullptr,
-                                          bool specialize_shapes = false);
+                                          const c10::IValue* example_value = nullptr, bool specialize_shapes = false,
+                                          const std::string& example_path = "");
 
 /// import_model with the inputs file's values as the import's example inputs
 /// (a TorchScript model's conditions on their rank and dtype fold:
@@ -75,6 +80,11 @@ std::pair<std::shared_ptr<GraphModule>, std::vector<c10::IValue>> import_model_w
 /// placeholders and their kinds (tensor or not, and dtype / rank where the
 /// file recorded them); throws fx::Error naming the problem.
 std::vector<c10::IValue> load_model_inputs(GraphModule& gm, const std::string& path);
+
+/// load_model_inputs on the value of the inputs file `path` already read:
+/// matched to the placeholders with fx::bind_inputs (a tuple's items, a
+/// list for a List[...] first input, a dict's entries by name), then checked.
+std::vector<c10::IValue> model_inputs(GraphModule& gm, const c10::IValue& value, const std::string& path);
 
 /// Every tensor input repeated `batch` times along dim 0 (--batch N).
 std::vector<c10::IValue> batched(const std::vector<c10::IValue>& inputs, int batch);
