@@ -4,6 +4,7 @@
 #include <fx/module_attributes.h>
 
 #include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/ir/constants.h>
 
 #include <cctype>
 #include <mutex>
@@ -82,6 +83,56 @@ c10::IValue int_tuple_as_list(const c10::IValue& value) {
   return c10::IValue(ints);
 }
 
+/// The value of a constant input of a traced call: a prim::Constant, or a
+/// prim::ListConstruct of int constants (stride = [2, 2]); nullopt otherwise.
+std::optional<c10::IValue> traced_constant(const torch::jit::Value* v) {
+  if (auto c = torch::jit::toIValue(v)) return c;
+  if (v->node()->kind() != c10::prim::ListConstruct) return std::nullopt;
+  std::vector<int64_t> ints;
+  for (const torch::jit::Value* item : v->node()->inputs()) {
+    auto c = torch::jit::toIValue(item);
+    if (!c || !c->isInt()) return std::nullopt;
+    ints.push_back(c->toInt());
+  }
+  return c10::IValue(ints);
+}
+
+/// torch.jit.trace keeps a layer's tensors but not its configuration
+/// (Conv2d's stride, BatchNorm's eps ...): its forward is the one ATen call
+/// the layer made, with that configuration as constant arguments. When the
+/// forward is exactly one call on the layer's input, each constant argument
+/// the attributes lack is added under its schema name, which is the Python
+/// attribute's (aten::_convolution's stride / padding / dilation / groups,
+/// aten::batch_norm's momentum / eps, aten::max_pool2d's kernel_size ...).
+/// A convolution called on the input itself pads with zeros (another
+/// padding_mode pads first: two calls), and a batch norm reading running
+/// statistics tracks them. Anything else adds nothing.
+void add_traced_call_attributes(const JitLeafModule& leaf, ModuleAttributes& out) {
+  if (leaf.forwards().size() != 1) return;
+  auto* graph_fn = dynamic_cast<torch::jit::GraphFunction*>(leaf.forwards()[0]);
+  if (!graph_fn) return;
+  const torch::jit::Graph& g = *graph_fn->graph();
+  if (g.inputs().size() != 2 || g.outputs().size() != 1) return;
+  const torch::jit::Node* call = nullptr;
+  for (const torch::jit::Node* n : g.nodes()) {
+    const c10::Symbol k = n->kind();
+    if (k == c10::prim::Constant || k == c10::prim::ListConstruct || k == c10::prim::GetAttr) continue;
+    if (call || !n->maybeSchema()) return;
+    call = n;
+  }
+  if (!call || call->inputs().empty() || call->input(0) != g.inputs()[1] || call->outputs().size() != 1 ||
+      g.outputs()[0] != call->output())
+    return;
+  const auto& arguments = call->schema().arguments();
+  for (size_t i = 1; i < call->inputs().size() && i < arguments.size(); ++i) {
+    if (auto value = traced_constant(call->input(i))) out.attributes.emplace(arguments[i].name(), std::move(*value));
+  }
+  const std::string op = call->kind().toQualString();
+  if (op == "aten::_convolution" || op == "aten::conv2d") out.attributes.emplace("padding_mode", std::string("zeros"));
+  if (op == "aten::batch_norm" && call->inputs().size() > 3)
+    out.attributes.emplace("track_running_stats", !torch::jit::toIValue(call->input(3)).has_value());
+}
+
 }  // namespace
 
 void register_leaf_forward() {
@@ -111,6 +162,7 @@ void register_leaf_forward() {
         if (value.isTuple()) value = int_tuple_as_list(value);
         out.attributes.emplace(type->getConstantName(i), std::move(value));
       }
+      add_traced_call_attributes(leaf, out);  // what torch.jit.trace did not keep
       return std::optional<ModuleAttributes>(std::move(out));
     });
     // torch.fx normalize_module knows torch.nn classes only: so do we.

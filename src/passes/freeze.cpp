@@ -9,6 +9,7 @@
 #include <torch/nn/module.h>
 
 #include <optional>
+#include <unordered_map>
 
 namespace fx {
 namespace {
@@ -48,6 +49,7 @@ class Freezer {
   /// The frozen form of the call, or nullopt to leave it a call_module.
   std::optional<Frozen> freeze() {
     if (n_->args().size() != 1 || !n_->kwargs().empty() || !n_->args()[0].is_node()) return std::nullopt;
+    if (!has_attributes()) return std::nullopt;
     Argument x = n_->args()[0];
     const std::string& t = a_.type;
     if (t == "Dropout" || t == "Dropout1d" || t == "Dropout2d" || t == "Dropout3d" || t == "AlphaDropout" ||
@@ -88,6 +90,30 @@ class Freezer {
   }
 
  private:
+  /// Whether the layer has every attribute its frozen form reads: a
+  /// module whose configuration cannot be read (a leaf whose forward is not
+  /// one ATen call on its input) stays a call_module.
+  bool has_attributes() const {
+    static const std::unordered_map<std::string, std::vector<const char*>> needs = {
+        {"Conv2d", {"padding_mode", "padding", "stride", "dilation", "groups"}},
+        {"BatchNorm1d", {"track_running_stats", "momentum", "eps"}},
+        {"BatchNorm2d", {"track_running_stats", "momentum", "eps"}},
+        {"BatchNorm3d", {"track_running_stats", "momentum", "eps"}},
+        {"LayerNorm", {"normalized_shape", "eps"}},
+        {"Hardtanh", {"min_val", "max_val"}},
+        {"GELU", {"approximate"}},
+        {"Flatten", {"start_dim", "end_dim"}},
+        {"Softmax", {"dim"}},
+        {"MaxPool2d", {"kernel_size", "stride", "padding", "dilation", "ceil_mode"}},
+        {"AdaptiveAvgPool2d", {"output_size"}},
+    };
+    auto it = needs.find(a_.type);
+    if (it == needs.end()) return true;
+    for (const char* name : it->second)
+      if (!a_.attributes.count(name)) return false;
+    return true;
+  }
+
   /// get_attr of the module's tensor `name`, or None when it has none (bias=False).
   Argument tensor(const std::string& name) {
     const auto* p = m_.named_parameters(false).find(name);
@@ -146,7 +172,9 @@ PassResult freeze_modules(std::shared_ptr<GraphModule> gm) {
     auto a = module_attributes(*m);
     if (!a) continue;
     const std::string& t = a->type;
-    if ((t.rfind("BatchNorm", 0) == 0 || t.find("Dropout") != std::string::npos) && a->at("training").toBool())
+    auto training = a->attributes.find("training");
+    if ((t.rfind("BatchNorm", 0) == 0 || t.find("Dropout") != std::string::npos) &&
+        (training == a->attributes.end() || !training->second.isBool() || training->second.toBool()))
       throw PassError("freeze_modules: " + n->format_node() + " calls a " + t +
                       " in training mode; call eval() on the module before freezing it");
     calls.emplace_back(n, std::move(*a));

@@ -26,6 +26,16 @@ add_test(NAME cli.run_optimize_report COMMAND ${FX_CLI} run ${FX_OPT_MODEL} -i $
 set_tests_properties(cli.run_optimize_report PROPERTIES FIXTURES_REQUIRED fx_models_0 ENVIRONMENT "OMP_NUM_THREADS=1"
                      PASS_REGULAR_EXPRESSION "fxcpp run: optimised in [0-9.]+ ms: [0-9]+ -> [0-9]+ nodes; [0-9]+ modules frozen, [0-9]+ batch norms folded, [0-9]+ no-ops removed; oneDNN: [0-9]+ convs, [0-9]+ linears, [0-9]+ matmuls, [0-9]+ fused post-ops\n.*tensor \\[1, 1000\\] Float")
 
+# A torch.jit.trace export (issue 24: traced leaves keep their tensors, not
+# their configuration; they freeze from their own forward graphs): every
+# leaf frozen, the scripted export's 20 convolutions on oneDNN.
+add_test(NAME cli.run_optimize_traced
+         COMMAND sh -c "mkdir -p \"$1\" && \"$0\" run \"$2\" -i \"$3\" -o \"$1/plain.traced.pt\" >/dev/null && \"$0\" run \"$2\" -i \"$3\" -o \"$1/opt.traced.pt\" --optimize --report 2>&1 && /usr/bin/python3 \"$4\" \"$1/plain.traced.pt\" \"$1/opt.traced.pt\" 1e-4"
+                 ${FX_CLI} ${FX_OPT_DIR} ${FX_MODELS_DIR}/resnet18.trace.pt ${FX_OPT_INPUT} ${FX_SRC}/tests/cli/compare_outputs.py)
+set_tests_properties(cli.run_optimize_traced PROPERTIES FIXTURES_REQUIRED fx_models_0 TIMEOUT 120
+                     ENVIRONMENT "OMP_NUM_THREADS=1"
+                     PASS_REGULAR_EXPRESSION "52 modules frozen, 20 batch norms folded.*oneDNN: 20 convs, 1 linears.*within tolerance")
+
 # bench --json: structure checked by tests/cli/check_bench_json.py (4 engines; 5 with --bf16;
 # with --engine NAME, repeatable: only those, in the usual order; without
 # TorchScript-opt the ratio is null, without eager TorchScript the max diff;

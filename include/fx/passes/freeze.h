@@ -15,7 +15,13 @@
 /// Softmax, Dropout*, Identity, and MultiheadAttention used as
 /// self-attention (batch_first, no masks, only output [0] read: linear →
 /// heads → matmul → softmax → matmul → linear, the 1/sqrt(head_dim) scale
-/// folded into the query projection). Other modules stay call_module. Freezing is
+/// folded into the query projection). Other modules stay call_module, and
+/// so does a known layer whose configuration cannot be read. Leaves exported
+/// with torch.jit.trace (the most common export) keep their tensors but not
+/// their configuration; the importer reads it from the leaf's own forward,
+/// the one ATen call the layer made (aten::_convolution's stride, padding
+/// ..., aten::batch_norm's eps): a traced Conv2d freezes as a scripted one
+/// does. Freezing is
 /// for inference: a BatchNorm or Dropout in training mode is an fx::Error
 /// (torch.jit.freeze also requires eval mode), and the graph is unchanged.
 /// Control flow: one graph; a cond / loop call stays a call_module (its
