@@ -16,7 +16,7 @@ std::string aten_op_name(const Node* n);
 const TensorMetadata* tensor_meta_of(const Node* n);
 
 /// Whether n's result is a new tensor that no other value aliases (an ATen
-/// op that allocates its output, or an fxcpp::onednn_* kernel).
+/// op that allocates its output, an fxcpp::onednn_* kernel or fxcpp::restore_layout).
 bool is_fresh(const Node* n);
 
 /// Positions of a graph's nodes, for "is this value read later?".

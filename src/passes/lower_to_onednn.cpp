@@ -6,6 +6,7 @@
 #include <fx/tensor_meta.h>
 
 #include "passes/buffer_reuse.h"
+#include "passes/keep_layouts.h"
 #include "passes/layer_folding.h"
 
 #include <algorithm>
@@ -252,6 +253,10 @@ PassResult lower_to_onednn(std::shared_ptr<GraphModule> gm, c10::ScalarType dtyp
     modified |= lowering.lower(n);
   }
   for (Node* n : g.nodes().to_vector()) modified |= lowering.lower_max_pool(n);
+  // Values leaving the channels_last convolutions' regions get the layout
+  // the unoptimised program gave them (before the bf16 boundaries: a copy
+  // is a float consumer).
+  if (modified) (counts ? *counts : local).restored_layouts += passes_detail::keep_layouts(g);
   if (modified && dtype == c10::ScalarType::BFloat16) keep_float_at_boundaries(g);
   if (modified) {
     g.eliminate_dead_code();

@@ -16,6 +16,21 @@
 /// tensor_meta) become fxcpp::onednn_matmul, so they no longer depend on
 /// the BLAS libtorch was given.
 ///
+/// Layouts stay unobservable. Convolutions write channels_last whatever
+/// their input's layout, and the element-wise ops, pooling and convolutions
+/// after them keep it: their values do not depend on strides. Every other
+/// reader of such a value (view, reshape, flatten, as_strided, a graph
+/// output, a call_module, a registered or unknown function, any op not
+/// known to be layout-free) would see it, so the value is replaced where it
+/// is made by fxcpp::restore_layout(value, format): a copy in the memory
+/// format the unoptimised program gave it, the one eager ATen's conv2d gives
+/// for the region's first input (fxcpp::suggest_memory_format of that input,
+/// at run time: contiguous for NCHW, channels_last for channels_last). The
+/// optimised forward's outputs have the unoptimised forward's sizes and
+/// strides; a view that works eagerly works optimised. (A weight in
+/// channels_last, which makes eager's conv2d write channels_last too, is
+/// not taken into account.)
+///
 /// Run on frozen graphs (fx::freeze_modules, fx::fold_batch_norm first):
 /// aten::conv2d(x, W, b, stride, padding, dilation, groups) and
 /// aten::linear(x, W, b) with get_attr weights.
@@ -32,6 +47,9 @@ struct OneDnnLowering {
   size_t convs = 0, linears = 0, matmuls = 0;
   /// Residual sums and activations fused into them.
   size_t fused_post_ops = 0;
+  /// Values copied back to the layout the unoptimised program gave them
+  /// (fxcpp::restore_layout, see the file comment).
+  size_t restored_layouts = 0;
 };
 
 /// Lowers `gm` in place (see the file comment). `dtype` is at::kFloat or
