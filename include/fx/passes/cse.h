@@ -23,6 +23,10 @@
 ///    graph of its own, merged on its own (inner graphs first); nothing is
 ///    merged across a graph boundary (a node inside a branch with one
 ///    outside it), and two cond / loop calls are never merged (call_module).
+///  - Literals compare by kind and value: `aten::mul(x, 2)` and
+///    `aten::mul(x, 2.0)` stay apart (torch.fx 1.13 merges them, as
+///    Python's 2 == 2.0; for an integer x the first stays int64, the
+///    second is float).
 ///  - Floats compare bitwise (`x * 0.0` and `x * -0.0` differ); duplicate
 ///    get_attr nodes of one target are merged too, which lets the calls
 ///    that use them merge.

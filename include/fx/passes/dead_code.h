@@ -9,6 +9,11 @@
 /// functions stay). A graph that does not lint is refused before anything
 /// is erased.
 ///
+/// Differs from torch.fx 1.13 on purpose: an unused in-place call_method
+/// (`x.add_(x)`) stays, where torch.fx checks only call_function targets
+/// for side effects and drops it (and with it the write to x); so does an
+/// operator that returns nothing (aten::_assert_async).
+///
 /// Control flow: the branches and loop bodies below the module
 /// (fx/control_flow.h) are cleaned too, inner graphs first, each on its own:
 /// a node is dead when nothing in its own graph uses it. Their placeholders
