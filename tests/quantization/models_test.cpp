@@ -1,0 +1,144 @@
+// Differential against Python's prepare_fx / convert_to_reference_fx / convert_fx
+// (1.13) on torchvision resnet18 and mobilenet_v2 (python/goldens/quantization_goldens.py;
+// tests/quantization/quantization.cmake exports the scripted models first, the
+// plain test program skips when they are missing): the same fused structure and
+// observer placement (names, opcodes, targets, observer classes, shared
+// instances), every observer's scale and zero point (MinMax exactly, Histogram
+// within 1e-6 relative), every weight's, and the reference output within one
+// quantum of Python's.
+#include "quant_test_util.h"
+
+#include <fx/error.h>
+#include <fx/import.h>
+#include <fx/module_attributes.h>
+#include <fx/quantization/convert.h>
+#include <fx/quantization/prepare.h>
+#include <fx/tensor_file.h>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+using namespace fx::quantization;
+
+const std::string kDir = std::string(FX_BINARY_DIR) + "/models/quant/";
+
+/// fxcpp's spelling of a node as the goldens spell Python's: in-place ATen
+/// calls without their underscore ("add_" → "add", "add__1" → "add_1") and
+/// call_function targets without overload.
+std::vector<std::string> normalized(const fx::Node* n) {
+  std::string name = n->name(), target = n->target();
+  if (n->op() == fx::Opcode::CallFunction) {
+    target = canonical_function(target);
+    const std::string base = target.substr(target.find("::") + 2);
+    const bool in_place = n->target().compare(0, target.size() + 1, target + "_") == 0;
+    if (in_place && name.compare(0, base.size() + 1, base + "_") == 0) name = base + name.substr(base.size() + 1);
+  }
+  return {name, fx::to_string(n->op()), target};
+}
+
+std::string type_of(const fx::GraphModule& gm, const fx::Node* n) {
+  auto m = gm.get_submodule(n->target());
+  if (auto* o = as_observer(*m)) return o->type_name();
+  auto a = fx::module_attributes(*m);
+  return a ? a->type : "?";
+}
+
+bool has_attr(const fx::GraphModule& gm, const std::string& name) {
+  try {
+    gm.fetch_attr(name);
+    return true;
+  } catch (const fx::Error&) {
+    return false;
+  }
+}
+
+void check_model(const std::string& model, const std::string& mapping_name) {
+  const std::string base = kDir + model;
+  if (!std::ifstream(base + ".quant.pt")) GTEST_SKIP() << base << ".quant.pt is missing (quantization_goldens.py --export)";
+  const auto& g = quant_test::goldens()[model][mapping_name];
+  auto gm = fx::import_torchscript(base + ".quant.pt");
+  at::Tensor calib = fx::load_value(base + ".calib.pt").toTensor();
+  at::Tensor test = fx::load_value(base + ".test.pt").toTensor();
+  QConfigMapping mapping = get_default_qconfig_mapping("onednn");
+  if (mapping_name == "minmax") mapping = QConfigMapping().set_global(per_tensor_minmax_qconfig());
+  PrepareReport report;
+  auto prepared = prepare(gm, mapping, {test}, &report);
+  // Structure.
+  std::vector<std::vector<std::string>> mine;
+  for (const fx::Node* n : prepared->graph().nodes()) mine.push_back(normalized(n));
+  const auto expected = g["prepared"].get<std::vector<std::vector<std::string>>>();
+  ASSERT_EQ(mine.size(), expected.size());
+  for (size_t i = 0; i < mine.size(); ++i) EXPECT_EQ(mine[i], expected[i]) << "node " << i;
+  std::map<std::string, std::string> first_of;
+  std::map<const torch::nn::Module*, std::string> seen;
+  for (const fx::Node* n : prepared->graph().nodes()) {
+    if (n->op() != fx::Opcode::CallModule) continue;
+    EXPECT_EQ(type_of(*prepared, n), g["module_types"][normalized(n)[0]].get<std::string>()) << n->name();
+    auto m = prepared->get_submodule(n->target());
+    if (as_observer(*m)) {
+      auto it = seen.emplace(m.get(), n->target()).first;
+      EXPECT_EQ(it->second, g["shared"][n->target()].get<std::string>()) << n->target();
+    }
+  }
+  // Calibration, then every observer's qparams.
+  {
+    at::NoGradGuard no_grad;
+    for (int64_t i = 0; i < calib.size(0); ++i) prepared->forward({calib[i]});
+  }
+  const bool exact = mapping_name == "minmax";
+  for (const fx::Node* n : prepared->graph().nodes()) {
+    if (n->op() != fx::Opcode::CallModule) continue;
+    ObserverBase* o = as_observer(*prepared->get_submodule(n->target()));
+    if (!o) continue;
+    auto [scale, zp] = o->calculate_qparams();
+    const auto& want = g["observers"][n->target()];
+    const double s = want[0].get<double>();
+    if (exact) EXPECT_EQ(scale.item<float>(), static_cast<float>(s)) << n->target();
+    else EXPECT_NEAR(scale.item<double>(), s, 1e-6 * s) << n->target();
+    EXPECT_EQ(zp.item<int64_t>(), want[1].get<int64_t>()) << n->target();
+  }
+  // Weights and outputs of the reference graph.
+  ConvertReport creport;
+  auto ref = convert(prepared, &creport);
+  size_t weights = 0;
+  for (const auto& [name, w] : g["weights"].items()) {
+    // Python's fused ConvReLU2d holds its reference conv as child "0" ("conv1.0").
+    std::string target = name;
+    if (!has_attr(*ref, target + ".weight_scale")) target = target.substr(0, target.size() - 2);
+    at::Tensor scale = ref->fetch_attr(target + ".weight_scale").reshape(-1).to(at::kFloat);
+    at::Tensor zp = ref->fetch_attr(target + ".weight_zero_point").reshape(-1);
+    const auto scales = w["scale"].get<std::vector<float>>();
+    const auto zps = w["zero_point"].get<std::vector<int64_t>>();
+    ASSERT_EQ(scale.numel(), static_cast<int64_t>(scales.size())) << target;
+    for (size_t i = 0; i < scales.size(); ++i) {
+      EXPECT_EQ(scale[i].item<float>(), scales[i]) << target << " " << i;
+      EXPECT_EQ(zp[i].item<int64_t>(), zps[i]) << target << " " << i;
+    }
+    ++weights;
+  }
+  EXPECT_EQ(creport.quantized_weights, weights);
+  at::Tensor y;
+  {
+    at::NoGradGuard no_grad;
+    y = ref->forward({test}).toTensor().reshape(-1);
+  }
+  const at::Tensor py_ref = at::tensor(g["reference_output"].get<std::vector<float>>());
+  const at::Tensor py_q = at::tensor(g["quantized_output"].get<std::vector<float>>());
+  const double quantum = g["output_scale"].get<double>();
+  const double d_ref = (y - py_ref).abs().max().item<double>();
+  const double d_q = (y - py_q).abs().max().item<double>();
+  const double py_d = (py_ref - py_q).abs().max().item<double>();
+  std::cout << model << " " << mapping_name << ": |fxcpp - python reference| = " << d_ref / quantum
+            << " quanta, |fxcpp - python quantized| = " << d_q / quantum
+            << " quanta (python reference vs quantized: " << py_d / quantum << ")\n";
+  EXPECT_LE(d_ref, quantum * 1.001);
+  EXPECT_LE(d_q, py_d + quantum * 1.001);
+}
+
+TEST(QuantizationModels, resnet18_onednn) { check_model("resnet18", "onednn"); }
+TEST(QuantizationModels, resnet18_minmax) { check_model("resnet18", "minmax"); }
+TEST(QuantizationModels, mobilenet_v2_onednn) { check_model("mobilenet_v2", "onednn"); }
+TEST(QuantizationModels, mobilenet_v2_minmax) { check_model("mobilenet_v2", "minmax"); }
+
+}  // namespace

@@ -1,0 +1,11 @@
+# The differential tests of tests/quantization/models_test.cpp read torchvision
+# models exported by python/goldens/quantization_goldens.py --export (seeded
+# random weights, batch-norm statistics set by a train-mode pass); the plain
+# test_quantization program skips them when the files are missing.
+add_test(NAME quantization_models_export
+         COMMAND /usr/bin/python3 ${FX_SRC}/python/goldens/quantization_goldens.py --export ${FX_MODELS_DIR}/quant)
+set_tests_properties(quantization_models_export PROPERTIES FIXTURES_SETUP fx_quant_models TIMEOUT 600
+                     ENVIRONMENT "OMP_NUM_THREADS=1")
+add_test(NAME quantization_models COMMAND test_quantization --gtest_filter=QuantizationModels.*)
+set_tests_properties(quantization_models PROPERTIES FIXTURES_REQUIRED fx_quant_models TIMEOUT 600
+                     ENVIRONMENT "OMP_NUM_THREADS=1")
