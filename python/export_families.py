@@ -3,7 +3,10 @@
 
 For every case NAME and export mode MODE (script: torch.jit.script, trace:
 torch.jit.trace) it writes, into --out:
-  NAME.MODE.pt           the TorchScript file (random seeded weights, eval mode)
+  NAME.MODE.pt           the TorchScript file (random seeded weights, eval mode;
+                         batch-norm statistics from a pass over random inputs and
+                         zero-initialised heads drawn again, so that the models'
+                         outputs and activations are of order 1: honest_weights.py)
   NAME.MODE.input.pt     the forward arguments (torch.save of a tuple)
   NAME.MODE.output.pt    the eager output, whole (tuples, lists, dicts of
                          tensors, ints, None), shaped as that mode's forward
@@ -36,6 +39,8 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import torchvision  # noqa: E402
+
+from honest_weights import calibrate, check_order_one  # noqa: E402
 
 QENGINE = "qnnpack"  # the engine this torch has ("fbgemm" is not built in)
 
@@ -243,21 +248,29 @@ def image(size, batch=1):
     return torch.randn(batch, 3, size, size, generator=gen())
 
 
-def tv(fn, **kw):
+def tv(fn, calibration=None, **kw):
+    """torchvision model `fn` with random seeded weights; with `calibration` (random inputs, a
+    tuple), its batch-norm statistics come from a pass over them and zero-initialised heads are
+    drawn again (honest_weights.py: outputs and activations of order 1)."""
     torch.manual_seed(0)
-    return fn(weights=None, **kw).eval()
+    model = fn(weights=None, **kw).eval()
+    if calibration is not None:
+        calibrate(model, lambda m: m(*calibration))
+    return model
 
 
 def segmentation(name):
     def build():
-        return {"model": tv(getattr(torchvision.models.segmentation, name), weights_backbone=None),
+        return {"model": tv(getattr(torchvision.models.segmentation, name), (image(64, batch=2),),
+                            weights_backbone=None),
                 "inputs": (image(64),)}
     return build
 
 
 def detection(name, **kw):
     def build():
-        model = tv(getattr(torchvision.models.detection, name), weights_backbone=None, **kw)
+        model = tv(getattr(torchvision.models.detection, name), (list(image(64, batch=2)),),
+                   weights_backbone=None, **kw)
         return {"model": model, "inputs": ([image(64)[0]],), "library": True,
                 # scripted detection models return (losses, detections); eval: no losses
                 "script_output": lambda y: ({}, y)}
@@ -266,7 +279,7 @@ def detection(name, **kw):
 
 def video(name):
     def build():
-        return {"model": tv(getattr(torchvision.models.video, name)),
+        return {"model": tv(getattr(torchvision.models.video, name), (torch.randn(2, 3, 4, 32, 32, generator=gen(3)),)),
                 "inputs": (torch.randn(1, 3, 4, 32, 32, generator=gen()),)}
     return build
 
@@ -277,6 +290,7 @@ def quantized(name):
         torch.backends.quantized.engine = QENGINE
         torch.manual_seed(0)
         model = getattr(torchvision.models.quantization, name)(weights=None, quantize=False).eval()
+        calibrate(model, lambda m: m(image(64, batch=2)))  # batch norms, before they are fused
         model.fuse_model()
         model.qconfig = q.get_default_qconfig(QENGINE)
         q.prepare(model, inplace=True)
@@ -291,7 +305,7 @@ def quantized(name):
 def classifier(name, size, script_output=None):
     def build():
         kw = {"init_weights": True} if name in ("googlenet", "inception_v3") else {}
-        c = {"model": tv(getattr(torchvision.models, name), **kw), "inputs": (image(size),)}
+        c = {"model": tv(getattr(torchvision.models, name), (image(size, batch=8),), **kw), "inputs": (image(size),)}
         if script_output:
             c["script_output"] = script_output
         return c
@@ -301,7 +315,7 @@ def classifier(name, size, script_output=None):
 def module(make, inputs, trace_inputs=None):
     def build():
         torch.manual_seed(0)
-        c = {"model": make().eval(), "inputs": inputs()}
+        c = {"model": calibrate(make().eval(), lambda m: m(*inputs())), "inputs": inputs()}
         if trace_inputs:
             c["trace_inputs"] = trace_inputs()
         return c
@@ -367,6 +381,8 @@ def export_case(name, mode, out):
     model = c["model"]
     inputs = c["trace_inputs"] if mode == "trace" and "trace_inputs" in c else c["inputs"]
     base = os.path.join(out, "%s.%s" % (name, mode))
+    if family != "control":  # models (the control cases are small functions of their inputs)
+        check_order_one(name, model, inputs)
     t0 = time.perf_counter()
     with torch.no_grad():
         expected = model(*inputs)

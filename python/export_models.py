@@ -2,10 +2,14 @@
 """Exports torchvision models as TorchScript for fxcpp's import checks.
 
 For every model it writes, into --out:
-  NAME.pt          torch.jit.script(model).save(...)   (random seeded weights, eval mode)
-  NAME.trace.pt    torch.jit.trace(model, x) (with --trace)
+  NAME.pt          torch.jit.script(model).save(...)   (random seeded weights, eval mode;
+                   batch-norm statistics from a pass over random images and zero-initialised
+                   heads drawn again, so outputs and activations are of order 1: honest_weights.py)
+  NAME.trace.pt    torch.jit.trace(model, x) (with --trace; always for TRACED)
   NAME.input.pt    the seeded input (torch.save of a tensor)
   NAME.output.pt   the eager output of model(input)
+  NAME.bf16.txt    how far PyTorch's own bf16 (CPU autocast, else the model in bf16) is from that output:
+                   max |difference| / max |output| (what fxcpp's bf16 is held to)
   NAME.json        Python torch.fx.symbolic_trace: the (opcode, target) sequence with
                    targets mapped to ATen names, or the TraceError text; timings.
 Also fx_resnet18.pt: torch.jit.script of the Python fx GraphModule of resnet18
@@ -15,6 +19,7 @@ Run with Debian's python3 (python3-torch, python3-torchvision). Nothing is
 downloaded: weights are random (torch.manual_seed).
 """
 import argparse
+import copy
 import json
 import operator
 import os
@@ -28,11 +33,24 @@ import torch  # noqa: E402
 import torch.fx  # noqa: E402
 import torchvision  # noqa: E402
 
+from honest_weights import calibrate, check_order_one  # noqa: E402
+
 MODELS = ["alexnet", "vgg11", "resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small",
           "squeezenet1_0", "densenet121", "efficientnet_b0", "shufflenet_v2_x1_0", "vit_b_16"]
 # Input side per model: small where the model allows it (tests stay fast).
 SIZE = {"vit_b_16": 224}
 DEFAULT_SIZE = 64
+# Also exported with torch.jit.trace (the optimiser tests run on both exports).
+TRACED = ("resnet18", "mobilenet_v2", "mobilenet_v3_small")
+
+
+def honest_model(name, size, batch=4):
+    """torchvision's `name` with random seeded weights, its batch-norm statistics set by a
+    pass over `batch` random images and zero-initialised heads re-drawn (honest_weights.py)."""
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, name)(weights=None).eval()
+    images = torch.randn(batch, 3, size, size, generator=torch.Generator().manual_seed(2))
+    return calibrate(model, lambda m: m(images))
 
 # Python operators → the ATen operator TorchScript records for them.
 OPERATOR_TO_ATEN = {
@@ -83,10 +101,10 @@ def fx_structure(model):
 
 
 def export(name, out, trace):
-    torch.manual_seed(0)
-    model = getattr(torchvision.models, name)(weights=None).eval()
     size = SIZE.get(name, DEFAULT_SIZE)
+    model = honest_model(name, size)
     x = torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(1))
+    check_order_one(name, model, (x,))
     with torch.no_grad():
         y = model(x)
     scripted = torch.jit.script(model)
@@ -96,6 +114,14 @@ def export(name, out, trace):
             torch.jit.trace(model, x).save(os.path.join(out, name + ".trace.pt"))
     torch.save(x, os.path.join(out, name + ".input.pt"))
     torch.save(y, os.path.join(out, name + ".output.pt"))
+    with torch.no_grad():
+        try:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                y16 = model(x).float()
+        except RuntimeError:  # vit_b_16: 1.13's attention fast path refuses mixed dtypes
+            y16 = copy.deepcopy(model).to(torch.bfloat16)(x.to(torch.bfloat16)).float()
+    with open(os.path.join(out, name + ".bf16.txt"), "w") as f:
+        f.write("%.6g\n" % float((y16 - y).abs().max() / y.abs().max()))
     fx = fx_structure(model)
     gm = None
     if isinstance(fx, tuple):
@@ -137,8 +163,7 @@ def bench(out):
     torch.set_num_threads(1)
     result = {}
     for name in ["resnet50", "mobilenet_v2"]:
-        torch.manual_seed(0)
-        model = getattr(torchvision.models, name)(weights=None).eval()
+        model = honest_model(name, 224, batch=2)
         x = torch.randn(1, 3, 224, 224)
         torch.jit.script(model).save(os.path.join(out, name + ".bench.pt"))
         trace = []
@@ -196,18 +221,19 @@ def main():
         return
     for name in a.models or MODELS:
         stamp = os.path.join(a.out, name + ".fx.txt")
-        if not a.force and os.path.exists(stamp) and os.path.getmtime(stamp) > os.path.getmtime(__file__):
+        sources = max(os.path.getmtime(__file__), os.path.getmtime(sys.modules[calibrate.__module__].__file__))
+        if not a.force and os.path.exists(stamp) and os.path.getmtime(stamp) > sources:
             print("up to date", name)
             continue
         if name == "fx_resnet18":
-            torch.manual_seed(0)
-            model = torchvision.models.resnet18(weights=None).eval()
+            model = honest_model("resnet18", DEFAULT_SIZE)
             x = torch.randn(1, 3, DEFAULT_SIZE, DEFAULT_SIZE, generator=torch.Generator().manual_seed(1))
+            check_order_one(name, model, (x,))
             with torch.no_grad():
                 y = model(x)
             export_fx_graph_module(torch.fx.symbolic_trace(model), x, y, name, a.out)
         else:
-            export(name, a.out, a.trace or name in ("resnet18", "mobilenet_v2"))
+            export(name, a.out, a.trace or name in TRACED)
         print("exported", name, flush=True)
 
 

@@ -1,9 +1,14 @@
 // optimize_for_inference on torchvision models exported by Python
-// (tests/passes/optimize.cmake: random seeded weights, small inputs):
+// (tests/passes/optimize.cmake: random seeded weights with batch-norm
+// statistics from random images, so outputs are of order 1; small inputs):
 // every optimised model equals eager PyTorch's output, also at a batch size
-// other than the one it was optimised for, in fp32 and (looser) bf16.
+// other than the one it was optimised for, in fp32 and (looser) bf16. The
+// models exported with torch.jit.trace too (python/export_models.py's
+// TRACED) are checked on both exports: traced leaves keep no configuration,
+// and must freeze and lower all the same.
 #include "fx_paths.h"
 
+#include <fx/graph.h>
 #include <fx/import.h>
 #include <fx/passes/optimize_for_inference.h>
 #include <fx/tensor_file.h>
@@ -11,6 +16,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 
 namespace {
@@ -19,29 +25,34 @@ double relative_error(const at::Tensor& a, const at::Tensor& b) {
   return (a - b).abs().max().item<double>() / b.abs().max().item<double>();
 }
 
-/// Checks `name`; fills the fp32 report.
-void check_model(const std::string& name, fx::OptimizeReport* out = nullptr) {
+size_t count_modules(const fx::Graph& g) {
+  size_t n = 0;
+  for (const fx::Node* node : g.nodes()) n += node->op() == fx::Opcode::CallModule;
+  return n;
+}
+
+/// Checks `name` (its torch.jit.trace export NAME.trace.pt with `traced`);
+/// fills the fp32 report.
+void check_model(const std::string& name, fx::OptimizeReport* out = nullptr, bool traced = false) {
   const std::string base = std::string(FX_BINARY_DIR) + "/models/" + name;
-  if (!std::ifstream(base + ".pt")) {
+  const std::string file = base + (traced ? ".trace.pt" : ".pt");
+  if (!std::ifstream(file)) {
     // The passes_optimize_* ctest entries export it first; the plain program skips.
-    GTEST_SKIP() << base << ".pt is missing (python/export_models.py exports it)";
+    GTEST_SKIP() << file << " is missing (python/export_models.py exports it)";
   }
-  auto gm = fx::import_torchscript(base + ".pt");
+  auto gm = fx::import_torchscript(file);
   std::vector<c10::IValue> inputs = fx::load_inputs(base + ".input.pt");
   at::Tensor expected = fx::load_value(base + ".output.pt").toTensor();
   at::NoGradGuard no_grad;
-  if (expected.abs().max().item<double>() == 0) {
-    // torchvision zero-initializes some heads (ViT): then every output is 0
-    // and compares nothing. Fill zero parameters and compare with the import.
-    for (auto& p : gm->named_parameters(true))
-      if (p.value().abs().max().item<double>() == 0) p.value().uniform_(-0.05, 0.05);
-    expected = gm->forward(inputs).toTensor();
-  }
+  // Order 1 (the export checks it too): a degenerate output would compare nothing.
+  EXPECT_GE(expected.abs().max().item<double>(), 1e-2) << name;
   fx::OptimizeOptions options;
   options.example_inputs = inputs;
   fx::OptimizeReport report;
   auto opt = fx::optimize_for_inference(gm, options, &report);
   EXPECT_GT(report.onednn_convs + report.onednn_linears, 0u);
+  // Every torch.nn leaf frozen (traced ones from their forward graphs).
+  EXPECT_EQ(count_modules(opt->graph()), 0u) << name << (traced ? " (traced)" : "") << "\n" << opt->graph().str();
   EXPECT_LE(relative_error(opt->forward(inputs).toTensor(), expected), 1e-4) << name;
   // Another batch size than the one optimised for: compare with the imported module.
   at::Tensor x = inputs[0].toTensor();
@@ -58,14 +69,34 @@ void check_model(const std::string& name, fx::OptimizeReport* out = nullptr) {
   EXPECT_EQ(mem.last_system_allocations, 1u) << name;
   EXPECT_EQ(mem.last_arena_allocations, mem.planned_buffers) << name;
 
+  // bf16 is held to PyTorch's own bf16 (CPU autocast) on the same model and
+  // input, recorded by the export: with weights that give order-1
+  // activations it loses up to 0.22 of max |output| (mobilenet_v2's depthwise
+  // stack), resnet18 0.03.
+  double torch_bf16 = 0.05;
+  if (std::ifstream f{base + ".bf16.txt"}) f >> torch_bf16;
   fx::OptimizeOptions bf16 = options;
   bf16.dtype = at::kBFloat16;
   auto opt16 = fx::optimize_for_inference(gm, bf16);
-  EXPECT_LE(relative_error(opt16->forward(inputs).toTensor(), expected), 0.1) << name << " (bf16)";
+  EXPECT_LE(relative_error(opt16->forward(inputs).toTensor(), expected), std::max(0.05, 1.5 * torch_bf16))
+      << name << " (bf16; PyTorch's bf16: " << torch_bf16 << ")";
   if (out) *out = report;
 }
 
-TEST(OptimizeModels, resnet18) { check_model("resnet18"); }
+/// `name`'s torch.jit.trace export: the same kernels as the scripted one.
+void check_traced(const std::string& name) {
+  fx::OptimizeReport scripted, traced;
+  check_model(name, &scripted);
+  if (testing::Test::IsSkipped()) return;
+  check_model(name, &traced, /*traced=*/true);
+  if (testing::Test::IsSkipped()) return;
+  EXPECT_EQ(traced.onednn_convs, scripted.onednn_convs) << name;
+  EXPECT_EQ(traced.onednn_linears, scripted.onednn_linears) << name;
+  EXPECT_EQ(traced.folded_batch_norms, scripted.folded_batch_norms) << name;
+  EXPECT_EQ(traced.fused_post_ops, scripted.fused_post_ops) << name;
+}
+
+TEST(OptimizeModels, resnet18) { check_traced("resnet18"); }
 TEST(OptimizeModels, resnet50) {
   fx::OptimizeReport r;
   check_model("resnet50", &r);
@@ -75,8 +106,8 @@ TEST(OptimizeModels, resnet50) {
   // 16 residual sums and 49 ReLUs fused (every ReLU follows a conv or a sum).
   EXPECT_EQ(r.fused_post_ops, 16u + 49u);
 }
-TEST(OptimizeModels, mobilenet_v2) { check_model("mobilenet_v2"); }
-TEST(OptimizeModels, mobilenet_v3_small) { check_model("mobilenet_v3_small"); }
+TEST(OptimizeModels, mobilenet_v2) { check_traced("mobilenet_v2"); }
+TEST(OptimizeModels, mobilenet_v3_small) { check_traced("mobilenet_v3_small"); }
 TEST(OptimizeModels, efficientnet_b0) { check_model("efficientnet_b0"); }
 TEST(OptimizeModels, vit_b_16) {
   fx::OptimizeReport r;
