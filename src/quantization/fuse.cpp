@@ -5,6 +5,7 @@
 
 #include <fx/error.h>
 #include <fx/module_attributes.h>
+#include <fx/serialize.h>
 
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/modules/activation.h>
@@ -42,6 +43,28 @@ void register_fused_modules() {
       out.attributes["training"] = m.is_training();
       return out;
     });
+    // Saved as its type and its first layer's registry entry; the layer's
+    // tensors are the module's own ("0.weight"), which fx::save stores.
+    register_serializable_module(
+        typeid(FusedModule),
+        SerializableModuleType{
+            "fxcpp.quantization.FusedModule",
+            [](const torch::nn::Module& m) -> nlohmann::json {
+              auto& f = dynamic_cast<const FusedModule&>(m);
+              const SerializableModuleType* first = find_serializable_module(*f.first());
+              if (!first)
+                throw Error(f.type() + ": its layer of type " + f.first()->name() +
+                            " cannot be saved: register its type with fx::register_serializable_module");
+              return {{"type", f.type()}, {"first_type", first->name}, {"first", first->to_json(*f.first())}};
+            },
+            [](const nlohmann::json& j) -> std::shared_ptr<torch::nn::Module> {
+              const std::string type = j.at("type").get<std::string>();
+              if (type != "ConvReLU1d" && type != "ConvReLU2d" && type != "ConvReLU3d" && type != "LinearReLU")
+                throw Error("unknown fused module type '" + type + "'");
+              const SerializableModuleType* first = find_serializable_module(j.at("first_type").get<std::string>());
+              if (!first) throw Error("unknown module type '" + j.at("first_type").get<std::string>() + "'");
+              return std::make_shared<FusedModule>(type, first->from_json(j.at("first")));
+            }});
   });
 }
 

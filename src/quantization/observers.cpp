@@ -381,11 +381,9 @@ std::shared_ptr<ObserverBase> ObserverFactory::operator()() const {
 
 ObserverBase* as_observer(torch::nn::Module& module) { return dynamic_cast<ObserverBase*>(&module); }
 
-namespace {
-
-nlohmann::json options_to_json(const ObserverBase& o) {
-  const ObserverOptions& p = o.options();
-  nlohmann::json j = {{"type", o.type_name()},
+nlohmann::json factory_to_json(const ObserverFactory& f) {
+  const ObserverOptions& p = f.options;
+  nlohmann::json j = {{"type", f.type},
                       {"dtype", p.dtype == c10::kQInt8 ? "qint8" : "quint8"},
                       {"qscheme", static_cast<int>(p.qscheme)},
                       {"reduce_range", p.reduce_range},
@@ -401,7 +399,7 @@ nlohmann::json options_to_json(const ObserverBase& o) {
   return j;
 }
 
-std::shared_ptr<torch::nn::Module> observer_from_json(const nlohmann::json& j) {
+ObserverFactory factory_from_json(const nlohmann::json& j) {
   ObserverFactory f;
   f.type = j.at("type").get<std::string>();
   ObserverOptions& p = f.options;
@@ -418,12 +416,16 @@ std::shared_ptr<torch::nn::Module> observer_from_json(const nlohmann::json& j) {
   p.bins = j.at("bins").get<int64_t>();
   require(p.bins > 0 && p.bins <= (int64_t{1} << 20), "observer bins out of range");
   p.upsample_rate = j.at("upsample_rate").get<int64_t>();
+  require(p.upsample_rate > 0 && p.upsample_rate <= 4096, "observer upsample_rate out of range");
   p.scale = j.at("scale").get<double>();
   p.zero_point = j.at("zero_point").get<int64_t>();
   if (j.contains("quant_min")) p.quant_min = j.at("quant_min").get<int64_t>();
   if (j.contains("quant_max")) p.quant_max = j.at("quant_max").get<int64_t>();
-  return f();
+  f();  // checks the options
+  return f;
 }
+
+namespace {
 
 template <class M>
 void register_one(const char* name) {
@@ -435,9 +437,12 @@ void register_one(const char* name) {
   register_serializable_module(
       typeid(M), SerializableModuleType{std::string("torch.ao.quantization.") + name,
                                         [](const torch::nn::Module& m) {
-                                          return options_to_json(dynamic_cast<const ObserverBase&>(m));
+                                          auto& o = dynamic_cast<const ObserverBase&>(m);
+                                          return factory_to_json(ObserverFactory{o.type_name(), o.options()});
                                         },
-                                        observer_from_json});
+                                        [](const nlohmann::json& j) -> std::shared_ptr<torch::nn::Module> {
+                                          return factory_from_json(j)();
+                                        }});
 }
 
 }  // namespace

@@ -265,7 +265,7 @@ void Preparer::run(PrepareReport* report) {
     const Match m = mit->second;
     const QConfigPtr q = qconfigs[n];
     if (!q || dtypes_[n].kind != Dtype::Quantized) continue;
-    n->meta()["qconfig"] = q;
+    n->meta()["qconfig"] = qconfig_to_string(*q);
     if (n == m.root) {
       ArgList args;
       for (size_t i = 0; i < n->args().size(); ++i) args.push_back(observe_input(n, n->args()[i], i, m, *q));
@@ -333,8 +333,8 @@ std::string PrepareReport::str() const { return format_report(nodes); }
 QConfigPtr node_qconfig(const Node* n) {
   auto it = n->meta().find("qconfig");
   if (it == n->meta().end()) return nullptr;
-  const auto* q = std::any_cast<QConfigPtr>(&it->second);
-  return q ? *q : nullptr;
+  const auto* text = std::any_cast<std::string>(&it->second);
+  return text ? qconfig_from_string(*text) : nullptr;
 }
 
 std::shared_ptr<GraphModule> prepare(const std::shared_ptr<GraphModule>& gm, const QConfigMapping& qconfig_mapping,

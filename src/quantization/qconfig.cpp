@@ -123,6 +123,26 @@ QConfigMapping get_default_qconfig_mapping(const std::string& backend) {
   return m;
 }
 
+std::string qconfig_to_string(const QConfig& q) {
+  return nlohmann::json{{"activation", factory_to_json(q.activation)},
+                        {"weight", factory_to_json(q.weight)},
+                        {"reuse_input", q.reuse_input}}
+      .dump();
+}
+
+QConfigPtr qconfig_from_string(const std::string& text) {
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    auto q = std::make_shared<QConfig>();
+    q->activation = factory_from_json(j.at("activation"));
+    q->weight = factory_from_json(j.at("weight"));
+    q->reuse_input = j.at("reuse_input").get<bool>();
+    return q;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("not a qconfig: ") + e.what());
+  }
+}
+
 QConfigPtr per_tensor_minmax_qconfig(bool moving_average) {
   auto q = std::make_shared<QConfig>();
   q->activation = observer(moving_average ? "MovingAverageMinMaxObserver" : "MinMaxObserver");

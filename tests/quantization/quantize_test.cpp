@@ -8,6 +8,7 @@
 #include <fx/quantization/convert.h>
 #include <fx/quantization/fuse.h>
 #include <fx/quantization/prepare.h>
+#include <fx/interpreter.h>
 #include <fx/serialize.h>
 
 #include <gtest/gtest.h>
@@ -161,6 +162,48 @@ TEST(Convert, ReferenceGraph) {
   EXPECT_TRUE(at::equal(loaded->forward(x), y));
   const std::string again = fx::save_to_string(*loaded);
   EXPECT_TRUE(again == bytes);
+}
+
+TEST(Prepare, SaveLoadAndInterpreterCalibration) {
+  // A prepared, calibrated module saves (observers, fused layers, each
+  // node's qconfig) and converts after loading to the same reference graph.
+  auto prepared = calibrated(get_default_qconfig_mapping("onednn"));
+  auto loaded = fx::load_from_string(fx::save_to_string(*prepared));
+  ASSERT_NE(dynamic_cast<HistogramObserver*>(loaded->get_submodule("activation_post_process_1").get()), nullptr);
+  at::Tensor x = quant_test::small_input(30);
+  EXPECT_TRUE(at::equal(convert(loaded)->forward(x), convert(prepared)->forward(x)));
+  // An Interpreter run calibrates as forward() does.
+  auto a = prepare(quant_test::small_net(), get_default_qconfig_mapping("onednn"), {x});
+  auto b = prepare(quant_test::small_net(), get_default_qconfig_mapping("onednn"), {x});
+  a->forward({x});
+  fx::Interpreter(b).run({x});
+  auto* ha = dynamic_cast<HistogramObserver*>(a->get_submodule("activation_post_process_3").get());
+  auto* hb = dynamic_cast<HistogramObserver*>(b->get_submodule("activation_post_process_3").get());
+  EXPECT_TRUE(at::equal(ha->histogram(), hb->histogram()));
+  EXPECT_GT(hb->histogram().sum().item<float>(), 0);
+}
+
+TEST(Prepare, FixedQParamsNeedsItsObserver) {
+  // sigmoid under a MinMax global qconfig: Python refuses; fxcpp keeps it float and says why.
+  namespace nn = torch::nn;
+  auto root = std::make_shared<nn::Module>();
+  root->register_module("fc", nn::Linear(4, 4).ptr());
+  root->eval();
+  auto g = std::make_shared<fx::Graph>();
+  g->output(g->call_function("aten::sigmoid", {g->call_module("fc", {g->placeholder("x")})}));
+  auto gm = std::make_shared<fx::GraphModule>(root, g);
+  QConfigMapping m;
+  m.set_global(per_tensor_minmax_qconfig());
+  PrepareReport report;
+  prepare(gm, m, {at::randn({2, 4})}, &report);
+  EXPECT_NE(report.str().find("sigmoid  aten::sigmoid  float  fixed-qparams op: its qconfig's activation must be a "
+                              "FixedQParamsObserver, not MinMaxObserver"),
+            std::string::npos)
+      << report.str();
+  PrepareReport def;
+  auto p = prepare(gm, get_default_qconfig_mapping("onednn"), {at::randn({2, 4})}, &def);
+  EXPECT_NE(def.str().find("sigmoid  aten::sigmoid  quantized  aten::sigmoid"), std::string::npos) << def.str();
+  EXPECT_EQ(as_observer(*p->get_submodule("activation_post_process_2"))->type_name(), "FixedQParamsObserver");
 }
 
 TEST(Convert, MinMaxPerTensor) {

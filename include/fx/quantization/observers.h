@@ -12,6 +12,7 @@
 /// `histc(min=int(min_val), max=int(max_val))`) to the last bit as well.
 
 #include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
 #include <torch/nn/module.h>
 
 #include <cstdint>
@@ -170,6 +171,11 @@ struct ObserverFactory {
   /// A new observer; fx::Error for an unknown type.
   std::shared_ptr<ObserverBase> operator()() const;
 };
+
+/// A factory as JSON (its type and every option), for fx::save.
+nlohmann::json factory_to_json(const ObserverFactory& factory);
+/// The factory factory_to_json wrote; fx::Error for unknown or invalid values.
+ObserverFactory factory_from_json(const nlohmann::json& j);
 
 /// Registers the observer types for call_module (GraphModule) and fx::save
 /// (once; prepare() calls it).

@@ -74,7 +74,7 @@ std::shared_ptr<GraphModule> prepare(const std::shared_ptr<GraphModule>& gm, con
                                      const std::vector<c10::IValue>& example_inputs, PrepareReport* report = nullptr);
 
 /// The qconfig prepare() chose for a node of a prepared graph (node meta
-/// "qconfig"), or nullptr.
+/// "qconfig", a qconfig_to_string text, so it survives fx::save), or nullptr.
 QConfigPtr node_qconfig(const Node* n);
 
 }  // namespace fx::quantization

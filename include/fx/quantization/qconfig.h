@@ -28,6 +28,11 @@ struct QConfig {
 /// A QConfig or nullptr (QConfigAny): nullptr keeps a node in float.
 using QConfigPtr = std::shared_ptr<const QConfig>;
 
+/// A QConfig as one line of JSON (node meta "qconfig" of prepared graphs, saved with fx::save).
+std::string qconfig_to_string(const QConfig& qconfig);
+/// The QConfig qconfig_to_string wrote; fx::Error if `text` is not one.
+QConfigPtr qconfig_from_string(const std::string& text);
+
 /// Which QConfig each node gets (torch.ao.quantization.QConfigMapping).
 ///
 /// Lookup, most specific first (Python's precedence): for a call_module
