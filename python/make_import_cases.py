@@ -10,7 +10,7 @@ Run with Debian's python3 (python3-torch). Seeded; nothing is downloaded.
 """
 import os
 import sys
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 import torch.nn as nn
@@ -159,6 +159,42 @@ class NoForward(nn.Module):
         return x + 1
 
 
+class ListImages(nn.Module):
+    """Takes a list of images, as detection models do."""
+
+    def forward(self, images: List[torch.Tensor], scale: float = 1.0):
+        return torch.cat(images, 0) * scale
+
+
+class Keywords(nn.Module):
+    """Parameters with defaults, for inputs saved as a dict of names."""
+
+    def forward(self, x, y: Optional[torch.Tensor] = None, scale: float = 2.0):
+        if y is not None:
+            x = x + y
+        return x * scale
+
+
+def save_user_inputs(out, g):
+    """Inputs saved the ordinary way in Python: plain torch.save of a bare
+    list, a dict of named inputs, nested one-element lists and dicts (which
+    Python pickles with APPEND / SETITEM); NAME.input_KIND.pt, with
+    NAME.output_KIND.pt the eager output on them."""
+    img = torch.randn(1, 3, 4, 4, generator=g)
+    x, y = torch.randn(2, 3, generator=g), torch.randn(2, 3, generator=g)
+    for name, module, kind, value, args, kwargs in [
+            ("list_images", ListImages(), "list", [img], ([img],), {}),
+            ("list_images", ListImages(), "dict", {"images": [img, img], "scale": 3.0}, ([img, img], 3.0), {}),
+            ("keywords", Keywords(), "dict", {"x": x, "scale": 3.0}, (x,), {"scale": 3.0}),
+            ("keywords", Keywords(), "dict_y", {"y": y, "x": x}, (x, y), {})]:
+        torch.jit.script(module).save(os.path.join(out, name + ".pt"))
+        torch.save(value, os.path.join(out, "%s.input_%s.pt" % (name, kind)))
+        torch.save(module(*args, **kwargs), os.path.join(out, "%s.output_%s.pt" % (name, kind)))
+    t = torch.arange(3.0)
+    torch.save(([t], {"a": t, "b": 3}, [1.5, True, None, "s", (1, 2)], {"k": [t]}, [[t]], {}, [], {"n": {"m": [t, t]}}),
+               os.path.join(out, "nested_values.pt"))
+
+
 def save_case(out, name, module, inputs, script=True):
     module.eval()
     m = torch.jit.script(module) if script else torch.jit.trace(module, inputs)
@@ -196,6 +232,7 @@ def main():
     with open(os.path.join(out, "truncated.pt"), "wb") as f:
         f.write(data[: len(data) // 2])
     torch.save(torch.ones(3), os.path.join(out, "tensor_save.pt"))
+    save_user_inputs(out, g)
     return 0
 
 

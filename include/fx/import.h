@@ -133,6 +133,11 @@ torch::jit::Module load_torchscript(const std::string& path);
 /// the debug_pkl source positions) are fx::ImportError lines naming the file.
 std::shared_ptr<GraphModule> import_torchscript(const std::string& path, const ImportOptions& options = {});
 
+/// As import_torchscript(path, options) on `module`, already loaded from
+/// `path` with load_torchscript (to read its forward's schema first).
+std::shared_ptr<GraphModule> import_torchscript(const torch::jit::Module& module, const std::string& path,
+                                                const ImportOptions& options);
+
 /// Imports a loaded TorchScript module. The GraphModule's leaves keep
 /// references to `module`'s submodules and share its tensors.
 std::shared_ptr<GraphModule> import_torchscript(const torch::jit::Module& module,

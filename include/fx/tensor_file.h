@@ -17,6 +17,7 @@
 #include <ATen/core/ivalue.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,13 @@ namespace at {
 class Tensor;
 }  // namespace at
 
+namespace c10 {
+struct FunctionSchema;
+}  // namespace c10
+
 namespace fx {
+
+class Graph;
 
 /// The largest input / tensor file load_value reads (it reads the whole file
 /// into memory): 4 GiB.
@@ -52,9 +59,41 @@ void validate_value(const c10::IValue& value, const std::string& where);
 /// when the file or a tensor in it fails the checks above.
 c10::IValue load_value(const std::string& path);
 
-/// The forward inputs in a torch.save file: a tuple or list is the argument
-/// list, anything else one argument. An argument that is a list of tensors is
-/// a List[Tensor] (as Python passes it to a scripted forward), not List[Any].
+/// A parameter of forward, as bind_inputs matches an inputs file to it.
+struct InputParameter {
+  std::string name;                          ///< "images"
+  std::string type;                          ///< TorchScript annotation ("Tensor", "List[Tensor]"); "" if unknown
+  std::optional<c10::IValue> default_value;  ///< what it is when not given
+};
+
+/// forward's parameters (self left out) from its TorchScript schema.
+std::vector<InputParameter> input_parameters(const c10::FunctionSchema& forward);
+
+/// The parameters of a graph: its placeholders, with their
+/// meta["torchscript_type"] and default values.
+std::vector<InputParameter> input_parameters(const Graph& graph);
+
+/// forward's arguments from the value of the inputs file `path`, matched to
+/// `params` as Python would call forward with what was saved:
+///  - a tuple: its items, in order (`torch.save((x, y), path)`, and
+///    `torch.save(([img],), path)` for a detection model's List[Tensor]);
+///  - a list: the list as the one argument when forward's first parameter
+///    is a list and every other one has a default (`torch.save([img], path)`
+///    for images: List[Tensor]); otherwise its items, in order;
+///  - a dict whose keys are all parameter names: keyword arguments (a
+///    parameter left out before a given one takes its default; a required
+///    one left out is an fx::Error naming it); otherwise, when the first
+///    parameter is a dict, the dict as the one argument; otherwise an
+///    fx::Error naming the keys that are no parameter;
+///  - anything else: the one argument.
+/// With `params` empty (unknown), a dict is one argument. A list of tensors
+/// becomes a List[Tensor] (as Python passes it to a scripted forward), a
+/// dict of str to tensors a Dict[str, Tensor], not List[Any] / Dict[Any, Any].
+std::vector<c10::IValue> bind_inputs(const c10::IValue& value, const std::vector<InputParameter>& params,
+                                     const std::string& path);
+
+/// The forward inputs in a torch.save file, without knowing forward:
+/// bind_inputs(load_value(path), {}, path).
 std::vector<c10::IValue> load_inputs(const std::string& path);
 
 /// Writes `value` so that torch.load in Python reads it back; atomically (a

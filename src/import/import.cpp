@@ -38,7 +38,11 @@ std::shared_ptr<GraphModule> import_torchscript(const torch::jit::Module& module
 }
 
 std::shared_ptr<GraphModule> import_torchscript(const std::string& path, const ImportOptions& options) {
-  torch::jit::Module module = load_torchscript(path);
+  return import_torchscript(load_torchscript(path), path, options);
+}
+
+std::shared_ptr<GraphModule> import_torchscript(const torch::jit::Module& module, const std::string& path,
+                                                const ImportOptions& options) {
   try {
     return import_torchscript(module, options);
   } catch (const ImportError& e) {

@@ -7,6 +7,7 @@
 
 #include <caffe2/serialize/versions.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -41,10 +42,19 @@ const std::unordered_map<std::string, uint64_t>& storage_itemsizes() {
   return m;
 }
 
+// An edit of a pickle's bytes: at `at`, `erase` bytes replaced by `insert`.
+struct Edit {
+  size_t at = 0, erase = 0;
+  std::string insert;
+};
+
 class Walker {
  public:
-  Walker(const std::string& path, const std::string& record, const char* data, size_t size)
-      : path_(path), record_(record), p_(reinterpret_cast<const unsigned char*>(data)), size_(size) {}
+  /// With `edits`, also records how to write every APPEND / SETITEM as
+  /// MARK ... APPENDS / SETITEMS.
+  Walker(const std::string& path, const std::string& record, const char* data, size_t size,
+         std::vector<Edit>* edits = nullptr)
+      : path_(path), record_(record), p_(reinterpret_cast<const unsigned char*>(data)), size_(size), edits_(edits) {}
 
   std::vector<StorageRef> run() {
     while (true) {
@@ -86,26 +96,48 @@ class Walker {
           auto t = std::make_shared<Value>();
           t->kind = Value::Tuple;
           t->items.resize(op - 0x84);
-          for (size_t k = t->items.size(); k-- > 0;) t->items[k] = pop();
-          push(t);
+          size_t start = op_at_;
+          for (size_t k = t->items.size(); k-- > 0;) t->items[k] = pop(&start);
+          push(t, start);
           break;
         }
         case 't': {  // TUPLE
           auto t = std::make_shared<Value>();
           t->kind = Value::Tuple;
-          t->items = pop_to_mark();
-          push(t);
+          size_t start = 0;
+          t->items = pop_to_mark(&start);
+          push(t, start);
           break;
         }
         case ']': case '}': push(make(Value::Other)); break;  // EMPTY_LIST EMPTY_DICT
-        case 'l': pop_to_mark(); push(make(Value::Other)); break;  // LIST
-        case 'd':                                                   // DICT
-          if (pop_to_mark().size() % 2) fail("DICT with an odd number of items");
-          push(make(Value::Other));
+        case 'l': {  // LIST
+          size_t start = 0;
+          pop_to_mark(&start);
+          push(make(Value::Other), start);
           break;
-        case 'a': pop(); top(); break;  // APPEND
+        }
+        case 'd': {  // DICT
+          size_t start = 0;
+          if (pop_to_mark(&start).size() % 2) fail("DICT with an odd number of items");
+          push(make(Value::Other), start);
+          break;
+        }
+        case 'a': {  // APPEND: MARK before the item, APPENDS
+          size_t item = op_at_;
+          pop(&item);
+          top();
+          batch(item, 'e');
+          break;
+        }
         case 'e': pop_to_mark(); top(); break;  // APPENDS
-        case 's': pop(); pop(); top(); break;   // SETITEM
+        case 's': {  // SETITEM: MARK before the key, SETITEMS
+          size_t key = op_at_;
+          pop(&key);
+          pop(&key);
+          top();
+          batch(key, 'u');
+          break;
+        }
         case 'u':                               // SETITEMS
           if (pop_to_mark().size() % 2) fail("SETITEMS with an odd number of items");
           top();
@@ -114,8 +146,19 @@ class Walker {
         case 'r': memo_[le(take(4), 4, false)] = top(); break;  // LONG_BINPUT
         case 'h': get(le(take(1), 1, false)); break;            // BINGET
         case 'j': get(le(take(4), 4, false)); break;            // LONG_BINGET
-        case 'Q': persistent_id(pop()); push(make(Value::Other)); break;  // BINPERSID
-        case 'R': case 0x81: pop(); pop(); push(make(Value::Other)); break;  // REDUCE NEWOBJ
+        case 'Q': {  // BINPERSID
+          size_t start = op_at_;
+          persistent_id(pop(&start));
+          push(make(Value::Other), start);
+          break;
+        }
+        case 'R': case 0x81: {  // REDUCE NEWOBJ
+          size_t start = op_at_;
+          pop(&start);
+          pop(&start);
+          push(make(Value::Other), start);
+          break;
+        }
         case 'b': pop(); top(); break;                                       // BUILD
         default: {
           char hex[8];
@@ -159,9 +202,18 @@ class Walker {
       s.push_back(c);
     }
   }
-  void push(V v) {
+  // `start`: the byte of the first opcode that built the value (a MARK
+  // inserted there puts the MARK right below it).
+  void push(V v) { push(std::move(v), op_at_); }
+  void push(V v, size_t start) {
     if (stack_.size() >= kMaxStack) fail("stack deeper than " + std::to_string(kMaxStack));
     stack_.push_back(std::move(v));
+    starts_.push_back(start);
+  }
+  void batch(size_t mark_at, char op) {
+    if (!edits_) return;
+    edits_->push_back({mark_at, 0, "("});
+    edits_->push_back({op_at_, 1, std::string(1, op)});
   }
   void push_int(int64_t i) {
     auto v = std::make_shared<Value>();
@@ -179,17 +231,22 @@ class Walker {
     if (stack_.empty() || stack_.back()->kind == Value::Mark) fail("stack underflow");
     return stack_.back();
   }
-  V pop() {
+  // `start`, if given, becomes the earlier of itself and the value's start.
+  V pop(size_t* start = nullptr) {
     V v = top();
+    if (start) *start = std::min(*start, starts_.back());
     stack_.pop_back();
+    starts_.pop_back();
     return v;
   }
-  std::vector<V> pop_to_mark() {
+  std::vector<V> pop_to_mark(size_t* start = nullptr) {
     size_t m = stack_.size();
     while (m > 0 && stack_[m - 1]->kind != Value::Mark) --m;
     if (m == 0) fail("no MARK to pop to");
     std::vector<V> items(stack_.begin() + static_cast<std::ptrdiff_t>(m), stack_.end());
+    if (start) *start = starts_[m - 1];
     stack_.resize(m - 1);
+    starts_.resize(m - 1);
     return items;
   }
   void get(int64_t idx) {
@@ -225,6 +282,8 @@ class Walker {
   size_t size_;
   size_t at_ = 0, op_at_ = 0;
   std::vector<V> stack_;
+  std::vector<size_t> starts_;  // parallel to stack_
+  std::vector<Edit>* edits_;
   std::unordered_map<int64_t, V> memo_;
   std::vector<StorageRef> storages_;
 };
@@ -238,6 +297,25 @@ bool ends_with(const std::string& s, const std::string& tail) {
 std::vector<StorageRef> check_pickle(const std::string& path, const std::string& record, const char* data,
                                      size_t size) {
   return Walker(path, record, data, size).run();
+}
+
+std::string with_batched_items(const std::string& path, const std::string& record, std::string data) {
+  std::vector<Edit> edits;
+  Walker(path, record, data.data(), data.size(), &edits).run();
+  if (edits.empty()) return data;
+  // By position; at one position, in the order recorded (the MARKs of
+  // nested items all go there, the outermost first).
+  std::stable_sort(edits.begin(), edits.end(), [](const Edit& a, const Edit& b) { return a.at < b.at; });
+  std::string out;
+  out.reserve(data.size() + edits.size());
+  size_t at = 0;
+  for (const Edit& e : edits) {
+    out.append(data, at, e.at - at);
+    out += e.insert;
+    at = e.at + e.erase;
+  }
+  out.append(data, at, std::string::npos);
+  return out;
 }
 
 void check_pickles(const std::string& path, const std::vector<ZipRecord>& records,

@@ -28,6 +28,16 @@ struct StorageRef {
 /// fx::ImportError "PATH: damaged pickle in record 'RECORD' at byte N (...)".
 std::vector<StorageRef> check_pickle(const std::string& path, const std::string& record, const char* data, size_t size);
 
+/// The pickle `data` (of record `record` of file `path`) as libtorch 1.13's
+/// Unpickler reads it: Python's pickler writes the item of a one-element
+/// list as `item APPEND` and the entry of a one-entry dict as `key value
+/// SETITEM`, opcodes that Unpickler does not know; they become `MARK item
+/// APPENDS` and `MARK key value SETITEMS` (what a batch of several is).
+/// `data` itself when there is nothing to rewrite. Throws as check_pickle.
+/// (torch.save writes protocol 2: no FRAMEs, whose lengths the inserted
+/// MARKs would break; protocol 4's MEMOIZE is refused by check_pickle.)
+std::string with_batched_items(const std::string& path, const std::string& record, std::string data);
+
 /// First what libtorch's PyTorchStreamReader checks when it opens an archive
 /// (the first record in a folder, a version record with a supported format
 /// version: it throws from its constructor and leaks its zip reader), then

@@ -1,11 +1,16 @@
 // torch.save files: reading inputs, writing outputs, comparing results.
 #include <fx/tensor_file.h>
 
+#include <fx/graph.h>
+
 #include "file_checks.h"
 #include "pickle_check.h"
 
 #include <ATen/ATen.h>
+#include <caffe2/serialize/in_memory_adapter.h>
+#include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/csrc/jit/serialization/unpickler.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -113,25 +118,45 @@ c10::IValue load_value(const std::string& path) {
   }
   if (!has_pickle) throw ImportError(path + ": not a torch.save file (no data.pkl record in the zip archive)");
   std::shared_ptr<void> reader;
+  std::string pickle, pickle_name;
   import_detail::check_pickles(path, records, [&](const import_detail::ZipRecord& r) {
-    if (r.compressed) return import_detail::read_record(path, r, reader);
-    std::string bytes(data.data() + r.data_offset, static_cast<size_t>(r.size));
-    if (import_detail::crc32(bytes.data(), bytes.size()) != r.crc32)
-      throw ImportError(path + ": damaged zip archive (record '" + r.name + "' does not match its CRC-32)");
+    std::string bytes;
+    if (r.compressed) {
+      bytes = import_detail::read_record(path, r, reader);
+    } else {
+      bytes.assign(data.data() + r.data_offset, static_cast<size_t>(r.size));
+      if (import_detail::crc32(bytes.data(), bytes.size()) != r.crc32)
+        throw ImportError(path + ": damaged zip archive (record '" + r.name + "' does not match its CRC-32)");
+    }
+    const size_t slash = r.name.find('/');
+    if (pickle_name.empty() && slash != std::string::npos &&
+        r.name.compare(slash + 1, std::string::npos, "data.pkl") == 0) {
+      pickle_name = r.name;
+      pickle = bytes;
+    }
     return bytes;
   });
+  // Python's pickler writes one-element lists and dicts with APPEND / SETITEM,
+  // which libtorch 1.13's Unpickler does not know: rewritten as batches.
+  pickle = import_detail::with_batched_items(path, pickle_name, std::move(pickle));
   c10::IValue value;
   try {
-    value = torch::jit::pickle_load(data);
+    // As torch::jit::pickle_load, with our data.pkl: tensors from data/KEY.
+    caffe2::serialize::PyTorchStreamReader archive(
+        std::make_unique<caffe2::serialize::MemoryReadAdapter>(data.data(), data.size()));
+    size_t at = 0;
+    auto read = [&](char* buffer, size_t n) {
+      n = std::min(n, pickle.size() - at);
+      std::memcpy(buffer, pickle.data() + at, n);
+      at += n;
+      return n;
+    };
+    auto read_record = [&](const std::string& key) { return std::get<0>(archive.getRecord("data/" + key)); };
+    torch::jit::Unpickler unpickler(read, nullptr, nullptr, read_record, c10::nullopt);
+    unpickler.set_version(archive.version());
+    value = unpickler.parse_ivalue();
   } catch (...) {
-    const std::string why = import_detail::current_exception_text();
-    // Python's torch.save of a one-element list or dict writes APPEND / SETITEM,
-    // which libtorch 1.13's unpickler does not know.
-    if (why.find("Unknown opcode for unpickling at 0x61") != std::string::npos ||
-        why.find("Unknown opcode for unpickling at 0x73") != std::string::npos)
-      throw ImportError(path + ": cannot read a torch.save file: it holds a one-element list or a dict, which "
-                               "libtorch cannot unpickle; save the inputs as a tuple: torch.save((x,), path)");
-    throw ImportError(path + ": cannot read a torch.save file: " + why);
+    throw ImportError(path + ": cannot read a torch.save file: " + import_detail::current_exception_text());
   }
   validate_value(value, path);
   return value;
@@ -141,33 +166,115 @@ namespace {
 
 // A pickled Python list of tensors is a List[Any]; a scripted forward taking
 // List[Tensor] (detection's images) refuses that, while Python passes it:
-// give such an input the typed list.
+// give such an input the typed list (and a dict of str to tensors the
+// Dict[str, Tensor]).
 c10::IValue typed_input(c10::IValue v) {
-  if (!v.isList() || v.toList().elementType()->kind() != c10::TypeKind::AnyType) return v;
-  auto l = v.toListRef();
-  if (l.empty() || !std::all_of(l.begin(), l.end(), [](const c10::IValue& x) { return x.isTensor(); })) return v;
-  c10::List<at::Tensor> tensors;
-  for (const auto& x : l) tensors.push_back(x.toTensor());
-  return tensors;
+  auto is_tensor = [](const c10::IValue& x) { return x.isTensor(); };
+  if (v.isList() && v.toList().elementType()->kind() == c10::TypeKind::AnyType) {
+    auto l = v.toListRef();
+    if (l.empty() || !std::all_of(l.begin(), l.end(), is_tensor)) return v;
+    c10::List<at::Tensor> tensors;
+    for (const auto& x : l) tensors.push_back(x.toTensor());
+    return tensors;
+  }
+  if (v.isGenericDict() && v.toGenericDict().keyType()->kind() == c10::TypeKind::AnyType) {
+    auto d = v.toGenericDict();
+    if (d.empty()) return v;
+    for (const auto& kv : d)
+      if (!kv.key().isString() || !kv.value().isTensor()) return v;
+    c10::Dict<std::string, at::Tensor> typed;
+    for (const auto& kv : d) typed.insert(kv.key().toStringRef(), kv.value().toTensor());
+    return typed;
+  }
+  return v;
+}
+
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+// Every parameter after the first has a default.
+bool rest_optional(const std::vector<InputParameter>& params) {
+  return std::all_of(params.begin() + 1, params.end(), [](const InputParameter& p) { return p.default_value; });
+}
+
+std::string names_of(const std::vector<InputParameter>& params) {
+  std::string s;
+  for (const auto& p : params) s += (s.empty() ? "" : ", ") + p.name;
+  return s;
 }
 
 }  // namespace
 
-std::vector<c10::IValue> load_inputs(const std::string& path) {
-  c10::IValue v = load_value(path);
+std::vector<InputParameter> input_parameters(const c10::FunctionSchema& forward) {
+  std::vector<InputParameter> params;
+  const auto& args = forward.arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (i == 0 && args[i].name() == "self") continue;
+    params.push_back({args[i].name(), args[i].type()->annotation_str(), args[i].default_value()
+                                                                             ? std::optional<c10::IValue>(*args[i].default_value())
+                                                                             : std::nullopt});
+  }
+  return params;
+}
+
+std::vector<InputParameter> input_parameters(const Graph& graph) {
+  std::vector<InputParameter> params;
+  for (Node* p : graph.find_nodes(Opcode::Placeholder)) {
+    InputParameter param{p->target(), "", std::nullopt};  // forward's own name ("input"), not "input_1"
+    auto it = p->meta().find("torchscript_type");
+    if (it != p->meta().end() && it->second.type() == typeid(std::string))
+      param.type = std::any_cast<std::string>(it->second);
+    if (!p->args().empty()) param.default_value = p->args()[0].to_ivalue();
+    params.push_back(std::move(param));
+  }
+  return params;
+}
+
+std::vector<c10::IValue> bind_inputs(const c10::IValue& v, const std::vector<InputParameter>& params,
+                                     const std::string& path) {
   std::vector<c10::IValue> inputs;
+  const bool takes_list = !params.empty() && starts_with(params[0].type, "List[") && rest_optional(params);
   if (v.isTuple()) {
     const auto& e = v.toTupleRef().elements();
     inputs.assign(e.begin(), e.end());
-  } else if (v.isList()) {
+  } else if (v.isList() && !takes_list) {
     auto l = v.toListRef();
     inputs.assign(l.begin(), l.end());
+  } else if (v.isGenericDict() && !params.empty()) {
+    auto d = v.toGenericDict();
+    std::vector<std::string> unknown;
+    std::vector<std::optional<c10::IValue>> by_position(params.size());
+    for (const auto& kv : d) {
+      auto p = kv.key().isString() ? std::find_if(params.begin(), params.end(),
+                                                   [&](const InputParameter& q) { return q.name == kv.key().toStringRef(); })
+                                   : params.end();
+      if (p == params.end()) unknown.push_back(kv.key().isString() ? "'" + kv.key().toStringRef() + "'" : "a key that is no string");
+      else by_position[static_cast<size_t>(p - params.begin())] = kv.value();
+    }
+    if (unknown.empty()) {
+      size_t given = by_position.size();
+      while (given > 0 && !by_position[given - 1]) --given;
+      for (size_t i = 0; i < params.size(); ++i) {
+        if (by_position[i] || params[i].default_value) continue;
+        throw Error(path + ": the inputs are a dict without '" + params[i].name + "', which forward (" +
+                    names_of(params) + ") needs");
+      }
+      for (size_t i = 0; i < given; ++i) inputs.push_back(by_position[i] ? *by_position[i] : *params[i].default_value);
+    } else if (starts_with(params[0].type, "Dict[") && rest_optional(params)) {
+      inputs.push_back(v);
+    } else {
+      std::string keys;
+      for (const auto& k : unknown) keys += (keys.empty() ? "" : ", ") + k;
+      throw Error(path + ": the inputs are a dict whose " + keys + (unknown.size() == 1 ? " is" : " are") +
+                  " not a parameter of forward (" + names_of(params) + ")");
+    }
   } else {
     inputs.push_back(v);
   }
   for (auto& i : inputs) i = typed_input(std::move(i));
   return inputs;
 }
+
+std::vector<c10::IValue> load_inputs(const std::string& path) { return bind_inputs(load_value(path), {}, path); }
 
 void save_value(const std::string& path, const c10::IValue& value) {
   std::vector<char> data = torch::jit::pickle_save(value);

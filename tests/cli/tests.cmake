@@ -111,14 +111,4 @@ fx_cli_one_line(unknown_option "The following argument was not expected: --frobn
                 run ${FX_CORRUPT_DIR}/linear.pt --frobnicate)
 fx_cli_one_line(negative_warmup "--warmup expects an integer >= 0, got '-1'"
                 profile ${FX_CORRUPT_DIR}/linear.pt -i ${FX_CORRUPT_DIR}/linear.input.pt --warmup=-1)
-# Python's torch.save of a dict or a one-element list: libtorch cannot unpickle
-# it; the message says what to do instead.
-add_test(NAME cli.make_dict_inputs
-         COMMAND /usr/bin/python3 -c "import torch, sys; torch.save({'x': torch.ones(2, 3)}, sys.argv[1]); torch.save([torch.ones(2, 3)], sys.argv[2])"
-                 ${FX_BIN}/dict_input.pt ${FX_BIN}/list_input.pt)
-set_tests_properties(cli.make_dict_inputs PROPERTIES FIXTURES_SETUP fx_dict_inputs)
-foreach(kind dict list)
-  fx_cli_one_line(run_${kind}_input "${kind}_input.pt: cannot read a torch.save file: it holds a one-element list or a dict, which libtorch cannot unpickle; save the inputs as a tuple"
-                  run ${FX_CORRUPT_DIR}/linear.pt -i ${FX_BIN}/${kind}_input.pt)
-  set_tests_properties(cli.run_${kind}_input PROPERTIES FIXTURES_REQUIRED "fx_corrupt_files;fx_dict_inputs")
-endforeach()
+# Inputs saved as a dict or a bare list: tests/cli/tests_inputs.cmake.

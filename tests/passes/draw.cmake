@@ -35,9 +35,10 @@ fx_cli_run_fails(draw_wrong_input "fxcpp draw: [^\n]*resnet18.pt failed on [^\n]
                  draw ${FX_MODELS_DIR}/resnet18.pt -o ${FX_BIN}/draw/wrong.svg
                  --input ${FX_MODELS_DIR}/alexnet.output.pt)
 set_tests_properties(cli.draw_wrong_input PROPERTIES FIXTURES_REQUIRED fx_models_0)
-fx_cli_bad_input(summary_needs_shapes "fxcpp inspect: --summary needs the input shapes: --input IN.pt or --shape 1x3x224x224\n$"
-                 inspect ${FX_MODELS_DIR}/resnet18.pt --summary)
-set_tests_properties(cli.summary_needs_shapes PROPERTIES FIXTURES_REQUIRED fx_models_0)
+# Without shapes: the parameters (as torchinfo without input_size).
+add_test(NAME cli.summary_without_shapes_resnet18 COMMAND ${FX_CLI} inspect ${FX_MODELS_DIR}/resnet18.pt --summary)
+set_tests_properties(cli.summary_without_shapes_resnet18 PROPERTIES FIXTURES_REQUIRED fx_models_0
+                     PASS_REGULAR_EXPRESSION "\nfc +Linear +513000\n-+\nTotal params: 11689512 \\(11.69 M\\)\n")
 fx_cli_bad_input(summary_bad_shape "fxcpp inspect: --shape expects sizes like 1x3x224x224, got '1x3xq'\n$"
                  inspect ${FX_MODELS_DIR}/resnet18.pt --summary --shape 1x3xq)
 set_tests_properties(cli.summary_bad_shape PROPERTIES FIXTURES_REQUIRED fx_models_0)

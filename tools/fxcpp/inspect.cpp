@@ -1,6 +1,7 @@
 // fxcpp inspect MODEL.pt: the imported graph as a table and as generated code;
-// with --summary, a torchinfo-style table of output shapes, parameters and
-// MACs per node (fx::summarize_model) on shapes from --input or --shape.
+// with --summary, a torchinfo-style table of parameters per node
+// (fx::summarize_model), and of output shapes and MACs too on shapes from
+// --input or --shape.
 #include "command.h"
 #include "model_io.h"
 
@@ -9,6 +10,7 @@
 #include <fx/passes/model_summary.h>
 #include <fx/passes/shape_prop.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -47,38 +49,71 @@ std::string shapes_str(const NodeSummary& s) {
       out += (d ? ", " : "") + std::to_string(s.output_shapes[i][d]);
     out += "]";
   }
-  return out.empty() ? "-" : out;
+  if (!out.empty()) return out;
+  auto type = s.node->meta().find("type");  // ShapeProp's Python type of the result
+  const bool none = type != s.node->meta().end() && type->second.type() == typeid(std::string) &&
+                    std::any_cast<std::string>(type->second) == "NoneType";
+  return none ? "None" : "-";
 }
 
+// A leaf call without arguments that returns None: what torch.jit.trace
+// keeps of a module that returns its input (Identity, Dropout in eval mode),
+// whose data flow went around it.
+bool traced_pass_through(const NodeSummary& s) {
+  return s.node->op() == Opcode::CallModule && s.node->args().empty() && s.node->kwargs().empty() &&
+         shapes_str(s) == "None";
+}
+
+// "224", "2_000 (2.00 K)": the rounded count only where it says something shorter.
+std::string count_text(int64_t n, const char* unit) {
+  const std::string exact = std::to_string(n);
+  return n < 1000 && n > -1000 ? exact : exact + " (" + format_count(n) + unit + ")";
+}
+
+// Without --input / --shape (as torchinfo without input_size): the
+// parameters only; output shapes, MACs and FLOPs need shapes.
 int print_summary(const std::shared_ptr<GraphModule>& gm, const ModelArgs& args) {
+  const bool shapes = args.has("input") || args.has("shape");
   std::vector<c10::IValue> inputs;
   if (args.has("input")) inputs = load_model_inputs(*gm, args.get("input"));
   else if (args.has("shape")) inputs.push_back(meta_input(args.get("shape")));
-  else throw Error("--summary needs the input shapes: --input IN.pt or --shape 1x3x224x224");
-  try {
-    torch::NoGradGuard no_grad;
-    ShapeProp(gm).propagate_meta(inputs);
-  } catch (const std::exception& e) {
-    return report_run_error("inspect", args.model,
-                            args.has("input") ? args.get("input") : "--shape " + args.get("shape"), e);
+  if (shapes) {
+    try {
+      torch::NoGradGuard no_grad;
+      ShapeProp(gm).propagate_meta(inputs);
+    } catch (const std::exception& e) {
+      return report_run_error("inspect", args.model,
+                              args.has("input") ? args.get("input") : "--shape " + args.get("shape"), e);
+    }
   }
   const ModelSummary s = summarize_model(*gm);
-  const std::string rule(123, '-');
-  std::printf("%-32s %-24s %-22s %12s %14s %14s\n", "node", "type", "output shape", "params", "MACs", "FLOPs");
+  const std::string rule(shapes ? 123 : 70, '-');
+  if (shapes) std::printf("%-32s %-24s %-22s %12s %14s %14s\n", "node", "type", "output shape", "params", "MACs", "FLOPs");
+  else std::printf("%-32s %-24s %12s\n", "node", "type", "params");
   std::printf("%s\n", rule.c_str());
   for (const NodeSummary& n : s.nodes) {
     if (n.node->op() == Opcode::Placeholder || n.node->op() == Opcode::Output || n.node->op() == Opcode::GetAttr)
       continue;
     auto num = [](int64_t v) { return v ? std::to_string(v) : std::string("-"); };
-    std::printf("%-32s %-24s %-22s %12s %14s %14s\n", fit(n.node->name(), 32).c_str(), fit(n.type, 24).c_str(),
-                fit(shapes_str(n), 22).c_str(), num(n.params).c_str(), num(n.macs).c_str(), num(n.flops).c_str());
+    if (shapes)
+      std::printf("%-32s %-24s %-22s %12s %14s %14s\n", fit(n.node->name(), 32).c_str(), fit(n.type, 24).c_str(),
+                  fit(shapes_str(n), 22).c_str(), num(n.params).c_str(), num(n.macs).c_str(), num(n.flops).c_str());
+    else
+      std::printf("%-32s %-24s %12s\n", fit(n.node->name(), 32).c_str(), fit(n.type, 24).c_str(),
+                  num(n.params).c_str());
   }
   std::printf("%s\n", rule.c_str());
-  std::printf("Total params: %lld (%s)\n", static_cast<long long>(s.total_params), format_count(s.total_params).c_str());
+  const auto pass_through = std::count_if(s.nodes.begin(), s.nodes.end(), traced_pass_through);
+  if (pass_through > 0)
+    std::printf("(%ld module call%s with output None: torch.jit.trace recorded a module that returns its input "
+                "(Identity, Dropout in eval mode) as a call without input or output)\n",
+                static_cast<long>(pass_through), pass_through == 1 ? "" : "s");
+  std::printf("Total params: %s\n", count_text(s.total_params, "").c_str());
   std::printf("Trainable params: %lld\n", static_cast<long long>(s.trainable_params));
-  std::printf("Total MACs: %lld (%sMAC)\n", static_cast<long long>(s.total_macs), format_count(s.total_macs).c_str());
-  std::printf("Total FLOPs: %lld (%sFLOP)\n", static_cast<long long>(s.total_flops),
-              format_count(s.total_flops).c_str());
+  if (shapes) {
+    std::printf("Total MACs: %s\n", count_text(s.total_macs, "MAC").c_str());
+    std::printf("Total FLOPs: %s\n", count_text(s.total_flops, "FLOP").c_str());
+  }
   std::printf("Params + buffers size: %.2f MB\n", static_cast<double>(s.param_bytes) / 1e6);
   return 0;
 }
@@ -114,7 +149,7 @@ int run_inspect(const std::vector<std::string>& argv) {
 
 }  // namespace
 
-FX_COMMAND("inspect", "inspect MODEL.pt [--graph] [--no-code] [--summary --input IN.pt | --shape 1x3x224x224]",
+FX_COMMAND("inspect", "inspect MODEL.pt [--graph] [--no-code] [--summary [--input IN.pt | --shape 1x3x224x224]]",
            "import a TorchScript file; print its graph table and generated code, or a summary", run_inspect);
 
 }  // namespace fx::cli
