@@ -27,7 +27,6 @@ import argparse
 import glob
 import io
 import os
-import pickle
 import sys
 import time
 import warnings
@@ -46,36 +45,9 @@ QENGINE = "qnnpack"  # the engine this torch has ("fbgemm" is not built in)
 
 
 # ---------------------------------------------------------------------------
-# Files libtorch can read back. Python's pickler writes a one-element list or
-# dict with APPEND / SETITEM, which libtorch 1.13's unpickler does not know;
-# this pickler always writes the MARK ... APPENDS / SETITEMS form (what
-# libtorch's own pickler writes), so detection's [image] and {"out": x} load.
-
-class _Pickler(pickle._Pickler):  # the pure-Python pickler: its batching can be overridden
-    def _batch_appends(self, items):
-        items = list(items)
-        if items:
-            self.write(pickle.MARK)
-            for x in items:
-                self.save(x)
-            self.write(pickle.APPENDS)
-
-    def _batch_setitems(self, items):
-        items = list(items)
-        if items:
-            self.write(pickle.MARK)
-            for k, v in items:
-                self.save(k)
-                self.save(v)
-            self.write(pickle.SETITEMS)
-
-
-class _PickleModule:
-    __name__ = "fxcpp_pickle"
-    Pickler = _Pickler
-    Unpickler = pickle.Unpickler
-    load = staticmethod(pickle.load)
-
+# Files as users write them: plain torch.save (detection's ([image],) and
+# {"out": x} hold one-element lists and dicts, which Python pickles with
+# APPEND / SETITEM: fx::load_value reads those too).
 
 def plain(value):
     """OrderedDict -> dict, named tuples -> tuples: what TorchScript's values are."""
@@ -89,7 +61,7 @@ def plain(value):
 
 
 def save_value(value, path):
-    torch.save(plain(value), path, pickle_module=_PickleModule)
+    torch.save(plain(value), path)
 
 
 # ---------------------------------------------------------------------------
@@ -277,6 +249,15 @@ def detection(name, **kw):
     return build
 
 
+def optical_flow(name):
+    def build():
+        # two frames; RAFT needs sides divisible by 8, and 128 keeps its
+        # smallest correlation level wider than one pixel (64 gives NaN)
+        return {"model": tv(getattr(torchvision.models.optical_flow, name)),
+                "inputs": (image(128), torch.randn(1, 3, 128, 128, generator=gen(2)))}
+    return build
+
+
 def video(name):
     def build():
         return {"model": tv(getattr(torchvision.models.video, name), (torch.randn(2, 3, 4, 32, 32, generator=gen(3)),)),
@@ -340,6 +321,8 @@ CASES = {
     "retinanet_resnet50_fpn": ("detection", detection("retinanet_resnet50_fpn", min_size=64, max_size=64),
                                ("script",)),
     "ssdlite320_mobilenet_v3_large": ("detection", detection("ssdlite320_mobilenet_v3_large"), ("script",)),
+    # optical flow: a run-time loop (num_flow_updates) whose body reads a pyramid forward assigned to a module
+    "raft_small": ("optical_flow", optical_flow("raft_small"), BOTH),
     # video
     "r3d_18": ("video", video("r3d_18"), BOTH),
     "mc3_18": ("video", video("mc3_18"), BOTH),

@@ -193,6 +193,45 @@ class SetsObjectInBranch(nn.Module):
         return b.scaled()
 
 
+def _shifted(t: torch.Tensor, by: torch.Tensor) -> torch.Tensor:
+    """A helper inlined inside the loop body and the branch."""
+    return t + by.size(0) + by.mean()
+
+
+class AttrInLoop(nn.Module):
+    """As RAFT's CorrBlock: forward assigns a list of tensors to a module
+    attribute; a run-time loop (and a data-dependent if) calls a method that
+    reads it through an inlined helper: values of the enclosing graph that
+    are no TorchScript value of the loop body."""
+
+    def __init__(self):
+        super().__init__()
+        self.pyramid: List[torch.Tensor] = [torch.zeros(1)]
+
+    def build(self, x):
+        self.pyramid = [x * 2]
+        self.pyramid.append(x.mean(0, keepdim=True))
+
+    def read(self, y):
+        out = y
+        for level in self.pyramid:
+            out = _shifted(out, level)
+        return out
+
+    def forward(self, x, n: int):
+        self.build(x)
+        y = x
+        for _ in range(n):
+            y = self.read(y) * 0.5
+            if bool(y.mean() > 100):  # a branch in the body: read through two graphs
+                y = self.read(y) * 0.1
+        if bool(y.sum() > 0):
+            y = y - 1
+        else:
+            y = self.read(y)  # only the false branch reads the pyramid
+        return y
+
+
 def save(out, name, module, inputs, inputs2=None, trace=False):
     module.eval()
     torch.manual_seed(0)
@@ -229,6 +268,7 @@ def main():
     save(out, "uses_object", UsesObject(), [r(3)])
     torch.jit.script(SetsObjectInBranch()).save(os.path.join(out, "sets_object_in_branch.pt"))
     save(out, "weight_only_traced", UsesWeightOnly(), [r(2, 4)], trace=True)
+    save(out, "attr_in_loop", AttrInLoop(), [r(3, 4) + 300, 2], [-r(2, 4).abs() - 30, 3])
     return 0
 
 

@@ -8,6 +8,9 @@
 // but does not define are its free values; the nodes of the enclosing graph
 // those values hold (also inside import-time lists and tuples) become the
 // call's operands and the graph's placeholders, in order of first use.
+// A node of an enclosing graph reached otherwise (a module attribute that
+// forward assigned, read by a function the block calls) becomes one more
+// operand and placeholder when a node of the block first uses it (local()).
 //
 // A list or dict built at import time ([] before a loop) that a block changes
 // (append, item assignment ...) is made a run-time value first
@@ -21,6 +24,7 @@
 #include <fx/control_flow.h>
 #include <fx/target.h>
 
+#include <algorithm>
 #include <cctype>
 #include <mutex>
 #include <unordered_set>
@@ -230,8 +234,45 @@ Val Importer::substitute(const Val& v, const std::unordered_map<const Node*, Nod
   }
 }
 
+Node* Importer::add_operand_placeholder(Graph& graph, Node* outer) {
+  Node* last = nullptr;
+  for (Node* n : graph.nodes()) {
+    if (n->op() != Opcode::Placeholder) break;
+    last = n;
+  }
+  auto at = last ? graph.inserting_after(last) : graph.inserting_before(nullptr);
+  Node* p = graph.placeholder(outer->name());
+  placeholder_origin_[p] = outer;
+  return p;
+}
+
+Argument Importer::local(const Argument& a) {
+  if (lift_scopes_.empty()) return a;
+  return map_arg(a, [&](Node* n) -> Argument {
+    if (&n->graph() == graph_.get()) return n;
+    // Only from enclosing graphs (a node of another branch stays as it is,
+    // and call_function's check names it).
+    if (std::none_of(lift_scopes_.begin(), lift_scopes_.end(), [&](const LiftScope& s) { return s.parent == &n->graph(); }))
+      return n;
+    LiftScope& scope = lift_scopes_.back();
+    auto it = scope.placeholders.find(n);
+    if (it != scope.placeholders.end()) return it->second;
+    Node* p = add_operand_placeholder(*graph_, n);
+    scope.placeholders[n] = p;
+    scope.lifted->push_back(n);
+    return p;
+  });
+}
+
+ArgList Importer::local(const ArgList& args) {
+  ArgList out;
+  out.reserve(args.size());
+  for (const Argument& a : args) out.push_back(local(a));
+  return out;
+}
+
 std::shared_ptr<Graph> Importer::import_block(const jit::Block* block, Frame& f, const Capture& cap,
-                                              int64_t first_iteration) {
+                                              std::vector<Node*>& lifted, int64_t first_iteration) {
   auto sub = std::make_shared<Graph>();
   std::vector<Node*> leading;
   for (size_t i = 0; i < block->inputs().size(); ++i)
@@ -242,6 +283,8 @@ std::shared_ptr<Graph> Importer::import_block(const jit::Block* block, Frame& f,
     map[op] = p;
     placeholder_origin_[p] = op;
   }
+  LiftScope scope{graph_.get(), {}, &lifted};
+  for (Node* op : lifted) scope.placeholders[op] = add_operand_placeholder(*sub, op);
 
   // Inside, the free values hold this graph's placeholders; restored after.
   std::vector<std::pair<const jit::Value*, Val>> saved;
@@ -259,11 +302,13 @@ std::shared_ptr<Graph> Importer::import_block(const jit::Block* block, Frame& f,
     ~Restore() {
       im.graph_ = graph;
       --im.subgraph_depth_;
+      im.lift_scopes_.pop_back();
       for (auto& [v, val] : saved) f.env[v] = std::move(val);
     }
   } restore{*this, f, graph_, saved};
   graph_ = sub;
   ++subgraph_depth_;
+  lift_scopes_.push_back(std::move(scope));
 
   for (size_t i = 0; i < leading.size(); ++i) bind(block->inputs()[i], Val::of_node(leading[i]), f);
   // A loop continued after unrolled iterations counts from where they stopped.
@@ -273,11 +318,11 @@ std::shared_ptr<Graph> Importer::import_block(const jit::Block* block, Frame& f,
   ArgList results;
   for (const jit::Value* v : block->outputs()) results.push_back(to_argument(value(v, f, block->return_node()), block->return_node(), f));
   if (results.size() == 1) {
-    sub->output(std::move(results[0]));
+    sub->output(local(results[0]));
   } else if (results.empty()) {
     sub->output(Argument());
   } else {
-    sub->output(Argument::tuple(std::move(results)));
+    sub->output(Argument::tuple(local(results)));
   }
   if (options_.eliminate_dead_code) sub->eliminate_dead_code();
   return sub;
@@ -312,8 +357,12 @@ bool has_side_effects(const Graph& g) {
 void Importer::emit_cond(const jit::Node* n, Frame& f, const Val& cond) {
   Capture cap = capture(n, f);
   PendingSubgraph pending;
-  pending.graphs.push_back(import_block(n->blocks()[0], f, cap));
-  pending.graphs.push_back(import_block(n->blocks()[1], f, cap));
+  std::vector<Node*> lifted;
+  pending.graphs.push_back(import_block(n->blocks()[0], f, cap, lifted));
+  const size_t lifted_by_first = lifted.size();
+  pending.graphs.push_back(import_block(n->blocks()[1], f, cap, lifted));
+  // Both branches take the same inputs: the first also those only the second reads.
+  for (size_t i = lifted_by_first; i < lifted.size(); ++i) add_operand_placeholder(*pending.graphs[0], lifted[i]);
   // Results both branches give as the same constant are known now (`a and
   // b` on a folded b: both branches False); a conditional whose results are
   // all such and whose branches do nothing else is left out.
@@ -340,7 +389,8 @@ void Importer::emit_cond(const jit::Node* n, Frame& f, const Val& cond) {
   pending.count = n->outputs().size();
   ArgList args{cond.symbolic};
   for (Node* op : cap.operands) args.emplace_back(op);
-  Node* node = graph_->call_module(pending.name, std::move(args));
+  for (Node* op : lifted) args.emplace_back(op);
+  Node* node = graph_->call_module(pending.name, local(args));
   subgraphs_.push_back(std::move(pending));
   bind_results(n, node, f);
   bind_known();
@@ -359,11 +409,13 @@ void Importer::emit_loop(const jit::Node* n, Frame& f, int64_t first_iteration,
   }
   PendingSubgraph pending;
   pending.is_loop = true;
-  pending.graphs.push_back(import_block(n->blocks()[0], f, cap, first_iteration));
+  std::vector<Node*> lifted;
+  pending.graphs.push_back(import_block(n->blocks()[0], f, cap, lifted, first_iteration));
   pending.name = fresh_module_name("loop");
   pending.count = n->outputs().size();
   for (Node* op : cap.operands) args.emplace_back(op);
-  Node* node = graph_->call_module(pending.name, std::move(args));
+  for (Node* op : lifted) args.emplace_back(op);
+  Node* node = graph_->call_module(pending.name, local(args));
   subgraphs_.push_back(std::move(pending));
   if (!n->outputs().empty()) bind_results(n, node, f);
 }

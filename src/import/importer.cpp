@@ -290,7 +290,7 @@ Argument Importer::to_argument(const Val& v, const jit::Node* n, Frame& f) {
 Node* Importer::emit(const std::string& target, ArgList args, Kwargs kwargs, const jit::Node* n, Frame& f) {
   Node* node = nullptr;
   try {
-    node = graph_->call_function(target, std::move(args), std::move(kwargs));
+    node = graph_->call_function(target, local(args), map_arg(kwargs, [&](Node* x) { return local(Argument(x)); }));
   } catch (const ImportError&) {
     throw;
   } catch (const std::exception& e) {
@@ -488,7 +488,7 @@ void Importer::call_method(const jit::Node* n, Frame& f) {
   if (is_forward_method(name) && is_leaf(*self.module)) {
     ArgList args;
     for (size_t i = 1; i < n->inputs().size(); ++i) args.push_back(to_argument(value(n->input(i), f, n), n, f));
-    Node* node = graph_->call_module(self.module->path, std::move(args));
+    Node* node = graph_->call_module(self.module->path, local(args));
     if (options_.record_stack_traces) node->set_stack_trace(stack_trace_entry(n, f.function_name));
     if (n->outputs().size() == 1) {
       bind(n->output(), Val::of_node(node), f);

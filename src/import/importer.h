@@ -122,8 +122,20 @@ class Importer {
   void emit_loop(const torch::jit::Node* n, Frame& f, int64_t first_iteration = 0,
                  std::optional<std::vector<Val>> loop_inputs = std::nullopt);
   Capture capture(const torch::jit::Node* n, Frame& f);
+  /// `lifted`: nodes of enclosing graphs the block reads other than through
+  /// its free values (a module attribute a forward assigned, read in a
+  /// function the block calls), each a placeholder after cap's; shared by
+  /// the two branches of a conditional (those the first lifted come first).
   std::shared_ptr<Graph> import_block(const torch::jit::Block* block, Frame& f, const Capture& cap,
-                                      int64_t first_iteration = 0);
+                                      std::vector<Node*>& lifted, int64_t first_iteration = 0);
+  /// `a` with every node of an enclosing graph replaced by a placeholder of
+  /// the graph being built (added once per node, its operand appended to the
+  /// subgraph's `lifted`): a value a branch or loop body reads from outside
+  /// becomes one of its inputs. As is outside subgraphs.
+  Argument local(const Argument& a);
+  ArgList local(const ArgList& args);
+  /// Adds a placeholder for `outer` after graph's last one.
+  Node* add_operand_placeholder(Graph& graph, Node* outer);
   Val substitute(const Val& v, const std::unordered_map<const Node*, Node*>& map) const;
   Node* materialize(const torch::jit::Value* v, Frame& f, const torch::jit::Node* user);
   std::string fresh_module_name(const std::string& stem);
@@ -157,6 +169,14 @@ class Importer {
   std::vector<PendingSubgraph> subgraphs_;
   std::unordered_map<std::string, size_t> next_module_index_;  ///< per stem: cond_0, cond_1 ... loop_0 ...
   size_t subgraph_depth_ = 0;  ///< > 0 while a branch or loop body is built
+  /// Per branch or body being built (innermost last): the graph it is built
+  /// in, outer node → placeholder, and its lifted operands.
+  struct LiftScope {
+    Graph* parent;
+    std::unordered_map<Node*, Node*> placeholders;
+    std::vector<Node*>* lifted;
+  };
+  std::vector<LiftScope> lift_scopes_;
   std::unordered_map<Node*, size_t> root_placeholders_;      ///< forward's inputs → example_inputs index
   std::unordered_map<const Node*, Node*> placeholder_origin_;     ///< a subgraph operand → the outer node
   std::unordered_map<const Node*, std::optional<c10::IValue>> meta_;  ///< lazily computed example values

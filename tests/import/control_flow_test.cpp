@@ -267,4 +267,35 @@ TEST(ControlFlow, LeafUsedOnlyThroughItsWeightIsAGetAttr) {
   check_values(gm, "weight_only_traced");
 }
 
+// Names of a graph's placeholders, in order.
+std::vector<std::string> placeholder_targets(const fx::Graph& g) { return targets(g, fx::Opcode::Placeholder); }
+
+TEST(ControlFlow, OuterValuesAHelperReadsInsideALoopOrBranchBecomeItsInputs) {
+  // forward assigns self.pyramid = [x * 2, x.mean(0)]; a run-time loop, a
+  // branch in its body and a branch after it call a method that reads the
+  // pyramid through an inlined helper (RAFT's CorrBlock): no TorchScript
+  // value of those blocks holds it, so its nodes are lifted when first used.
+  auto gm = import_case("attr_in_loop");
+  fx::Node* loop = gm->graph().find_nodes(fx::Opcode::CallModule, "loop_0").at(0);
+  fx::Node* mul = gm->graph().find_nodes(fx::Opcode::CallFunction, "aten::mul.Scalar").at(0);
+  fx::Node* mean = gm->graph().find_nodes(fx::Opcode::CallFunction, "aten::mean.dim").at(0);
+  // (trip count, condition, carried y, then the lifted pyramid)
+  ASSERT_EQ(loop->args().size(), 5u);
+  EXPECT_EQ(loop->args()[3].to_node(), mul);
+  EXPECT_EQ(loop->args()[4].to_node(), mean);
+  auto body = std::dynamic_pointer_cast<fx::WhileLoopModule>(gm->get_submodule("loop_0"));
+  ASSERT_TRUE(body);
+  EXPECT_EQ(placeholder_targets(body->body().graph()), (std::vector<std::string>{"i", "y", "mul", "mean"}));
+  // The branch inside the body takes them from the body's placeholders.
+  auto inner = std::dynamic_pointer_cast<fx::CondModule>(body->body().get_submodule("cond_0"));
+  ASSERT_TRUE(inner);
+  EXPECT_EQ(placeholder_targets(inner->true_graph().graph()), (std::vector<std::string>{"mul_1", "mul", "mean"}));
+  // Only the false branch after the loop reads the pyramid; both take it.
+  auto after = std::dynamic_pointer_cast<fx::CondModule>(gm->get_submodule("cond_1"));
+  ASSERT_TRUE(after);
+  EXPECT_EQ(placeholder_targets(after->true_graph().graph()), (std::vector<std::string>{"loop_0", "mul", "mean"}));
+  EXPECT_EQ(placeholder_targets(after->false_graph().graph()), placeholder_targets(after->true_graph().graph()));
+  check_values(gm, "attr_in_loop");  // input: the inner branch taken, then the true one; input2: neither, then false
+}
+
 }  // namespace

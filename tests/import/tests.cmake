@@ -47,7 +47,7 @@ set(FX_FAMILIES_DIR ${FX_BIN}/families)
 set(FX_FAMILY_GROUPS
   "fcn_resnet50 deeplabv3_mobilenet_v3_large lraspp_mobilenet_v3_large"
   "fasterrcnn_mobilenet_v3_large_320_fpn retinanet_resnet50_fpn ssdlite320_mobilenet_v3_large"
-  "r3d_18 mc3_18 quantized_resnet18 quantized_mobilenet_v2"
+  "r3d_18 mc3_18 quantized_resnet18 quantized_mobilenet_v2 raft_small"
   "googlenet inception_v3 swin_t"
   "lstm gru transformer_encoder multihead_attention gpt_block embedding_bag loop_over_length loop_to_list
    early_return structures list_input optional_args optional_default")
