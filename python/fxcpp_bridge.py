@@ -22,9 +22,12 @@ modules, nested GraphModules and the torch.nn leaves of the table below.
 """
 
 import importlib
+import inspect
 import json
 import math
 import operator
+import os
+import re
 import zipfile
 
 import torch
@@ -210,6 +213,21 @@ def _function_target(name):
     return getattr(importlib.import_module(module), attr)
 
 
+def _type_annotation(name):
+    """A node's type annotation from its printed name ("torch.Tensor", "int"): the type when it can be imported."""
+    import builtins
+    if isinstance(getattr(builtins, name, None), type):
+        return getattr(builtins, name)
+    if "." in name and "[" not in name:
+        try:
+            t = _python_target(name)
+            if isinstance(t, type):
+                return t
+        except (ImportError, AttributeError, ValueError):
+            pass
+    return name
+
+
 class _GraphBuilder:
     def __init__(self, reader, root):
         self.reader = reader
@@ -260,18 +278,29 @@ class _GraphBuilder:
 
     def build(self, doc):
         for n in doc["nodes"]:
-            args = tuple(self.arg(a) for a in n["args"])
-            kwargs = {k: self.arg(v) for k, v in n["kwargs"]}
-            target = n["target"]
-            if n["op"] == "call_function":
+            op, target, args, kwargs = n["op"], n["target"], n["args"], n["kwargs"]
+            python = n.get("meta", {}).get(PYTHON_META, {}).get("string")
+            python_target = None
+            if python is not None:  # the node's Python form, while it is still the call save() wrote
+                python = json.loads(python)
+                if python.get("lowered") == {"op": op, "target": target, "args": args, "kwargs": kwargs}:
+                    op, args, kwargs = python["op"], python["args"], python["kwargs"]
+                    python_target = _python_target(python["target"])
+            args = tuple(self.arg(a) for a in args)
+            kwargs = {k: self.arg(v) for k, v in kwargs}
+            if python_target is not None:
+                target = python_target
+            elif op == "call_function":
                 target = _function_target(target)
-            node = self.graph.create_node(n["op"], target, args, kwargs, name=n["name"], type_expr=None)
+            node = self.graph.create_node(op, target, args, kwargs, name=n["name"], type_expr=None)
             if "type" in n:
-                node.type = n["type"]
+                node.type = _type_annotation(n["type"])
             for key, value in n.get("meta", {}).items():
                 (kind, v), = value.items()
-                if kind == "string":
+                if kind in ("string", "bool", "int") and key != PYTHON_META:
                     node.meta[key] = v
+                elif kind == "float":
+                    node.meta[key] = _float(v)
             self.env[n["name"]] = node
         return self.graph
 
@@ -321,6 +350,10 @@ def _new_module(reader, doc, path):
         m.add_module(name, _module(reader, child, (path + "." if path else "") + name))
     if kind == "graph_module":
         graph = _GraphBuilder(reader, m).build(doc["graph"])
+        called = {n.target for n in graph.nodes if n.op == "call_module"}
+        for name, _ in list(m.named_children()):  # function leaves of nodes given back their Python form
+            if name.startswith(_LEAF_PREFIX) and name not in called:
+                delattr(m, name)
         gm = torch.fx.GraphModule(m, graph, doc.get("class_name", "GraphModule"))
         gm.training = doc["training"]
         return gm
@@ -333,18 +366,466 @@ def load(path):
     return _module(reader, reader.doc["root"])
 
 
+# ---- Python targets -> what fxcpp calls --------------------------------------------
+#
+# symbolic_trace records Python callables: torch.* builtins (torch.cat), Python
+# functions of torch.nn.functional (F.relu, boolean-dispatched F.max_pool2d),
+# operator.*, getattr, and functions of other libraries that torch.fx.wrap
+# kept whole (torchvision.ops.stochastic_depth). fxcpp calls ATen operators by
+# name, so each becomes the one ATen overload its arguments bind to (the
+# operator's TorchScript schemas; the overload-less name when the argument
+# types known here leave several, which fxcpp then picks from the values), or,
+# when no single operator does what the function does (F.interpolate, a
+# wrapped library function), a call of a TorchScript leaf that calls it.
+# The node's Python form is kept in its meta (PYTHON_META) and restored by
+# load() while the node is still what save() wrote.
+
+PYTHON_META = "fxcpp_bridge.python"
+_LEAF_PREFIX = "_fxcpp_fn_"
+_ALIASES = {"input": "self", "training": "train"}  # Python parameter -> ATen argument name
+_DROPPABLE = {"_stacklevel"}  # Python-only parameters that do not change the result
+
+
+def _qualified_name(fn):
+    name = torch.fx.node._get_qualified_name(fn)
+    module, _, attr = name.rpartition(".")
+    try:
+        found = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError):
+        found = None
+    return name if found is fn else None
+
+
+def _python_target(name):
+    if name.startswith("torch.ops."):
+        target = torch.ops
+        for part in name.split(".")[2:]:
+            target = getattr(target, part)
+        return target
+    module, _, attr = name.rpartition(".")
+    return getattr(importlib.import_module(module), attr)
+
+
+def _kind(v, types):
+    """What a value is, as far as the schema matcher cares; None: unknown (a node of unknown type)."""
+    if isinstance(v, torch.fx.Node):
+        return types.get(v)
+    if v is None:
+        return "None"
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int):
+        return "int"
+    if isinstance(v, float):
+        return "float"
+    if isinstance(v, str):
+        return "str"
+    if isinstance(v, torch.Tensor):
+        return "Tensor"
+    if isinstance(v, (torch.dtype, torch.layout, torch.memory_format)):
+        return "enum"
+    if isinstance(v, torch.device):
+        return "device"
+    if isinstance(v, (list, tuple)):
+        return "list"
+    return "object"
+
+
+def _value_kind(value):
+    k = _kind(value, {})
+    return None if k in ("object",) else k
+
+
+def _fits(v, t, types):
+    kind = t.kind()
+    if kind == "OptionalType":
+        return _kind(v, types) in ("None", None) or _fits(v, t.getElementType(), types)
+    k = _kind(v, types)
+    if k is None:  # a node whose type is not known: fxcpp decides from its value
+        return kind not in ("NoneType",)
+    if kind == "TensorType":
+        return k == "Tensor"
+    if kind in ("IntType", "SymIntType"):
+        return k in ("int", "enum") or _scalar_attribute(v, types, False) is not None
+    if kind == "FloatType":
+        return k in ("float", "int") or _scalar_attribute(v, types, True) is not None
+    if kind == "NumberType":
+        return k in ("int", "float", "bool")
+    if kind == "BoolType":
+        return k == "bool"
+    if kind == "StringType":
+        return k == "str"
+    if kind == "DeviceObjType":
+        return k in ("device", "str")
+    if kind == "ListType":
+        if k != "list":
+            return False
+        return all(_fits(x, t.getElementType(), types) for x in v)
+    return False
+
+
+class _Types(dict):
+    """Node -> kind of its value (None: unknown); `scalars`: get_attr nodes of one-element tensors -> the tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.scalars = {}
+
+
+def _scalar_attribute(v, types, floating):
+    """The number a get_attr node of a 0-dim tensor gives a float / int argument (Python's binding takes
+    such a tensor there, as convert_fx's scale and zero_point buffers; fxcpp's schema matcher does not)."""
+    t = getattr(types, "scalars", {}).get(v) if isinstance(v, torch.fx.Node) else None
+    if t is None or t.dim() != 0 or t.is_floating_point() != floating and not floating:
+        return None
+    return float(t.item()) if floating else int(t.item())
+
+
+def _bind_schema(schema, args, kwargs, types):
+    """(positional, keyword) arguments of a call of `schema`, or None when they do not bind."""
+    params = schema.arguments
+    if any(a.name == "out" and a.kwarg_only for a in params):
+        return None
+    positional = [a for a in params if not a.kwarg_only]
+    if len(args) > len(positional):
+        return None
+    bound = {}
+    for a, v in zip(positional, args):
+        bound[a.name] = v
+    names = {a.name for a in params}
+    for k, v in kwargs.items():
+        if k not in names or k in bound:
+            return None
+        bound[k] = v
+    for a in params:
+        if a.name not in bound:
+            if a.default_value is None and a.type.kind() != "OptionalType":
+                return None
+            continue
+        v = bound[a.name]
+        if a.N and isinstance(v, int) and not isinstance(v, bool) and a.type.kind() == "ListType":
+            bound[a.name] = v = [v] * a.N  # int[2] given one int, as TorchScript broadcasts it
+        if not _fits(v, a.type, types):
+            return None
+        if isinstance(v, torch.fx.Node) and types.get(v) == "Tensor" and a.type.kind() in ("IntType", "FloatType"):
+            bound[a.name] = _scalar_attribute(v, types, a.type.kind() == "FloatType")
+    # Positional while contiguous, keywords after the first gap.
+    out_args, out_kwargs, gap = [], {}, False
+    for a in params:
+        if a.name not in bound:
+            gap = True
+        elif a.kwarg_only or gap:
+            out_kwargs[a.name] = bound[a.name]
+        else:
+            out_args.append(bound[a.name])
+    return tuple(out_args), out_kwargs
+
+
+def _resolve_overload(name, args, kwargs, types):
+    """('aten::name.overload', args, kwargs) for the overloads of `name` the call binds to, or None."""
+    fits = []
+    for schema in torch._C._jit_get_schemas_for_operator(name):
+        b = _bind_schema(schema, args, kwargs, types)
+        if b is not None:
+            fits.append((schema.overload_name, b))
+    if not fits:
+        return None
+    if len(fits) == 1:
+        over, (a, k) = fits[0]
+        return name + ("." + over if over else ""), a, k
+    # Several overloads bind: the name without one, as written (fxcpp matches the run-time values).
+    return name, tuple(args), dict(kwargs)
+
+
+def _python_function_call(fn, args, kwargs, types):
+    """An ATen call doing what the Python function `fn` (F.relu, F.max_pool2d ...) does, or None."""
+    dispatched = getattr(torch.nn.functional, "boolean_dispatched", {}).get(fn)
+    if dispatched is not None:  # F.max_pool2d(..., return_indices=b): one of two functions
+        sig = inspect.signature(dispatched["if_false"])
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError:
+            return None
+        flag = bound.arguments.get(dispatched["arg_name"], dispatched["default"])
+        if not isinstance(flag, bool):
+            return None
+        fn = dispatched["if_true" if flag else "if_false"]
+    try:
+        sig = inspect.signature(fn)
+        bound = sig.bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in sig.parameters.values()):
+        return None
+    bound.apply_defaults()
+    values = dict(bound.arguments)
+    defaults = {p.name: p.default for p in sig.parameters.values()}
+    inplace = values.get("inplace") is True
+    base = fn.__name__.lstrip("_")
+    for name in ("aten::" + base + ("_" if inplace else ""),):
+        for schema in torch._C._jit_get_schemas_for_operator(name):
+            schema_names = {a.name: a for a in schema.arguments}
+            call = {}
+            ok = True
+            for k, v in values.items():
+                target = k if k in schema_names else _ALIASES.get(k)
+                if target in schema_names and target not in call:
+                    a = schema_names[target]
+                    if v is None and v is defaults[k] and a.type.kind() != "OptionalType" and a.default_value is not None:
+                        continue  # Python's None default is the schema's own default (stride=None -> [])
+                    call[target] = v
+                elif k in _DROPPABLE or k == "inplace" or (v is defaults[k] or
+                                                          (type(v) is type(defaults[k]) and v == defaults[k])):
+                    continue  # a Python-only parameter left at its default
+                else:
+                    ok = False
+                    break
+            if not ok:
+                continue
+            b = _bind_schema(schema, (), call, types)
+            if b is not None:
+                return name + ("." + schema.overload_name if schema.overload_name else ""), b[0], b[1]
+    return None
+
+
+def _scalars_in(n, types):
+    """Whether the node reads a get_attr 0-dim tensor (which may stand for a number, see _scalar_attribute)."""
+    return any(a in types.scalars for a in n.all_input_nodes) if hasattr(types, "scalars") else False
+
+
+def _builtin_name(t):
+    if getattr(t, "__module__", None) == "_operator" or (callable(t) and t in vars(operator).values()):
+        return "operator." + t.__name__
+    if t is getattr:
+        return "getattr"
+    if t is torch._assert:
+        return "torch._assert"
+    return None
+
+
+def _jit_builtin(t):
+    try:
+        name = torch.jit._builtins._find_builtin(t)
+    except Exception:  # unhashable callables
+        return None
+    return name if name and name.startswith("aten::") else None
+
+
+class _Lowered:
+    """A call_function node as fxcpp sees it: op, target, args, kwargs (and a leaf to add)."""
+
+    def __init__(self, op, target, args, kwargs, leaf=None):
+        self.op, self.target, self.args, self.kwargs, self.leaf = op, target, args, kwargs, leaf
+
+
+def _lower_call_function(n, types, leaves):
+    t = n.target
+    where = "node %r: call_function target %s" % (n.name, _describe(t))
+    if isinstance(t, torch._ops.OpOverload):
+        over = t._overloadname
+        name = t._schema.name + ("" if over == "default" else "." + over)
+        b = _bind_schema(t._schema, n.args, n.kwargs, types)
+        return _Lowered("call_function", name, *(b if b is not None and _scalars_in(n, types) else (n.args, n.kwargs)))
+    if isinstance(t, torch._ops.OpOverloadPacket):
+        r = _resolve_overload(t._qualified_op_name, n.args, n.kwargs, types) if _scalars_in(n, types) else None
+        return _Lowered("call_function", *(r if r is not None else (t._qualified_op_name, n.args, n.kwargs)))
+    name = _builtin_name(t)
+    if name:
+        return _Lowered("call_function", name, n.args, n.kwargs)
+    aten = _jit_builtin(t)
+    if aten:  # torch.cat, torch.flatten, torch._C._nn.avg_pool2d ...: same names as the schema's
+        r = _resolve_overload(aten, n.args, n.kwargs, types)
+        if r is None:
+            raise FxcppError("%s: its arguments %s bind to no schema of %s"
+                             % (where, _describe_call(n.args, n.kwargs, types), aten))
+        return _Lowered("call_function", r[0], r[1], r[2])
+    if inspect.isfunction(t) and getattr(t, "__module__", "") in ("torch.nn.functional", "torch.functional", "torch"):
+        r = _python_function_call(t, n.args, n.kwargs, types)
+        if r is not None:
+            return _Lowered("call_function", r[0], r[1], r[2])
+    # A function no single ATen operator does: a TorchScript leaf that calls it.
+    return leaves.function_leaf(n, t, where, types)
+
+
+def _describe(t):
+    name = _qualified_name(t) if callable(t) else None
+    return name or repr(t)
+
+
+def _describe_call(args, kwargs, types):
+    def one(v):
+        k = _kind(v, types)
+        if isinstance(v, (list, tuple)):
+            return "[" + ", ".join(one(x) for x in v) + "]"
+        return k or "?"
+    parts = [one(a) for a in args] + ["%s=%s" % (k, one(v)) for k, v in kwargs.items()]
+    return "(" + ", ".join(parts) + ")"
+
+
+class _Leaves:
+    """TorchScript leaves of the file: scripted torch.nn modules and function calls."""
+
+    def __init__(self):
+        self.modules = []  # (attribute, ScriptModule)
+        self._tmp = None
+        self._classes = {}
+
+    def add(self, scripted):
+        attribute = "leaf%d" % len(self.modules)
+        self.modules.append((attribute, scripted))
+        return attribute
+
+    def close(self):
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+    def function_leaf(self, n, fn, where, types):
+        """A scripted module whose forward(a0, a1 ...) calls fn with the node's arguments."""
+        qualified = _qualified_name(fn)
+        if qualified is None:
+            raise FxcppError("%s cannot be saved: not an importable function" % where)
+        inputs = []
+
+        def render(v):
+            if isinstance(v, torch.fx.Node):
+                if v not in inputs:
+                    inputs.append(v)
+                return "a%d" % inputs.index(v)
+            if isinstance(v, (list, tuple)):
+                items = ", ".join(render(x) for x in v)
+                return ("[%s]" if isinstance(v, list) else "(%s,)" if len(v) == 1 else "(%s)") % items
+            if v is None or isinstance(v, (bool, int, str)):
+                return repr(v)
+            if isinstance(v, float):
+                return repr(v) if math.isfinite(v) else "float(%r)" % repr(v)
+            if isinstance(v, torch.dtype):
+                return str(v)
+            raise FxcppError("%s cannot be saved: an argument of type %s" % (where, type(v).__name__))
+
+        call = ", ".join([render(a) for a in n.args] + ["%s=%s" % (k, render(v)) for k, v in n.kwargs.items()])
+        annotations = []
+        for i, v in enumerate(inputs):
+            k = types.get(v, "Tensor")
+            annotation = {"Tensor": "torch.Tensor", "int": "int", "float": "float", "bool": "bool",
+                          "list": None}.get(k)
+            if annotation is None:
+                raise FxcppError("%s cannot be saved: its input %r is a %s" % (where, v.name, k))
+            annotations.append("a%d: %s" % (i, annotation))
+        module, _, attr = qualified.rpartition(".")
+        source = ("import torch\nfrom %s import %s as _fn\n\n\nclass Leaf(torch.nn.Module):\n"
+                  "    def forward(self, %s):\n        return _fn(%s)\n" % (module, attr, ", ".join(annotations), call))
+        try:
+            cls = self._leaf_class(source)
+            scripted = torch.jit.script(cls())
+        except FxcppError:
+            raise
+        except Exception as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise FxcppError("%s cannot be saved: no ATen operator does what it does, and TorchScript cannot "
+                             "compile it (%s)" % (where, first)) from None
+        scripted.eval()
+        return _Lowered("call_module", _LEAF_PREFIX + n.name, tuple(inputs), {}, leaf=scripted)
+
+    def _leaf_class(self, source):
+        if source not in self._classes:
+            import importlib.util
+            import os
+            import tempfile
+            if self._tmp is None:
+                self._tmp = tempfile.TemporaryDirectory(prefix="fxcpp_bridge_")
+            path = os.path.join(self._tmp.name, "fxcpp_leaf%d.py" % len(self._classes))
+            with open(path, "w") as f:
+                f.write(source)
+            spec = importlib.util.spec_from_file_location("fxcpp_leaf%d" % len(self._classes), path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            self._classes[source] = mod.Leaf
+        return self._classes[source]
+
+
+def _node_types(gm, example_inputs):
+    """Node -> kind of its value: from running gm on example_inputs, else from meta / type annotations."""
+    types = _Types()
+    for n in gm.graph.nodes:
+        if n.op == "get_attr":
+            v = _get_attr(gm, n.target)
+            if isinstance(v, torch.Tensor) and v.dim() == 0 and not v.is_quantized:
+                types.scalars[n] = v
+    if example_inputs is not None:
+        class Recorder(torch.fx.Interpreter):
+            def run_node(self, n):
+                v = super().run_node(n)
+                types[n] = _value_kind(v)
+                return v
+        with torch.no_grad():
+            Recorder(gm).run(*example_inputs)
+        return types
+    for n in gm.graph.nodes:
+        if "tensor_meta" in n.meta or isinstance(n.meta.get("val"), torch.Tensor):
+            types[n] = "Tensor"
+        elif n.type is torch.Tensor:
+            types[n] = "Tensor"
+        elif n.type in (int, float, bool, str):
+            types[n] = n.type.__name__
+        elif n.op == "get_attr":
+            try:
+                v = _get_attr(gm, n.target)
+            except AttributeError:
+                continue
+            types[n] = _value_kind(v)
+    return types
+
+
+def _meta_value(v):
+    """A node's meta value as the file holds it (strings, e.g. stack traces; booleans, e.g. is_wrapped; numbers), or None."""
+    if isinstance(v, str):
+        return {"string": v}
+    if isinstance(v, bool):
+        return {"bool": v}
+    if isinstance(v, int):
+        return {"int": v}
+    if isinstance(v, float):
+        return {"float": "nan" if math.isnan(v) else "inf" if v == math.inf else "-inf" if v == -math.inf else v}
+    return None
+
+
+def _python_target_name(t):
+    if isinstance(t, torch._ops.OpOverload):
+        return "torch.ops.%s.%s.%s" % (t._schema.name.split("::")[0], t._schema.name.split("::")[1], t._overloadname)
+    if isinstance(t, torch._ops.OpOverloadPacket):
+        return "torch.ops." + t._qualified_op_name.replace("::", ".")
+    return _qualified_name(t)
+
+
+def _needs_python_form(n, low):
+    """Whether load() needs the node's Python form to give it back (its target is not an ATen op or builtin,
+    or its arguments changed)."""
+    if isinstance(n.target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return low.args is not n.args or low.kwargs is not n.kwargs
+    return not _builtin_name(n.target)
+
+
+def _get_attr(m, target):
+    for part in target.split("."):
+        m = getattr(m, part)
+    return m
+
+
 # ---- saving --------------------------------------------------------------------
 
 class _Writer:
-    def __init__(self):
+    def __init__(self, example_inputs=None):
         self.tensors = []
         self.tensor_ids = {}
         self.storages = []
         self.storage_ids = {}
         self.keep = []
+        self.leaves = _Leaves()
+        self.written = {}  # id(module) -> path, for "shared" documents
+        self.example_inputs = example_inputs
 
     def tensor(self, t, where):
-        if not isinstance(t, torch.Tensor) or t.layout != torch.strided or t.device.type != "cpu":
+        if not isinstance(t, torch.Tensor) or t.layout != torch.strided or t.device.type != "cpu" or t.is_quantized:
             raise FxcppError("%s: only dense CPU tensors can be saved" % where)
         if id(t) in self.tensor_ids:
             return self.tensor_ids[id(t)]
@@ -390,67 +871,127 @@ class _Writer:
             return {"constant": {"tensor": self.tensor(a, where)}}
         raise FxcppError("%s: an argument of type %s cannot be saved" % (where, type(a).__name__))
 
-    @staticmethod
-    def target(n):
-        t = n.target
-        if n.op != "call_function":
-            return t
-        if isinstance(t, torch._ops.OpOverload):
-            over = t._overloadname
-            return t._schema.name + ("" if over == "default" else "." + over)
-        if isinstance(t, torch._ops.OpOverloadPacket):
-            return t._qualified_op_name
-        if getattr(t, "__module__", None) == "_operator" or t in vars(operator).values():
-            return "operator." + t.__name__
-        raise FxcppError("node %r: call_function target %r cannot be saved (ATen ops and operator.* only)"
-                         % (n.name, t))
+    def node(self, n, target, args, kwargs, where):
+        return {"name": n.name, "op": n.op, "target": target,
+                "args": [self.arg(a, where) for a in args],
+                "kwargs": [[k, self.arg(v, where)] for k, v in kwargs.items()]}
 
-    def graph(self, g):
-        nodes = []
-        for n in g.nodes:
+    def graph(self, gm, called):
+        """The graph document of gm, and the function leaves its nodes call (name -> ScriptModule)."""
+        types = _node_types(gm, self.example_inputs) if self.example_inputs is not None and not called \
+            else _node_types(gm, None)
+        nodes, extra = [], {}
+        for n in gm.graph.nodes:
             where = "node %r" % n.name
-            j = {"name": n.name, "op": n.op, "target": self.target(n),
-                 "args": [self.arg(a, where) for a in n.args],
-                 "kwargs": [[k, self.arg(v, where)] for k, v in n.kwargs.items()]}
+            python = None
+            if n.op == "call_function":
+                low = _lower_call_function(n, types, self.leaves)
+                j = self.node(n, low.target, low.args, low.kwargs, where)
+                j["op"] = low.op
+                if low.leaf is not None:
+                    extra[low.target] = low.leaf
+                if _needs_python_form(n, low):
+                    qualified = _python_target_name(n.target)
+                    if qualified is None:
+                        raise FxcppError("%s: call_function target %r cannot be saved (not importable by name)"
+                                         % (where, n.target))
+                    python = self.node(n, qualified, n.args, n.kwargs, where)
+                    python["lowered"] = {k: j[k] for k in ("op", "target", "args", "kwargs")}
+            else:
+                j = self.node(n, n.target, n.args, n.kwargs, where)
             if n.type is not None:
                 j["type"] = n.type if isinstance(n.type, str) else torch.fx.node._type_repr(n.type)
-            meta = {k: {"string": v} for k, v in n.meta.items() if isinstance(v, str)}
+            meta = {k: m for k, m in ((k, _meta_value(v)) for k, v in n.meta.items() if k != PYTHON_META) if m}
+            if python is not None:
+                meta[PYTHON_META] = {"string": json.dumps(python, sort_keys=True)}
             if meta:
                 j["meta"] = meta
             nodes.append(j)
-        return {"nodes": nodes}
+        return {"nodes": nodes}, extra
 
-    def module(self, m, path):
+    def module(self, m, path, called=(), leaf=False):
+        """The document of m; `called`: the paths below m that a graph calls (call_module), relative to m."""
         where = "module %r" % path if path else "the root module"
+        if id(m) in self.written:
+            return {"kind": "shared", "path": self.written[id(m)]}
+        self.written[id(m)] = path
         if type(m) in _LEAF_NAMES:
             name = _LEAF_NAMES[type(m)]
             return {"kind": "registered", "type": name, "options": _LEAVES[name][1](m), "training": m.training,
                     "parameters": [[k, self.tensor(v, where)] for k, v in m.named_parameters()],
                     "buffers": [[k, self.tensor(v, where)] for k, v in m.named_buffers()]}
+        extra = {}
         if isinstance(m, torch.fx.GraphModule):
-            j = {"kind": "graph_module", "class_name": "GraphModule", "graph": self.graph(m.graph)}
-        elif type(m) is torch.nn.Module:
-            j = {"kind": "module"}
+            graph, extra = self.graph(m, bool(path))
+            j = {"kind": "graph_module", "class_name": "GraphModule", "graph": graph}
+            called = {n.target for n in m.graph.nodes if n.op == "call_module"}
+        elif isinstance(m, torch.jit.ScriptModule) or (leaf and type(m) is not torch.nn.Module):
+            return self.script_leaf(m, where)
         else:
-            raise FxcppError("%s of type %s cannot be saved" % (where, type(m).__name__))
+            j = {"kind": "module"}  # a container only: its class is not needed to run the graph
         j["training"] = m.training
         j["parameters"] = [[k, self.tensor(v, where)] for k, v in m.named_parameters(recurse=False)]
         j["buffers"] = [[k, self.tensor(v, where)] for k, v in m.named_buffers(recurse=False)]
-        j["children"] = [[k, self.module(c, (path + "." if path else "") + k)] for k, c in m.named_children()]
+        j["children"] = [[k, self.module(c, (path + "." if path else "") + k,
+                                         {t[len(k) + 1:] for t in called if t.startswith(k + ".")}, k in called)]
+                         for k, c in m.named_children()]
+        j["children"] += [[k, self.script_leaf(v, "node %r" % k[len(_LEAF_PREFIX):])] for k, v in extra.items()]
         return j
 
+    def script_leaf(self, m, where):
+        """A TorchScript leaf: m scripted (a torch.nn module fxcpp has no C++ class of, a quantized module ...)."""
+        if isinstance(m, torch.jit.ScriptModule):
+            scripted = m
+        else:
+            try:
+                scripted = torch.jit.script(m)
+            except Exception as e:
+                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                raise FxcppError("%s of type %s cannot be saved: fxcpp has no C++ module of that type and "
+                                 "TorchScript cannot compile it (%s)" % (where, type(m).__name__, first)) from None
+        attribute = self.leaves.add(scripted)
+        type_name = re.sub(r"\.___torch_mangle_\d+", "", scripted._c._type().qualified_name())
+        return {"kind": "torchscript", "type_name": type_name, "attribute": attribute, "training": m.training}
 
-def save(gm, path):
-    """Writes the torch.fx.GraphModule `gm` to `path` as an fxcpp file."""
-    w = _Writer()
-    doc = {"format": FORMAT, "version": VERSION, "producer": "fxcpp_bridge.py", "root": w.module(gm, "")}
-    doc["tensors"] = w.tensors
-    doc["storages"] = [{"record": _STORAGE % i, "nbytes": len(b)} for i, b in enumerate(w.storages)]
-    tmp = path + ".fxcpp-tmp"
-    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as z:
-        z.writestr("archive/" + _DOCUMENT, json.dumps(doc))
-        for i, b in enumerate(w.storages):
-            z.writestr("archive/" + _STORAGE % i, b)
-        z.writestr("archive/version", "3\n")
-    import os
-    os.replace(tmp, path)
+
+class _LeafHolder(torch.nn.Module):
+    """The TorchScript module of a file with TorchScript leaves: its attributes leaf0, leaf1 ... are them."""
+
+    def forward(self) -> None:
+        return None
+
+
+def save(gm, path, example_inputs=None):
+    """Writes the torch.fx.GraphModule `gm` to `path` as an fxcpp file.
+
+    `example_inputs` (optional, a tuple): gm is run on them once so that each
+    torch.* / F.* call is saved as the ATen overload its argument types select;
+    without them, a call whose overload depends on the type of a node's value
+    is saved by its operator name and fxcpp selects the overload at run time.
+    """
+    if example_inputs is not None and not isinstance(example_inputs, (tuple, list)):
+        example_inputs = (example_inputs,)
+    w = _Writer(example_inputs)
+    try:
+        doc = {"format": FORMAT, "version": VERSION, "producer": "fxcpp_bridge.py", "root": w.module(gm, "")}
+        doc["tensors"] = w.tensors
+        doc["storages"] = [{"record": _STORAGE % i, "nbytes": len(b)} for i, b in enumerate(w.storages)]
+        tmp = path + ".fxcpp-tmp"
+        if w.leaves.modules:
+            doc["torchscript"] = True
+            holder = _LeafHolder()
+            for attribute, m in w.leaves.modules:
+                holder.add_module(attribute, m)
+            extra = {_DOCUMENT[len("extra/"):]: json.dumps(doc)}
+            for i, b in enumerate(w.storages):
+                extra[(_STORAGE % i)[len("extra/"):]] = b
+            torch.jit.save(torch.jit.script(holder), tmp, _extra_files=extra)
+        else:
+            with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as z:
+                z.writestr("archive/" + _DOCUMENT, json.dumps(doc))
+                for i, b in enumerate(w.storages):
+                    z.writestr("archive/" + _STORAGE % i, b)
+                z.writestr("archive/version", "3\n")
+        os.replace(tmp, path)
+    finally:
+        w.leaves.close()
