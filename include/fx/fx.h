@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// The whole public API of fxcpp: the IR, execution, the passes, tracing,
-/// TorchScript import, tensor files, saving, loading and export. (tests/core/umbrella_test.cpp checks
+/// TorchScript import, tensor files, saving, loading, export and quantization. (tests/core/umbrella_test.cpp checks
 /// that every public header is reachable from here.)
 
 #include <fx/argument.h>
@@ -20,6 +20,7 @@
 #include <fx/normalize.h>
 #include <fx/onednn.h>
 #include <fx/passes.h>
+#include <fx/quantization.h>
 #include <fx/serialize.h>
 #include <fx/shape_guard.h>
 #include <fx/target.h>

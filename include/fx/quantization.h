@@ -1,0 +1,15 @@
+#pragma once
+/// \file
+/// Post-training int8 quantization (torch.ao.quantization's FX workflow):
+/// QConfig / QConfigMapping, observers, fuse, prepare, convert to the
+/// reference quantized graph. See the headers under fx/quantization/.
+///
+///     auto prepared = fx::quantization::prepare(gm, fx::quantization::get_default_qconfig_mapping("onednn"), {x});
+///     for (auto& batch : calibration) prepared->forward({batch});
+///     auto reference = fx::quantization::convert(prepared);   // examples/quantize.cpp
+
+#include <fx/quantization/convert.h>
+#include <fx/quantization/fuse.h>
+#include <fx/quantization/observers.h>
+#include <fx/quantization/prepare.h>
+#include <fx/quantization/qconfig.h>
