@@ -140,5 +140,6 @@ TEST(QuantizationModels, resnet18_onednn) { check_model("resnet18", "onednn"); }
 TEST(QuantizationModels, resnet18_minmax) { check_model("resnet18", "minmax"); }
 TEST(QuantizationModels, mobilenet_v2_onednn) { check_model("mobilenet_v2", "onednn"); }
 TEST(QuantizationModels, mobilenet_v2_minmax) { check_model("mobilenet_v2", "minmax"); }
+TEST(QuantizationModels, mobilenet_v3_small_onednn) { check_model("mobilenet_v3_small", "onednn"); }
 
 }  // namespace
