@@ -17,6 +17,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 namespace {
 
 using namespace fx::quantization;
@@ -63,7 +65,11 @@ void check_model(const std::string& model, const std::string& mapping_name) {
   QConfigMapping mapping = get_default_qconfig_mapping("onednn");
   if (mapping_name == "minmax") mapping = QConfigMapping().set_global(per_tensor_minmax_qconfig());
   PrepareReport report;
+  using clock = std::chrono::steady_clock;
+  auto ms = [](clock::time_point a, clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  const auto t0 = clock::now();
   auto prepared = prepare(gm, mapping, {test}, &report);
+  const auto t1 = clock::now();
   // Structure.
   std::vector<std::vector<std::string>> mine;
   for (const fx::Node* n : prepared->graph().nodes()) mine.push_back(normalized(n));
@@ -86,6 +92,7 @@ void check_model(const std::string& model, const std::string& mapping_name) {
     at::NoGradGuard no_grad;
     for (int64_t i = 0; i < calib.size(0); ++i) prepared->forward({calib[i]});
   }
+  const auto t2 = clock::now();
   const bool exact = mapping_name == "minmax";
   for (const fx::Node* n : prepared->graph().nodes()) {
     if (n->op() != fx::Opcode::CallModule) continue;
@@ -100,7 +107,11 @@ void check_model(const std::string& model, const std::string& mapping_name) {
   }
   // Weights and outputs of the reference graph.
   ConvertReport creport;
+  const auto t3 = clock::now();
   auto ref = convert(prepared, &creport);
+  const auto t4 = clock::now();
+  std::cout << model << " " << mapping_name << ": prepare " << ms(t0, t1) << " ms, calibration ("
+            << calib.size(0) << " batches) " << ms(t1, t2) << " ms, convert " << ms(t3, t4) << " ms\n";
   size_t weights = 0;
   for (const auto& [name, w] : g["weights"].items()) {
     // Python's fused ConvReLU2d holds its reference conv as child "0" ("conv1.0").
