@@ -715,18 +715,19 @@ class _Leaves:
         source = ("import torch\nfrom %s import %s as _fn\n\n\nclass Leaf(torch.nn.Module):\n"
                   "    def forward(self, %s):\n        return _fn(%s)\n" % (module, attr, ", ".join(annotations), call))
         try:
-            cls = self._leaf_class(source)
+            cls = self.class_of(source)
             scripted = torch.jit.script(cls())
         except FxcppError:
             raise
         except Exception as e:
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            first = str(e).strip().splitlines()[0].rstrip(":") if str(e).strip() else type(e).__name__
             raise FxcppError("%s cannot be saved: no ATen operator does what it does, and TorchScript cannot "
                              "compile it (%s)" % (where, first)) from None
         scripted.eval()
         return _Lowered("call_module", _LEAF_PREFIX + n.name, tuple(inputs), {}, leaf=scripted)
 
-    def _leaf_class(self, source):
+    def class_of(self, source):
+        """The class Leaf of a module with that source (a file of its own: TorchScript reads the source)."""
         if source not in self._classes:
             import importlib.util
             import os
@@ -800,6 +801,8 @@ def _python_target_name(t):
 def _needs_python_form(n, low):
     """Whether load() needs the node's Python form to give it back (its target is not an ATen op or builtin,
     or its arguments changed)."""
+    if isinstance(n.target, torch._ops.OpOverload) and n.target._overloadname == "default":
+        return True  # written without its overload name (fxcpp's name of the empty overload): read as the packet
     if isinstance(n.target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         return low.args is not n.args or low.kwargs is not n.kwargs
     return not _builtin_name(n.target)
@@ -946,19 +949,12 @@ class _Writer:
             try:
                 scripted = torch.jit.script(m)
             except Exception as e:
-                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                first = str(e).strip().splitlines()[0].rstrip(":") if str(e).strip() else type(e).__name__
                 raise FxcppError("%s of type %s cannot be saved: fxcpp has no C++ module of that type and "
                                  "TorchScript cannot compile it (%s)" % (where, type(m).__name__, first)) from None
         attribute = self.leaves.add(scripted)
         type_name = re.sub(r"\.___torch_mangle_\d+", "", scripted._c._type().qualified_name())
         return {"kind": "torchscript", "type_name": type_name, "attribute": attribute, "training": m.training}
-
-
-class _LeafHolder(torch.nn.Module):
-    """The TorchScript module of a file with TorchScript leaves: its attributes leaf0, leaf1 ... are them."""
-
-    def forward(self) -> None:
-        return None
 
 
 def save(gm, path, example_inputs=None):
@@ -979,7 +975,9 @@ def save(gm, path, example_inputs=None):
         tmp = path + ".fxcpp-tmp"
         if w.leaves.modules:
             doc["torchscript"] = True
-            holder = _LeafHolder()
+            # The TorchScript module of a file with TorchScript leaves: its attributes leaf0, leaf1 ... are them.
+            holder = w.leaves.class_of("import torch\n\n\nclass Leaf(torch.nn.Module):\n"
+                                       "    def forward(self) -> None:\n        return None\n")()
             for attribute, m in w.leaves.modules:
                 holder.add_module(attribute, m)
             extra = {_DOCUMENT[len("extra/"):]: json.dumps(doc)}
