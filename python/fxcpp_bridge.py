@@ -3,9 +3,10 @@
 Pure Python (zipfile, json, torch); no build step. The format is described
 in docs/file_format.md.
 
-    import fxcpp_bridge
+    import fxcpp_bridge                     # or, installed: import fxcpp
     gm = fxcpp_bridge.load("model.fx")      # a torch.fx.GraphModule
     fxcpp_bridge.save(gm, "model2.fx")      # readable by fx::load in C++
+    fxcpp_bridge.save(torch.fx.symbolic_trace(model), "m.fx", (x,))   # `fxcpp run m.fx --input x.pt`
 
 load(): ATen targets become torch.ops.aten.<op>.<overload> (or the packet
 when the file names no overload), builtins operator.*, registered C++ leaves
@@ -16,9 +17,22 @@ is also their torch.jit.save archive; torch.jit.load reads it). Tensor constants
 get_attr nodes of attributes _tensor_constant<N> (torch.fx cannot print a
 tensor literal in generated code).
 
-save(): graphs whose call_function targets are ATen ops (OpOverload or
-OpOverloadPacket, e.g. from make_fx) or operator.* builtins, with plain
-modules, nested GraphModules and the torch.nn leaves of the table below.
+save(gm, path, example_inputs=None): what torch.fx.symbolic_trace, make_fx
+and quantize_fx.convert_fx make. ATen ops (OpOverload / packet) and
+operator.* / getattr / torch._assert as they are; torch.* and
+torch.nn.functional.* calls as the ATen overload their arguments bind to (the
+operator's TorchScript schemas; example_inputs, run once, give the type of
+each node's value); a function no single operator does (F.interpolate, a
+torch.fx.wrap'ped library function such as torchvision.ops.stochastic_depth)
+as a call of a scripted TorchScript leaf that calls it; torch.nn leaves of the
+table below from their options, every other called module (AdaptiveAvgPool2d,
+quantized modules, user leaves) as a scripted TorchScript leaf; modules that
+only contain others as plain modules. The node's Python form is kept in its
+meta and load() gives it back while the node is unchanged, so Python -> C++ ->
+Python keeps names, targets and code. What cannot be carried (a function or
+module TorchScript cannot compile, arguments that bind to no schema) is one
+FxcppError naming the node and its target; nothing is approximated.
+After `make install`, `import fxcpp` is this module (fxcpp.save, fxcpp.load).
 """
 
 import importlib
