@@ -2,6 +2,7 @@
 /// \file
 /// Every pass of fxcpp (torch.fx.passes and friends); see README "Transforming graphs".
 
+#include <fx/passes/common.h>
 #include <fx/passes/const_fold.h>
 #include <fx/passes/cse.h>
 #include <fx/passes/dead_code.h>
@@ -10,8 +11,10 @@
 #include <fx/passes/freeze.h>
 #include <fx/passes/fuser_utils.h>
 #include <fx/passes/graph_drawer.h>
+#include <fx/passes/graph_manipulation.h>
 #include <fx/passes/lower_to_onednn.h>
 #include <fx/passes/model_summary.h>
+#include <fx/passes/net_min_base.h>
 #include <fx/passes/normalize.h>
 #include <fx/passes/operator_support.h>
 #include <fx/passes/optimize_for_inference.h>
@@ -24,5 +27,7 @@
 #include <fx/passes/shape_prop.h>
 #include <fx/passes/split_module.h>
 #include <fx/passes/split_utils.h>
+#include <fx/passes/splitter_base.h>
 #include <fx/passes/subgraph_matcher.h>
 #include <fx/passes/subgraph_rewriter.h>
+#include <fx/passes/tools_common.h>

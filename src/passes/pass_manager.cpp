@@ -71,6 +71,36 @@ PassConstraint this_before_that_pass_constraint(std::string this_pass, std::stri
   };
 }
 
+PassConstraint these_before_those_pass_constraint(std::string these, std::string those) {
+  // loop_pass wrappers keep their base pass's name: comparing names compares
+  // the unwrapped passes (torch.fx inspect.unwrap).
+  return this_before_that_pass_constraint(std::move(these), std::move(those));
+}
+
+NamedPass loop_pass(NamedPass base_pass, std::optional<int> n_iter, LoopPredicate predicate) {
+  if (n_iter.has_value() == static_cast<bool>(predicate))
+    throw PassError("Exactly one of `n_iter`or `predicate` must be specified.");
+  if (n_iter && *n_iter <= 0)
+    throw PassError("loop_pass must be given positive int n_iter (given " + std::to_string(*n_iter) +
+                    ") xor predicate (given None)");
+  PassFn base = base_pass.fn;
+  base_pass.fn = [base, n_iter, predicate](std::shared_ptr<GraphModule> gm) {
+    PassResult out{std::move(gm), false};
+    auto run_once = [&] {
+      PassResult r = base(out.graph_module);
+      if (r.graph_module) out.graph_module = std::move(r.graph_module);
+      out.modified = out.modified || r.modified;
+    };
+    if (n_iter) {
+      for (int i = 0; i < *n_iter; ++i) run_once();
+    } else {
+      while (predicate(out.graph_module)) run_once();
+    }
+    return out;
+  };
+  return base_pass;
+}
+
 PassManager::PassManager(std::vector<NamedPass> passes, std::vector<PassConstraint> constraints, int steps,
                          bool run_checks_after_each_pass, bool suppress_check_failures)
     : passes_(std::move(passes)),

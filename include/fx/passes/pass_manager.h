@@ -34,6 +34,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,26 @@ using PassConstraint = std::function<bool(const NamedPass& a, const NamedPass& b
 /// The constraint "the pass named `this_pass` runs before the one named
 /// `that_pass`" (torch.fx this_before_that_pass_constraint).
 PassConstraint this_before_that_pass_constraint(std::string this_pass, std::string that_pass);
+/// The constraint "the passes named `these` run before those named `those`",
+/// comparing the passes under any loop_pass wrappers (torch.fx
+/// pass_manager.these_before_those_pass_constraint). A loop_pass keeps its
+/// base pass's name (as functools.wraps keeps __name__) and fxcpp tells
+/// passes apart by name, so this is this_before_that_pass_constraint under
+/// torch.fx's other name: a loop_pass(pass_a, 5) also runs before pass_b.
+PassConstraint these_before_those_pass_constraint(std::string these, std::string those);
+
+/// Decides whether loop_pass runs its pass once more, on the module so far.
+using LoopPredicate = std::function<bool(const std::shared_ptr<GraphModule>& gm)>;
+/// `base_pass` applied `n_iter` times, or as long as `predicate` holds on
+/// the module (checked before each run) (torch.fx pass_manager.loop_pass).
+/// Each run takes the module the previous one returned; `modified` is true
+/// when any run changed something; the name is base_pass's. Exactly one of
+/// n_iter and predicate must be given ("Exactly one of `n_iter`or
+/// `predicate` must be specified.") and n_iter must be positive ("loop_pass
+/// must be given positive int n_iter (given 0) xor predicate (given None)"):
+/// fx::PassError with torch.fx's texts, here when the loop is made (torch.fx
+/// raises the second only when it runs).
+NamedPass loop_pass(NamedPass base_pass, std::optional<int> n_iter, LoopPredicate predicate = nullptr);
 
 /// Calls `fn` on every GraphModule nested below `gm` through control-flow
 /// modules (fx::for_each_subgraph: inner graphs first) and then on `gm`
