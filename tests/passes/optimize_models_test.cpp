@@ -4,7 +4,7 @@
 // every optimised model equals eager PyTorch's output, also at a batch size
 // other than the one it was optimised for, in fp32 and (looser) bf16. The
 // models exported with torch.jit.trace too (python/export_models.py's
-// TRACED) are checked on both exports: traced leaves keep no configuration,
+// TRACED: resnet18, mobilenet_v2 / v3_small, efficientnet_b0) are checked on both exports: traced leaves keep no configuration,
 // and must freeze and lower all the same.
 #include "fx_paths.h"
 
@@ -51,6 +51,11 @@ void check_model(const std::string& name, fx::OptimizeReport* out = nullptr, boo
   fx::OptimizeReport report;
   auto opt = fx::optimize_for_inference(gm, options, &report);
   EXPECT_GT(report.onednn_convs + report.onednn_linears, 0u);
+  // channels_last from the first convolution to the classifier: one copy
+  // back to NCHW, where flatten / reshape reads the features (issue 24).
+  size_t restores = 0;
+  for (const fx::Node* n : opt->graph().nodes()) restores += n->target() == "fxcpp::restore_layout";
+  EXPECT_EQ(restores, 1u) << name;
   // Every torch.nn leaf frozen (traced ones from their forward graphs).
   EXPECT_EQ(count_modules(opt->graph()), 0u) << name << (traced ? " (traced)" : "") << "\n" << opt->graph().str();
   EXPECT_LE(relative_error(opt->forward(inputs).toTensor(), expected), 1e-4) << name;
@@ -108,7 +113,7 @@ TEST(OptimizeModels, resnet50) {
 }
 TEST(OptimizeModels, mobilenet_v2) { check_traced("mobilenet_v2"); }
 TEST(OptimizeModels, mobilenet_v3_small) { check_traced("mobilenet_v3_small"); }
-TEST(OptimizeModels, efficientnet_b0) { check_model("efficientnet_b0"); }
+TEST(OptimizeModels, efficientnet_b0) { check_traced("efficientnet_b0"); }
 TEST(OptimizeModels, vit_b_16) {
   fx::OptimizeReport r;
   check_model("vit_b_16", &r);
