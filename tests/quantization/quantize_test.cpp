@@ -170,6 +170,8 @@ TEST(Prepare, SaveLoadAndInterpreterCalibration) {
   auto prepared = calibrated(get_default_qconfig_mapping("onednn"));
   auto loaded = fx::load_from_string(fx::save_to_string(*prepared));
   ASSERT_NE(dynamic_cast<HistogramObserver*>(loaded->get_submodule("activation_post_process_1").get()), nullptr);
+  // Shared observers stay one module.
+  EXPECT_EQ(loaded->get_submodule("activation_post_process_2"), loaded->get_submodule("activation_post_process_1"));
   at::Tensor x = quant_test::small_input(30);
   EXPECT_TRUE(at::equal(convert(loaded)->forward(x), convert(prepared)->forward(x)));
   // An Interpreter run calibrates as forward() does.
@@ -204,6 +206,40 @@ TEST(Prepare, FixedQParamsNeedsItsObserver) {
   auto p = prepare(gm, get_default_qconfig_mapping("onednn"), {at::randn({2, 4})}, &def);
   EXPECT_NE(def.str().find("sigmoid  aten::sigmoid  quantized  aten::sigmoid"), std::string::npos) << def.str();
   EXPECT_EQ(as_observer(*p->get_submodule("activation_post_process_2"))->type_name(), "FixedQParamsObserver");
+}
+
+TEST(Convert, FunctionalLinearWeights) {
+  // aten::linear on get_attr weights: the weight gets the qconfig's weight
+  // observer in prepare (Python's placement), quantize_per_channel in convert.
+  auto root = std::make_shared<torch::nn::Module>();
+  root->register_buffer("w", at::randn({3, 4}));
+  root->register_buffer("b", at::randn({3}));
+  auto g = std::make_shared<fx::Graph>();
+  fx::Node* x = g->placeholder("x");
+  g->output(g->call_function("aten::linear", {x, g->get_attr("w"), g->get_attr("b")}));
+  auto gm = std::make_shared<fx::GraphModule>(root, g);
+  // MinMax activations (a histogram clips the outliers of so few values), per-channel weights.
+  auto q = std::make_shared<QConfig>(*get_default_qconfig("onednn"));
+  q->activation = ObserverFactory{"MinMaxObserver", {}};
+  auto prepared = prepare(gm, QConfigMapping().set_global(q), {at::randn({2, 4})});
+  EXPECT_EQ(structure(*prepared),
+            "x x\nactivation_post_process_0 activation_post_process_0\nw w\n"
+            "activation_post_process_1 activation_post_process_1\nb b\nlinear aten::linear\n"
+            "activation_post_process_2 activation_post_process_2\noutput output\n");
+  EXPECT_EQ(as_observer(*prepared->get_submodule("activation_post_process_1"))->type_name(), "PerChannelMinMaxObserver");
+  torch::manual_seed(3);
+  const at::Tensor calibration = at::randn({8, 4});
+  prepared->forward({calibration});
+  auto ref = convert(prepared);
+  std::string targets;
+  for (const fx::Node* n : ref->graph().nodes())
+    if (n->op() == fx::Opcode::CallFunction) targets += n->target() + " ";
+  EXPECT_EQ(targets,
+            "aten::quantize_per_tensor.tensor_qparams aten::quantize_per_channel aten::linear "
+            "aten::quantize_per_tensor.tensor_qparams ");
+  EXPECT_EQ(ref->fetch_attr("w_scale_0").numel(), 3);
+  const at::Tensor expected = gm->forward(calibration);
+  EXPECT_LE((ref->forward(calibration) - expected).abs().max().item<double>(), 0.05 * expected.abs().max().item<double>());
 }
 
 TEST(Convert, MinMaxPerTensor) {
