@@ -129,6 +129,30 @@ def split_case(goldens, key, make_graph, inputs, **settings):
     goldens[key + "_split"] = text
 
 
+def g_extend():
+    """tanh reads only x but feeds the second acc subgraph: extend_acc_subgraph pulls it in."""
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    a = g.call_function(torch.relu, (x,))
+    t = g.call_function(torch.tanh, (x,))
+    s = g.call_function(torch.sigmoid, (a,))
+    d = g.call_function(torch.add, (s, t))
+    m = g.call_function(torch.mul, (d, a))
+    g.output(m)
+    return g
+
+
+def extend_case(goldens):
+    support = create_op_support(split_support)
+    gm = torch.fx.GraphModule(torch.nn.Module(), g_extend())
+    sp = splitter_base._SplitterBase(gm, [torch.randn(3, 4)], support, Settings())
+    sp.tag(quiet(sp.put_nodes_into_subgraphs))
+    before = "".join("%s=%s\n" % (n.name, n.tag) for n in gm.graph.nodes if hasattr(n, "tag"))
+    sp.extend_acc_subgraph("_run_on_acc_2")
+    after = "".join("%s=%s\n" % (n.name, n.tag) for n in gm.graph.nodes if hasattr(n, "tag"))
+    goldens["split_extend"] = "before:\n" + before + "after:\n" + after + module_text(sp.split())
+
+
 # ---- minimizer -----------------------------------------------------------
 
 def g_min():
@@ -193,6 +217,18 @@ def minimizer_case(goldens, key, settings, bad=(), crash=(), start=None, end=Non
     goldens[key + "_results"] = "".join("%s=%r\n" % (str(k), v) for k, v in sorted(m.results.items(), key=str))
 
 
+def run_nodes_case(goldens, key, settings, bad, start=None, end=None):
+    torch.manual_seed(0)
+    x = torch.randn(3, 4)
+    m = Minimizer(torch.fx.GraphModule(torch.nn.Module(), g_min()), [x], settings, bad)
+    quiet(m.run_nodes, start, end)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        m.print_reports()
+    goldens[key + "_reports"] = out.getvalue()
+    goldens[key + "_results"] = "".join("%s=%r\n" % (str(k), v) for k, v in sorted(m.results.items(), key=str))
+
+
 def main():
     goldens = {}
     torch.manual_seed(0)
@@ -201,6 +237,7 @@ def main():
     split_case(goldens, "split_min2", g_split, [x, y], min_acc_module_size=2)
     split_case(goldens, "split_non_tensor", g_non_tensor, [torch.randn(2, 6)])
     split_case(goldens, "split_non_tensor_allowed", g_non_tensor, [torch.randn(2, 6)], allow_non_tensor=True)
+    extend_case(goldens)
 
     S = net_min_base._MinimizerSettingBase
     for method in ("sequential", "binary", "accumulate"):
@@ -213,6 +250,8 @@ def main():
             minimizer_case(goldens, "min_%s_crash" % method, S(traverse_method=method), crash={"tanh"})
     minimizer_case(goldens, "min_sequential_range", S(), bad={"tanh", "neg"}, start="add", end="sigmoid")
     minimizer_case(goldens, "min_clean", S(traverse_method="binary"))
+    run_nodes_case(goldens, "run_nodes", S(return_intermediate=True), {"mul"}, "tanh", "add")
+    run_nodes_case(goldens, "run_nodes_last", S(), {"neg"}, "add")
     goldens["min_settings"] = str(S(traverse_method="binary", find_all=True))
 
     # get_size_of_node on a module call, a get_attr, a float64 value.

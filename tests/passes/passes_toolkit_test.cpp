@@ -9,6 +9,7 @@
 #include <fx/passes/net_min_base.h>
 #include <fx/passes/pass_manager.h>
 #include <fx/passes/shape_prop.h>
+#include <fx/passes/split_utils.h>
 #include <fx/passes/splitter_base.h>
 
 #include "passes_test_util.h"
@@ -164,6 +165,32 @@ TEST(SplitterBase, LogsWhatTorchFxPrints) {
   EXPECT_EQ(sp.tags(), (std::vector<std::string>{"_run_on_acc_0", "_run_on_cpu_1", "_run_on_acc_2", "_run_on_cpu_3"}));
   // Tagging twice is torch.fx's internal error.
   EXPECT_EQ(fx_test::error_of([&] { sp.tag(sp.put_nodes_into_subgraphs()); }), "Node relu was already tagged");
+}
+
+TEST(SplitterBase, ExtendAccSubgraphLikeTorchFx) {
+  // g_extend(): tanh reads only x but feeds the second acc subgraph.
+  auto g = std::make_shared<Graph>();
+  Node* x = g->placeholder("x");
+  Node* a = g->call_function("aten::relu", {x});
+  Node* t = g->call_function("aten::tanh", {x});
+  Node* s = g->call_function("aten::sigmoid", {a});
+  Node* d = g->call_function("aten::add", {s, t});
+  Node* m = g->call_function("aten::mul", {d, a});
+  g->output(m);
+  auto gm = fx_test::module_of(g);
+  fx::SplitterBase sp(gm, {torch::randn({3, 4})}, split_support());
+  sp.tag(sp.put_nodes_into_subgraphs());
+  auto tags = [&] {
+    std::string out;
+    for (Node* n : g->nodes())
+      if (n->meta().count("tag")) out += n->name() + "=" + fx::get_tag(n) + "\n";
+    return out;
+  };
+  std::string text = "before:\n" + tags();
+  sp.extend_acc_subgraph("_run_on_acc_2");
+  text += "after:\n" + tags();
+  text += module_text(*sp.split());
+  EXPECT_EQ(text, golden("split_extend"));
 }
 
 /// A backend that fails to run anything holding aten::mul.
@@ -322,6 +349,35 @@ TEST(MinimizerBase, RangeAndCleanRunLikeTorchFx) {
   fx::MinimizerSettings s = settings_of("binary", false, true);
   EXPECT_EQ(s.str(), golden("min_settings"));
   EXPECT_EQ(fx_test::error_of([] { run_minimizer(settings_of("defined"), {}); }), "Unknow traverse method defined!");
+}
+
+TEST(MinimizerBase, RunNodesLikeTorchFx) {
+  for (bool last : {false, true}) {
+    torch::manual_seed(0);
+    at::Tensor x = torch::randn({3, 4});
+    fx::MinimizerSettings s;
+    s.return_intermediate = !last;
+    auto run_a = [](const std::shared_ptr<GraphModule>& mod, const std::vector<c10::IValue>& in) {
+      return mod->forward(in);
+    };
+    std::set<std::string> bad{last ? "neg" : "mul"};
+    auto run_b = [bad](const std::shared_ptr<GraphModule>& mod, const std::vector<c10::IValue>& in) {
+      return Perturb(mod, bad).run(in);
+    };
+    fx::MinimizerBase m(min_gm(), {x}, compare, s, run_a, run_b);
+    if (last) {
+      m.run_nodes("add");
+    } else {
+      m.run_nodes("tanh", "add");
+    }
+    std::ostringstream os;
+    m.print_reports(os);
+    std::string results;
+    for (const auto& [k, v] : m.results()) results += k + "=" + fx::python_float_repr(v) + "\n";
+    const std::string key = last ? "run_nodes_last" : "run_nodes";
+    EXPECT_EQ(os.str(), golden(key + "_reports"));
+    EXPECT_EQ(results, golden(key + "_results"));
+  }
 }
 
 TEST(MinimizerBase, FindsTheNodeAnOptimisedRunGetsWrong) {
