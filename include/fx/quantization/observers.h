@@ -96,8 +96,11 @@ class MinMaxObserver : public ObserverBase {
  public:
   /// A MinMaxObserver (per-tensor schemes only, else fx::Error).
   explicit MinMaxObserver(const ObserverOptions& options = {});
+  /// Records x (see ObserverBase::forward).
   at::Tensor forward(const at::Tensor& x) override;
+  /// The scale and zero point (see ObserverBase::calculate_qparams).
   std::pair<at::Tensor, at::Tensor> calculate_qparams() override;
+  /// Whether forward() has recorded any value.
   bool has_observed() const override;
 
  protected:
@@ -111,6 +114,7 @@ class MovingAverageMinMaxObserver : public MinMaxObserver {
  public:
   /// A MovingAverageMinMaxObserver (per-tensor schemes only).
   explicit MovingAverageMinMaxObserver(const ObserverOptions& options = {});
+  /// Records x (see ObserverBase::forward).
   at::Tensor forward(const at::Tensor& x) override;
 };
 
@@ -119,8 +123,11 @@ class PerChannelMinMaxObserver : public ObserverBase {
  public:
   /// A PerChannelMinMaxObserver (per-channel schemes only).
   explicit PerChannelMinMaxObserver(const ObserverOptions& options = {});
+  /// Records x (see ObserverBase::forward).
   at::Tensor forward(const at::Tensor& x) override;
+  /// The scale and zero point (see ObserverBase::calculate_qparams).
   std::pair<at::Tensor, at::Tensor> calculate_qparams() override;
+  /// Whether forward() has recorded any value.
   bool has_observed() const override;
 
  private:
@@ -132,8 +139,11 @@ class HistogramObserver : public ObserverBase {
  public:
   /// A HistogramObserver (per-tensor schemes only).
   explicit HistogramObserver(const ObserverOptions& options = {});
+  /// Records x (see ObserverBase::forward).
   at::Tensor forward(const at::Tensor& x) override;
+  /// The scale and zero point (see ObserverBase::calculate_qparams).
   std::pair<at::Tensor, at::Tensor> calculate_qparams() override;
+  /// Whether forward() has recorded any value.
   bool has_observed() const override;
   /// The histogram (bins float32 counts).
   const at::Tensor& histogram() const { return histogram_; }
@@ -155,7 +165,9 @@ class FixedQParamsObserver : public ObserverBase {
  public:
   /// scale and zero_point come from options.
   explicit FixedQParamsObserver(const ObserverOptions& options);
+  /// Records x (see ObserverBase::forward).
   at::Tensor forward(const at::Tensor& x) override;
+  /// The scale and zero point (see ObserverBase::calculate_qparams).
   std::pair<at::Tensor, at::Tensor> calculate_qparams() override;
   /// Always true: nothing needs to be seen.
   bool has_observed() const override { return true; }
