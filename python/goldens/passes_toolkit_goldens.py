@@ -99,9 +99,9 @@ def g_non_tensor():
 SPLIT_SUPPORTED = {"aten::relu", "aten::tanh", "aten::add", "aten::mul", "size"}
 
 
-def split_support(submods, n):
+def split_support(submods, n, supported=SPLIT_SUPPORTED):
     name = ATEN[n.target] if n.op == "call_function" else n.target
-    return name in SPLIT_SUPPORTED
+    return name in supported
 
 
 class Settings(splitter_base._SplitterSettingBase):
@@ -112,11 +112,13 @@ class Settings(splitter_base._SplitterSettingBase):
         self.skip_fusion = skip_fusion
 
 
-def split_case(goldens, key, make_graph, inputs, **settings):
-    support = create_op_support(split_support)
+def split_case(goldens, key, make_graph, inputs, supported=SPLIT_SUPPORTED, **settings):
+    support = create_op_support(lambda submods, n: split_support(submods, n, supported))
     gm = torch.fx.GraphModule(torch.nn.Module(), make_graph())
     sp = splitter_base._SplitterBase(gm, inputs, support, Settings(**settings))
     goldens[key + "_acc_nodes"] = ",".join(sorted(n.name for n in sp.acc_nodes))
+    goldens[key + "_fusions"] = "".join(
+        "%s=%s\n" % (n.name, ",".join(sorted(f.name for f in sp.fusions[n]))) for n in gm.graph.nodes if n in sp.fusions)
     goldens[key + "_node_support"] = aten_report(quiet(sp.node_support_preview))
     goldens[key + "_preview"] = quiet(sp.split_preview)
     sp = splitter_base._SplitterBase(torch.fx.GraphModule(torch.nn.Module(), make_graph()), inputs, support,
@@ -237,6 +239,9 @@ def main():
     split_case(goldens, "split_min2", g_split, [x, y], min_acc_module_size=2)
     split_case(goldens, "split_non_tensor", g_non_tensor, [torch.randn(2, 6)])
     split_case(goldens, "split_non_tensor_allowed", g_non_tensor, [torch.randn(2, 6)], allow_non_tensor=True)
+    # size() and view() supported: {size_1, view_1} is a fusion group.
+    split_case(goldens, "split_fusion", g_non_tensor, [torch.randn(2, 6)],
+               supported={"aten::relu", "size", "view", "aten::mul"})
     extend_case(goldens)
 
     S = net_min_base._MinimizerSettingBase

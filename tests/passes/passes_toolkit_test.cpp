@@ -94,9 +94,10 @@ std::shared_ptr<GraphModule> non_tensor_gm() {
   return fx_test::module_of(g);
 }
 
-std::shared_ptr<fx::OperatorSupportBase> split_support() {
-  return fx::create_op_support([](const fx::SubmoduleMap&, const Node* n) {
-    static const std::set<std::string> supported{"aten::relu", "aten::tanh", "aten::add", "aten::mul", "size"};
+/// Supports nodes whose target is in `supported` (the script's SPLIT_SUPPORTED by default).
+std::shared_ptr<fx::OperatorSupportBase> split_support(
+    std::set<std::string> supported = {"aten::relu", "aten::tanh", "aten::add", "aten::mul", "size"}) {
+  return fx::create_op_support([supported = std::move(supported)](const fx::SubmoduleMap&, const Node* n) {
     return supported.count(n->target()) != 0;
   });
 }
@@ -110,16 +111,22 @@ std::string shape_text(const c10::IValue& v) {
 }
 
 void check_split_case(const std::string& key, const std::function<std::shared_ptr<GraphModule>()>& make,
-                      const std::vector<c10::IValue>& inputs, fx::SplitterSettings settings) {
+                      const std::vector<c10::IValue>& inputs, fx::SplitterSettings settings,
+                      std::shared_ptr<fx::OperatorSupportBase> support = split_support()) {
   SCOPED_TRACE(key);
   {
-    fx::SplitterBase sp(make(), inputs, split_support(), settings);
+    std::shared_ptr<GraphModule> gm = make();
+    fx::SplitterBase sp(gm, inputs, support, settings);
     EXPECT_EQ(names(sp.acc_nodes()), golden(key + "_acc_nodes"));
+    std::string fusions;
+    for (Node* n : gm->graph().nodes())
+      if (auto f = sp.fusions().find(n); f != sp.fusions().end()) fusions += n->name() + "=" + names(*f->second) + "\n";
+    EXPECT_EQ(fusions, golden(key + "_fusions"));
     EXPECT_EQ(sp.node_support_preview(), golden(key + "_node_support"));
     EXPECT_EQ(sp.split_preview(), golden(key + "_preview"));
   }
   std::shared_ptr<GraphModule> gm = make();
-  fx::SplitterBase sp(gm, inputs, split_support(), settings);
+  fx::SplitterBase sp(gm, inputs, support, settings);
   fx::SplitResult res = sp.generate_split_results();
   std::string text = module_text(*res.split_module);
   text += "node_submodule_map:\n";
@@ -151,6 +158,8 @@ TEST(SplitterBase, NonTensorValuesStayOnOneSideLikeTorchFx) {
   fx::SplitterSettings allowed;
   allowed.allow_non_tensor = true;
   check_split_case("split_non_tensor_allowed", non_tensor_gm, {x}, allowed);
+  // size() and view() supported: {size_1, view_1} is a fusion group.
+  check_split_case("split_fusion", non_tensor_gm, {x}, {}, split_support({"aten::relu", "size", "view", "aten::mul"}));
 }
 
 TEST(SplitterBase, LogsWhatTorchFxPrints) {
