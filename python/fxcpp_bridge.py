@@ -223,6 +223,8 @@ def _function_target(name):
         op, _, overload = rest.partition(".")
         packet = getattr(getattr(torch.ops, ns), op)
         return getattr(packet, overload) if overload else packet
+    if name == "getattr":
+        return getattr
     module, _, attr = name.rpartition(".")
     return getattr(importlib.import_module(module), attr)
 
@@ -405,7 +407,7 @@ def _qualified_name(fn):
     module, _, attr = name.rpartition(".")
     try:
         found = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError):
+    except (ImportError, AttributeError, ValueError):
         found = None
     return name if found is fn else None
 
@@ -553,7 +555,7 @@ def _resolve_overload(name, args, kwargs, types):
 
 def _python_function_call(fn, args, kwargs, types):
     """An ATen call doing what the Python function `fn` (F.relu, F.max_pool2d ...) does, or None."""
-    dispatched = getattr(torch.nn.functional, "boolean_dispatched", {}).get(fn)
+    dispatched = torch._jit_internal.boolean_dispatched.get(fn)
     if dispatched is not None:  # F.max_pool2d(..., return_indices=b): one of two functions
         sig = inspect.signature(dispatched["if_false"])
         try:
@@ -564,6 +566,11 @@ def _python_function_call(fn, args, kwargs, types):
         if not isinstance(flag, bool):
             return None
         fn = dispatched["if_true" if flag else "if_false"]
+        droppable = _DROPPABLE | {dispatched["arg_name"]}  # the function chosen says it
+    else:
+        droppable = _DROPPABLE
+    if fn.__name__.endswith("_with_indices"):
+        droppable = droppable | {"return_indices"}  # F.max_pool2d_with_indices(..., return_indices=True)
     try:
         sig = inspect.signature(fn)
         bound = sig.bind(*args, **kwargs)
@@ -588,7 +595,7 @@ def _python_function_call(fn, args, kwargs, types):
                     if v is None and v is defaults[k] and a.type.kind() != "OptionalType" and a.default_value is not None:
                         continue  # Python's None default is the schema's own default (stride=None -> [])
                     call[target] = v
-                elif k in _DROPPABLE or k == "inplace" or (v is defaults[k] or
+                elif k in droppable or k == "inplace" or (v is defaults[k] or
                                                           (type(v) is type(defaults[k]) and v == defaults[k])):
                     continue  # a Python-only parameter left at its default
                 else:

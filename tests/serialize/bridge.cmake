@@ -30,7 +30,7 @@ set_tests_properties(serialize_bridge_torchscript_leaves PROPERTIES FIXTURES_REQ
 # --optimize within 1e-4, Python -> C++ -> Python keeps names, targets, code.
 foreach(group "resnet18 regnet_x_400mf regnet_y_400mf mnasnet0_5 squeezenet1_0 densenet121"
               "googlenet inception_v3 mobilenet_v2 mobilenet_v3_small efficientnet_b0 efficientnet_v2_s"
-              "convnext_tiny swin_t swin_v2_t" "alexnet vgg11" "quantized_resnet18 make_fx_resnet18")
+              "convnext_tiny swin_t swin_v2_t" "alexnet vgg11" "quantized_resnet18 make_fx_resnet18 functional_zoo")
   separate_arguments(models UNIX_COMMAND "${group}")
   list(GET models 0 first)
   add_test(NAME serialize_bridge_trace_${first}
