@@ -9,6 +9,7 @@
 #include "quant_test_util.h"
 
 #include <fx/error.h>
+#include <fx/export.h>
 #include <fx/import.h>
 #include <fx/module_attributes.h>
 #include <fx/quantization/convert.h>
@@ -144,6 +145,9 @@ void check_model(const std::string& model, const std::string& mapping_name) {
             << " quanta, |fxcpp - python quantized| = " << d_q / quantum
             << " quanta (python reference vs quantized: " << py_d / quantum << ")\n";
   EXPECT_LE(d_ref, quantum * 1.001);
+  // Exported to TorchScript, stock libtorch runs the reference graph to the same values.
+  torch::jit::Module scripted = fx::to_torchscript(*ref);
+  EXPECT_TRUE(at::equal(scripted.forward({test}).toTensor().reshape(-1), y));
   EXPECT_LE(d_q, py_d + quantum * 1.001);
 }
 
