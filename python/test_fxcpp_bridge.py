@@ -341,6 +341,24 @@ def errors(args):
             assert not os.path.exists(path) and not os.path.exists(path + ".fxcpp-tmp"), "a file was left"
 
 
+def classifier_names(args):
+    """The torchvision classification builders torch.fx.symbolic_trace traces (stdout); the others and why (stderr)."""
+    import inspect
+    import torchvision
+    import torchvision.models as models
+    names = sorted(n for n, f in vars(models).items()
+                   if inspect.isfunction(f) and n.islower() and "weights" in inspect.signature(f).parameters)
+    for n in names:
+        try:
+            torch.fx.symbolic_trace(getattr(models, n)().eval())
+        except Exception as e:  # noqa: BLE001 - a model torch.fx cannot trace
+            print("%s: not traced by torch.fx %s (torchvision %s): %s" % (n, torch.__version__, torchvision.__version__,
+                                                                          str(e).splitlines()[0][:100]),
+                  file=sys.stderr)
+        else:
+            print(n, flush=True)
+
+
 def python_package(args):
     """`import fxcpp` from an installed prefix (PYTHONPATH): its version and save / load."""
     import importlib
@@ -361,5 +379,5 @@ def python_package(args):
 
 if __name__ == "__main__":
     {"cpp-to-python": cpp_to_python, "python-to-cpp": python_to_cpp, "symbolic-trace": symbolic_trace_models,
-     "errors": errors, "python-package": python_package}[sys.argv[1]](sys.argv[2:])
+     "errors": errors, "python-package": python_package, "classifier-names": classifier_names}[sys.argv[1]](sys.argv[2:])
     print("OK")
