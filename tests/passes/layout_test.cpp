@@ -88,15 +88,23 @@ struct Shape {
 };
 
 /// A seeded random graph of convolutions (3x3 and 1x1, stride 1 or 2),
-/// ReLU / sigmoid / hardswish, residual adds, max and adaptive average
-/// pooling, with layout-sensitive readers at random points (view, reshape,
-/// flatten, as_strided, contiguous, a registered function, outputs) whose
+/// ReLU / sigmoid / hardswish, residual adds, cat along channels, mean over
+/// H and W, max and adaptive average pooling, with layout-sensitive readers at random points (view, reshape,
+/// flatten, as_strided, contiguous, a registered function, a module whose
+/// forward views its input, outputs) whose
 /// results are outputs, or (contiguous) carry on.
 std::shared_ptr<fx::GraphModule> random_conv_graph(uint32_t seed, int64_t batch) {
   register_memory_order();
   std::mt19937 rng(seed);
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
   auto root = std::make_shared<nn::Module>("Root");
+  {
+    // A leaf module whose forward views its input: y.view({batch, -1}).
+    auto leaf = std::make_shared<fx::Graph>();
+    fx::Node* y = leaf->placeholder("y");
+    leaf->output(leaf->call_method("view", {y, fx::Argument::list({batch, -1})}));
+    root->register_module("flat", fx_test::module_of(leaf));
+  }
   auto g = std::make_shared<fx::Graph>();
   fx::Node* x = g->placeholder("x");
   Shape s{3, 12, 12};
@@ -132,12 +140,27 @@ std::shared_ptr<fx::GraphModule> random_conv_graph(uint32_t seed, int64_t batch)
     } else if (kind == 5 && s.h >= 4) {
       y = g->call_function("aten::max_pool2d", {x, ints({2, 2}), ints({2, 2})});
       s = {s.c, s.h / 2, s.w / 2};
+    } else if (kind == 7) {  // cat with an earlier value of the same spatial size, or mean over H, W
+      fx::Node* other = nullptr;
+      Shape os{};
+      for (auto& [v, vs] : values)
+        if (v != x && vs.h == s.h && vs.w == s.w && vs.c <= 8 && pick(2)) other = v, os = vs;
+      if (other && s.c <= 8) {
+        y = g->call_function("aten::cat", {fx::Argument::list({x, other}), 1});
+        s = {s.c + os.c, s.h, s.w};
+      } else {
+        y = g->call_function("aten::mean", {x, ints({2, 3}), true});
+        s = {s.c, 1, 1};
+      }
     } else if (kind == 6 && s.h >= 3) {
       const int64_t size = 1 + pick(3);
       y = g->call_function("aten::adaptive_avg_pool2d", {x, ints({size, size})});
       s = {s.c, size, size};
     } else {  // a layout-sensitive reader
-      switch (pick(7)) {
+      switch (pick(8)) {
+        case 7:
+          outputs.push_back(g->call_module("flat", {x}));
+          break;
         case 0:
           outputs.push_back(g->call_method("view", {x, ints({batch, -1})}));
           break;
@@ -187,7 +210,7 @@ std::vector<int64_t> layout_of(const at::Tensor& t) {
 // layout_of), and a view that fails eagerly fails optimised.
 TEST(OptimizeLayout, RandomConvGraphsKeepValuesSizesAndStrides) {
   at::NoGradGuard no_grad;
-  size_t restored = 0, compared = 0, failed = 0;
+  size_t restored = 0, compared = 0, failed = 0, cats = 0, leaves = 0;
   for (uint32_t seed = 0; seed < 40; ++seed) {
     torch::manual_seed(seed);
     const int64_t batch = 2;
@@ -227,11 +250,17 @@ TEST(OptimizeLayout, RandomConvGraphsKeepValuesSizesAndStrides) {
         ++compared;
       }
       EXPECT_GT(report.onednn_convs, 0u);
-      for (const fx::Node* n : opt->graph().nodes()) restored += n->target() == "fxcpp::restore_layout";
+      for (const fx::Node* n : opt->graph().nodes()) {
+        restored += n->target() == "fxcpp::restore_layout";
+        cats += n->target() == "aten::cat";
+        leaves += n->op() == fx::Opcode::CallModule;
+      }
     }
   }
   EXPECT_GT(compared, 100u);
   EXPECT_GT(failed, 0u);
+  EXPECT_GT(cats, 0u);
+  EXPECT_GT(leaves, 0u);
   EXPECT_GT(restored, 40u);
 }
 
