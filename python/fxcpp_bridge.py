@@ -592,8 +592,8 @@ def _python_function_call(fn, args, kwargs, types):
                 target = k if k in schema_names else _ALIASES.get(k)
                 if target in schema_names and target not in call:
                     a = schema_names[target]
-                    if v is None and v is defaults[k] and a.type.kind() != "OptionalType" and a.default_value is not None:
-                        continue  # Python's None default is the schema's own default (stride=None -> [])
+                    if v is None and v is defaults[k] and (a.type.kind() == "OptionalType" or a.default_value is not None):
+                        continue  # Python's None default is the schema's own default (dtype=None, stride=None -> [])
                     call[target] = v
                 elif k in droppable or k == "inplace" or (v is defaults[k] or
                                                           (type(v) is type(defaults[k]) and v == defaults[k])):

@@ -341,6 +341,50 @@ def errors(args):
             assert not os.path.exists(path) and not os.path.exists(path + ".fxcpp-tmp"), "a file was left"
 
 
+def python_form(args):
+    """The Python form of a node comes back only while the node is the call save() wrote; without
+    example inputs the calls are saved too (by operator name where their types leave several overloads)."""
+    import json
+    import tempfile
+    import zipfile
+    fxcpp = args[0]
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    s = g.call_function(torch.nn.functional.softmax, (x,), {"dim": -1})
+    g.output(g.call_function(torch.flatten, (s, 1)))
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    inputs = (torch.randn(2, 3, 4),)
+    with tempfile.TemporaryDirectory() as d:
+        path, changed = os.path.join(d, "m.fx"), os.path.join(d, "changed.fx")
+        fxcpp_bridge.save(gm, path)
+        same_graph(gm, fxcpp_bridge.load(path), "python form")
+        with zipfile.ZipFile(path) as z, zipfile.ZipFile(changed, "w") as out:
+            for r in z.namelist():
+                data = z.read(r)
+                if r.endswith("extra/fxcpp.json"):  # as a C++ pass would: softmax over dim 0 now
+                    doc = json.loads(data)
+                    node = doc["root"]["graph"]["nodes"][1]
+                    assert node["target"] == "aten::softmax.int" and node["args"] == [{"node": "x"}, -1], node
+                    node["args"][1] = 0
+                    data = json.dumps(doc)
+                out.writestr(r, data)
+        back = fxcpp_bridge.load(changed)
+        softmax, flatten = list(back.graph.nodes)[1:3]
+        assert softmax.target is torch.ops.aten.softmax.int and softmax.args[1] == 0, softmax.format_node()
+        assert flatten.target is torch.flatten, flatten.format_node()
+        close(back(*inputs), torch.flatten(torch.softmax(inputs[0], 0), 1), "changed node")
+        # functional_zoo without example inputs: fxcpp run still equal to eager.
+        zoo, eager, zoo_inputs = traced_model("functional_zoo")
+        fxcpp_bridge.save(zoo, path)
+        inp, out = os.path.join(d, "in.pt"), os.path.join(d, "out.pt")
+        torch.save(zoo_inputs, inp)
+        subprocess.run([fxcpp, "run", path, "--input", inp, "--output", out], check=True, stdout=subprocess.DEVNULL)
+        with torch.no_grad():
+            d_run = relative(torch.load(out), eager(*zoo_inputs))
+        assert d_run == 0, d_run
+        print("a changed node keeps its ATen form; saved without example inputs, fxcpp run = eager")
+
+
 def classifier_names(args):
     """The torchvision classification builders torch.fx.symbolic_trace traces (stdout); the others and why (stderr)."""
     import inspect
@@ -379,5 +423,6 @@ def python_package(args):
 
 if __name__ == "__main__":
     {"cpp-to-python": cpp_to_python, "python-to-cpp": python_to_cpp, "symbolic-trace": symbolic_trace_models,
-     "errors": errors, "python-package": python_package, "classifier-names": classifier_names}[sys.argv[1]](sys.argv[2:])
+     "errors": errors, "python-package": python_package, "classifier-names": classifier_names,
+     "python-form": python_form}[sys.argv[1]](sys.argv[2:])
     print("OK")

@@ -42,3 +42,9 @@ foreach(group "resnet18 regnet_x_400mf mnasnet0_5 squeezenet1_0 densenet121"
 endforeach()
 add_test(NAME serialize_bridge_save_errors COMMAND /usr/bin/python3 ${FX_SRC}/python/test_fxcpp_bridge.py errors)
 set_tests_properties(serialize_bridge_save_errors PROPERTIES PASS_REGULAR_EXPRESSION "OK")
+# A node C++ changed keeps its ATen form when Python reads it back; saving
+# without example inputs leaves overloads to fxcpp, and runs the same.
+add_test(NAME serialize_bridge_python_form
+         COMMAND /usr/bin/python3 ${FX_SRC}/python/test_fxcpp_bridge.py python-form $<TARGET_FILE:fxcpp_cli>)
+set_tests_properties(serialize_bridge_python_form PROPERTIES PASS_REGULAR_EXPRESSION "OK"
+                     ENVIRONMENT "OMP_NUM_THREADS=1")
