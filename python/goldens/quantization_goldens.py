@@ -145,13 +145,21 @@ def observer_goldens():
 
 
 def export(out):
+    """Each file written beside its place and renamed over it: a test reading
+    the files while they are exported again sees old or new ones, never a part."""
     os.makedirs(out, exist_ok=True)
     calib, test = data()
+
+    def atomic(path, write):
+        write(path + ".tmp")
+        os.replace(path + ".tmp", path)
+
     for name in MODELS:
         model = build(name)
-        torch.jit.script(model).save(os.path.join(out, name + ".quant.pt"))
-        torch.save(calib, os.path.join(out, name + ".calib.pt"))
-        torch.save(test, os.path.join(out, name + ".test.pt"))
+        base = os.path.join(out, name)
+        atomic(base + ".quant.pt", torch.jit.script(model).save)
+        atomic(base + ".calib.pt", lambda p: torch.save(calib, p))
+        atomic(base + ".test.pt", lambda p: torch.save(test, p))
         print("exported", name)
 
 
