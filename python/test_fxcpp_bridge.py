@@ -267,6 +267,18 @@ def symbolic_trace_models(args):
             else:
                 assert d <= tolerance, "%s %s: C++ differs from eager by %g relative" % (name, " ".join(flags), d)
             diffs.append(d)
+        if name == args[2] and not name.startswith(OPTIMIZE_FAILS) and subprocess.run(
+                [fxcpp, "optimize", "--help"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
+            # The first model of the group also through `fxcpp optimize` (once, saved), then run.
+            optimized = os.path.join(out_dir, name + ".opt.fx")
+            subprocess.run([fxcpp, "optimize", path, "-o", optimized, "--input", inp], check=True,
+                           stdout=subprocess.DEVNULL)
+            subprocess.run([fxcpp, "run", optimized, "--input", inp, "--output", out], check=True,
+                           stdout=subprocess.DEVNULL)
+            d = relative(torch.load(out), expected)
+            assert d <= 1e-4, "%s: fxcpp optimize's file differs from eager by %g relative" % (name, d)
+            print("%s: fxcpp optimize, then run: %.3g relative to eager" % (name, d))
+            os.remove(optimized)
         # Python -> C++ -> Python: fx::load + fx::save, then the bridge reads what C++ wrote.
         again = os.path.join(out_dir, name + ".cpp.fx")
         subprocess.run([fxcpp, "convert", path, "-o", again], check=True, stdout=subprocess.DEVNULL)
