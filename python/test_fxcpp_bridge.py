@@ -183,7 +183,7 @@ def traced_model(name):
     base = name
     for prefix in ("quantized_", "make_fx_"):
         base = base[len(prefix):] if base.startswith(prefix) else base
-    size = 224 if base.startswith("swin") else 96 if base.startswith("inception") else 64
+    size = 112 if base.startswith("swin") else 96 if base.startswith("inception") else 64
     m = getattr(torchvision.models, base)()
     # 16 images: with 4, the statistics of the last (2x2) layers are estimated from so few values that
     # eval-mode activations reach 1e3 (efficientnet_v2_s, inception_v3); with 16 they are of order 1.
