@@ -300,8 +300,12 @@ class _GraphBuilder:
             if python is not None:  # the node's Python form, while it is still the call save() wrote
                 python = json.loads(python)
                 if python.get("lowered") == {"op": op, "target": target, "args": args, "kwargs": kwargs}:
-                    op, args, kwargs = python["op"], python["args"], python["kwargs"]
-                    python_target = _python_target(python["target"])
+                    try:
+                        python_target = _python_target(python["target"])
+                    except (ImportError, AttributeError, ValueError):
+                        pass  # not importable here (a function of another program's __main__): the call as saved
+                    else:
+                        op, args, kwargs = python["op"], python["args"], python["kwargs"]
             args = tuple(self.arg(a) for a in args)
             kwargs = {k: self.arg(v) for k, v in kwargs}
             if python_target is not None:

@@ -353,6 +353,18 @@ def errors(args):
             assert not os.path.exists(path) and not os.path.exists(path + ".fxcpp-tmp"), "a file was left"
 
 
+def relu_times(x, k: int):
+    return torch.relu(x) * k
+
+
+torch.fx.wrap("relu_times")
+
+
+class UsesWrapped(torch.nn.Module):
+    def forward(self, x):
+        return relu_times(x + 1, 3)
+
+
 def python_form(args):
     """The Python form of a node comes back only while the node is the call save() wrote; without
     example inputs the calls are saved too (by operator name where their types leave several overloads)."""
@@ -394,7 +406,18 @@ def python_form(args):
         with torch.no_grad():
             d_run = relative(torch.load(out), eager(*zoo_inputs))
         assert d_run == 0, d_run
-        print("a changed node keeps its ATen form; saved without example inputs, fxcpp run = eager")
+        # A torch.fx.wrap'ped function of this script: a TorchScript leaf in the file; another program
+        # (where __main__ is not this script) reads the call of that leaf.
+        wrapped = torch.fx.symbolic_trace(UsesWrapped())
+        fxcpp_bridge.save(wrapped, path, (torch.ones(3),))
+        same_graph(wrapped, fxcpp_bridge.load(path), "wrapped function")
+        code = ("import sys, torch; sys.path.insert(0, %r); import fxcpp_bridge; gm = fxcpp_bridge.load(%r); "
+                "print([n.op for n in gm.graph.nodes], gm(torch.ones(3)).tolist())"
+                % (os.path.dirname(os.path.abspath(__file__)), path))
+        other = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+        assert other.strip() == "['placeholder', 'call_function', 'call_module', 'output'] [6.0, 6.0, 6.0]", other
+        print("a changed node keeps its ATen form; saved without example inputs, fxcpp run = eager; "
+              "a wrapped function of __main__ read elsewhere as its TorchScript leaf")
 
 
 def classifier_names(args):
