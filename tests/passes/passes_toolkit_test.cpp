@@ -7,6 +7,7 @@
 #include <fx/passes/common.h>
 #include <fx/passes/graph_manipulation.h>
 #include <fx/passes/net_min_base.h>
+#include <fx/passes/optimize_for_inference.h>
 #include <fx/passes/pass_manager.h>
 #include <fx/passes/shape_prop.h>
 #include <fx/passes/split_utils.h>
@@ -414,6 +415,66 @@ TEST(MinimizerBase, FindsTheNodeAnOptimisedRunGetsWrong) {
   for (const std::string method : {"sequential", "binary", "accumulate"}) {
     fx::MinimizerBase m(fx_test::module_of(g), {in}, close, settings_of(method), run_a, run_b);
     EXPECT_EQ(names(m.minimize()), "mul") << method;
+  }
+}
+
+TEST(MinimizerBase, FindsTheLayerAnOptimiserLowersWrongly) {
+  // fp32 vs optimize_for_inference (frozen layers, folded batch norm,
+  // oneDNN convolutions) run per submodule; the planted bug: the optimiser
+  // picks bfloat16 for any piece holding conv2. Everything else agrees
+  // within 1e-4, so the minimizer names conv2 alone, whatever the traversal.
+  torch::manual_seed(0);
+  auto root = std::make_shared<torch::nn::Module>("Net");
+  root->register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 8, 3).padding(1)).ptr());
+  root->register_module("bn1", fx_test::random_batch_norm(8).ptr());
+  root->register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(8, 8, 3).padding(1)).ptr());
+  root->eval();
+  auto g = std::make_shared<Graph>();
+  Node* x = g->placeholder("x");
+  Node* c1 = g->call_module("conv1", {x});
+  Node* b1 = g->call_module("bn1", {c1});
+  Node* r1 = g->call_function("aten::relu", {b1});
+  Node* c2 = g->call_module("conv2", {r1});
+  Node* sum = g->call_function("aten::add", {c2, r1});
+  Node* r2 = g->call_function("aten::relu", {sum});
+  g->output(r2);
+  auto run_a = [](const std::shared_ptr<GraphModule>& mod, const std::vector<c10::IValue>& in) {
+    return mod->forward(in);
+  };
+  auto frozen = std::make_shared<size_t>(0);
+  auto run_b = [frozen](const std::shared_ptr<GraphModule>& mod, const std::vector<c10::IValue>& in) {
+    fx::OptimizeOptions options;
+    options.example_inputs = in;
+    if (!mod->graph().find_nodes(fx::Opcode::CallModule, std::string("conv2")).empty())
+      options.dtype = at::kBFloat16;
+    fx::OptimizeReport report;
+    c10::IValue out = fx::optimize_for_inference(mod, options, &report)->forward(in);
+    *frozen += report.frozen_modules;
+    return out;
+  };
+  auto close = [](const c10::IValue& a, const c10::IValue& b, const std::vector<std::string>&) {
+    double d = 0;
+    auto ta = tensors(a), tb = tensors(b);
+    for (size_t i = 0; i < ta.size(); ++i) d = std::max(d, (ta[i] - tb[i].to(ta[i].scalar_type())).abs().max().item<double>());
+    return std::make_pair(d, d < 1e-4);
+  };
+  at::Tensor in = torch::randn({1, 3, 8, 8});
+  for (const std::string method : {"sequential", "binary", "accumulate"}) {
+    fx::MinimizerBase m(std::make_shared<GraphModule>(root, g), {in}, close, settings_of(method), run_a, run_b);
+    EXPECT_EQ(names(m.minimize()), "conv2") << method;
+  }
+  // Node by node, to the end: every other node's optimised run agrees.
+  fx::MinimizerBase all(std::make_shared<GraphModule>(root, g), {in}, close, settings_of("sequential", false, true),
+                        run_a, run_b);
+  EXPECT_EQ(names(all.minimize()), "conv2");
+  EXPECT_GT(*frozen, 0u);  // the pieces really were optimised
+  ASSERT_EQ(all.results().size(), 6u);
+  for (const auto& [key, diff] : all.results()) {
+    if (key == "('conv2',)") {
+      EXPECT_GT(diff, 1e-3);
+    } else {
+      EXPECT_LT(diff, 1e-4) << key;
+    }
   }
 }
 
