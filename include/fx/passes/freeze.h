@@ -21,7 +21,9 @@
 /// their configuration; the importer reads it from the leaf's own forward,
 /// the one ATen call the layer made (aten::_convolution's stride, padding
 /// ..., aten::batch_norm's eps): a traced Conv2d freezes as a scripted one
-/// does. Freezing is
+/// does. A traced MultiheadAttention (one aten::_native_multi_head_attention
+/// call taking one input and returning one tensor, batch_first and
+/// num_heads not kept) stays a call_module: it runs, unlowered. Freezing is
 /// for inference: a BatchNorm or Dropout in training mode is an fx::Error
 /// (torch.jit.freeze also requires eval mode), and the graph is unchanged.
 /// Control flow: one graph; a cond / loop call stays a call_module (its
