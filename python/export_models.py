@@ -41,7 +41,7 @@ MODELS = ["alexnet", "vgg11", "resnet18", "resnet50", "mobilenet_v2", "mobilenet
 SIZE = {"vit_b_16": 224}
 DEFAULT_SIZE = 64
 # Also exported with torch.jit.trace (the optimiser tests run on both exports).
-TRACED = ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0")
+TRACED = ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "vit_b_16")
 
 
 def honest_model(name, size, batch=4):
