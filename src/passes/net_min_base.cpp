@@ -297,6 +297,13 @@ NodeSet MinimizerBase::accumulate_traverse(const NodeList& nodes) {
 
 NodeList MinimizerBase::collect_nodes(const std::optional<std::string>& start,
                                       const std::optional<std::string>& end) const {
+  // torch.fx silently minimizes nothing (or everything) for a misspelt name.
+  for (const auto* name : {&start, &end}) {
+    if (!*name) continue;
+    bool found = false;
+    for (Node* node : module_->graph().nodes()) found = found || (is_callable_node(node) && node->name() == **name);
+    if (!found) throw Error("minimizer: the module has no call_* node named " + **name);
+  }
   NodeList nodes;
   bool add_node = !start;
   for (Node* node : module_->graph().nodes()) {
@@ -339,6 +346,7 @@ void MinimizerBase::print_reports(std::ostream& os) const {
 NodeList MinimizerBase::minimize(const std::optional<std::string>& start, const std::optional<std::string>& end) {
   NodeList nodes = collect_nodes(start, end);
   NodeSet culprits;
+  if (nodes.empty()) return {};  // nothing to run (torch.fx would split out an empty submodule)
   if (settings_.traverse_method == "sequential") {
     culprits = sequential_traverse(nodes);
   } else if (settings_.traverse_method == "binary") {

@@ -359,6 +359,14 @@ TEST(MinimizerBase, RangeAndCleanRunLikeTorchFx) {
   fx::MinimizerSettings s = settings_of("binary", false, true);
   EXPECT_EQ(s.str(), golden("min_settings"));
   EXPECT_EQ(fx_test::error_of([] { run_minimizer(settings_of("defined"), {}); }), "Unknow traverse method defined!");
+  EXPECT_EQ(fx_test::error_of([] { run_minimizer(settings_of("binary"), {}, {}, "nope"); }),
+            "minimizer: the module has no call_* node named nope");
+  EXPECT_EQ(fx_test::error_of([] { run_minimizer(settings_of("binary"), {}, {}, "relu", "x"); }),
+            "minimizer: the module has no call_* node named x");
+  // An empty range (end before start) runs nothing.
+  MinimizerRun empty = run_minimizer(settings_of("binary"), {"mul"}, {}, "add", "relu");
+  EXPECT_EQ(empty.culprits, "");
+  EXPECT_EQ(empty.reports, "");
 }
 
 TEST(MinimizerBase, RunNodesLikeTorchFx) {

@@ -118,7 +118,10 @@ class MinimizerBase {
   /// The culprits among the call_* nodes from the one named `start` to the
   /// one named `end` (both included; the first / last when nullopt), found
   /// by settings().traverse_method, in graph order (torch.fx minimize).
-  /// Throws fx::Error "Unknow traverse method X!" (torch.fx's text).
+  /// Throws fx::Error "Unknow traverse method X!" (torch.fx's text), and
+  /// "minimizer: the module has no call_* node named X" for a start or end
+  /// that names no call_* node (torch.fx then silently runs from the first
+  /// node, or to the last).
   NodeList minimize(const std::optional<std::string>& start = std::nullopt,
                     const std::optional<std::string>& end = std::nullopt);
   /// Runs the nodes from `start` to `end` as one submodule both ways and
