@@ -88,6 +88,44 @@ void set_output_dtype(const c10::IValue& packed, c10::ScalarType dtype);
 /// argument of pack_conv2d / pack_linear computes.
 std::string describe(const c10::IValue& packed);
 
+/// The name of an activation ("relu", "clip", "silu", "sigmoid", "hardswish",
+/// "gelu", "gelu_tanh", "tanh"; "" for None), as PostOps::str prints it.
+std::string activation_name(Activation a);
+/// The activation named `name` (activation_name's names); false if none is.
+bool activation_from_name(const std::string& name, Activation& out);
+
+/// What a packed operator is made of, without its kernels: fx::save stores
+/// it (the weights in torch's layout, not oneDNN's blocked one, so the file
+/// fits any CPU) and pack() makes the operator again, whose kernels and
+/// packed weights are then made for the CPU that runs it, at first use.
+struct PackedState {
+  /// Which operator: a 2-d convolution (pack_conv2d) or a linear layer (pack_linear).
+  enum class Kind : uint8_t { Conv2d, Linear } kind = Kind::Conv2d;
+  /// float32, [out, in / groups, kh, kw] or [out, in]. For a bfloat16
+  /// kernel, the values the kernel computes with (bf16-exact), so packing
+  /// them again gives the same kernel bit for bit.
+  at::Tensor weight;
+  /// float32 [out], or none.
+  c10::optional<at::Tensor> bias;
+  /// Conv2d only.
+  ConvParams params;
+  PostOps post_ops;
+  /// The kernel's dtype (float or bfloat16) and the dtype it returns (set_output_dtype).
+  c10::ScalarType dtype = c10::ScalarType::Float, output_dtype = c10::ScalarType::Float;
+};
+
+/// Whether `value` is a packed operator of pack_conv2d / pack_linear.
+bool is_packed(const c10::IValue& value);
+
+/// The state of the packed operator `packed` (its weights read back from
+/// oneDNN's layout when the plain copy was already dropped). Throws
+/// fx::Error if `packed` is not a packed operator.
+PackedState packed_state(const c10::IValue& packed);
+
+/// A packed operator made from `state` (pack_conv2d / pack_linear, then
+/// set_output_dtype). Throws fx::Error for values those refuse.
+c10::IValue pack(const PackedState& state);
+
 /// Registers the operators and classes above (idempotent; the library does
 /// it when loaded, this makes the dependency explicit).
 void register_ops();

@@ -15,10 +15,9 @@ namespace fx::onednn {
 std::string PostOps::str() const {
   std::ostringstream os;
   if (sum) os << (residual_inplace ? "+=residual" : "+residual");
-  const char* names[] = {"", "relu", "clip", "silu", "sigmoid", "hardswish", "gelu", "gelu_tanh", "tanh"};
   if (activation != Activation::None) {
     if (sum) os << ", ";
-    os << names[static_cast<int>(activation)];
+    os << activation_name(activation);
     if (activation == Activation::Clip) os << "(" << alpha << ", " << beta << ")";
   }
   return os.str();
@@ -171,6 +170,18 @@ dnnl::memory PackedWeights::get(const dnnl::memory::desc& md) {
   packed_.emplace_back(md, packed);
   plain_ = at::Tensor();  // later layouts are made from the first
   return packed;
+}
+
+at::Tensor PackedWeights::plain(at::IntArrayRef sizes) const {
+  std::shared_lock lock(mutex_);
+  if (plain_.defined()) return plain_;
+  at::Tensor out = at::empty(sizes, at::TensorOptions().dtype(at::kFloat));
+  dnnl::memory source = packed_.front().second;
+  dnnl::memory target = memory_of(plain_md_, out);
+  dnnl::stream s(engine());
+  dnnl::reorder(source, target).execute(s, source, target);
+  s.wait();
+  return out;
 }
 
 size_t PackedWeights::bytes() const {

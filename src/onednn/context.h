@@ -62,6 +62,10 @@ class PackedWeights {
   dnnl::memory get(const dnnl::memory::desc& md);
   /// Bytes held by the packed copies.
   size_t bytes() const;
+  /// The weights in the plain layout (f32, `sizes`): the plain tensor while
+  /// it is kept, else read back from the first packed copy by a reorder
+  /// (exact: a bf16 copy gives the bf16 values as f32).
+  at::Tensor plain(at::IntArrayRef sizes) const;
 
  private:
   mutable std::shared_mutex mutex_;

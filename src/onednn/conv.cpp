@@ -118,8 +118,11 @@ at::Tensor PackedConv::run(const at::Tensor& input, const c10::optional<at::Tens
   // Always channels_last: oneDNN has no fast kernel for an NCHW source with
   // an NHWC destination (the 3-channel stem would run its reference code).
   at::Tensor x = to_dtype(input, dtype_).contiguous(at::MemoryFormat::ChannelsLast);
-  auto k = kernel(x.sizes(), true, dtype_);
   const std::vector<int64_t> out_sizes = output_sizes(x.sizes());
+  if (x.is_meta())  // shapes only (ShapeProp::propagate_meta, FLOP counts): no kernel runs
+    return make_output(out_sizes, x.options().dtype(out_dtype_), at::MemoryFormat::ChannelsLast, post_ops_, residual,
+                       "onednn_conv2d");
+  auto k = kernel(x.sizes(), true, dtype_);
   at::Tensor out = make_output(out_sizes, x.options().dtype(out_dtype_), at::MemoryFormat::ChannelsLast, post_ops_,
                                residual, "onednn_conv2d");
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, memory_of(k->src, x)},
@@ -130,6 +133,23 @@ at::Tensor PackedConv::run(const at::Tensor& input, const c10::optional<at::Tens
                                           bias_));
   execute(k->primitive, args, k->scratchpad_bytes);
   return out;
+}
+
+PackedState PackedOp::base_state(PackedState::Kind kind, at::IntArrayRef weight_sizes) const {
+  PackedState s;
+  s.kind = kind;
+  s.weight = weights_->plain(weight_sizes);
+  if (bias_.defined()) s.bias = bias_.reshape({-1});
+  s.post_ops = post_ops_;
+  s.dtype = dtype_;
+  s.output_dtype = out_dtype_;
+  return s;
+}
+
+PackedState PackedConv::state() const {
+  PackedState s = base_state(PackedState::Kind::Conv2d, {out_channels_, in_channels_ / params_.groups, kh_, kw_});
+  s.params = params_;
+  return s;
 }
 
 std::string PackedConv::str() const {

@@ -52,9 +52,10 @@ at::Tensor PackedLinear::run(const at::Tensor& input, const c10::optional<at::Te
   const int64_t rows = x.numel() / in_features_;
   std::vector<int64_t> out_sizes = input.sizes().vec();
   out_sizes.back() = out_features_;
-  auto k = kernel(rows, dtype_);
   at::Tensor out = make_output(out_sizes, x.options().dtype(out_dtype_), at::MemoryFormat::Contiguous, post_ops_, residual,
                                "onednn_linear");
+  if (x.is_meta()) return out;  // shapes only (ShapeProp::propagate_meta, FLOP counts): no kernel runs
+  auto k = kernel(rows, dtype_);
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, memory_of(k->src, x)},
                                              {DNNL_ARG_WEIGHTS, k->weights},
                                              {DNNL_ARG_DST, memory_of(k->dst, out)}};
@@ -63,6 +64,10 @@ at::Tensor PackedLinear::run(const at::Tensor& input, const c10::optional<at::Te
                  memory_of(dnnl::memory::desc({1, out_features_}, dnnl::memory::data_type::f32, tag::ab), bias_));
   execute(k->primitive, args, k->scratchpad_bytes);
   return out;
+}
+
+PackedState PackedLinear::state() const {
+  return base_state(PackedState::Kind::Linear, {out_features_, in_features_});
 }
 
 std::string PackedLinear::str() const {

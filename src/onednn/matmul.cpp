@@ -54,6 +54,7 @@ at::Tensor matmul(const at::Tensor& self, const at::Tensor& other) {
   at::Tensor a = readable(self), b = readable(other);
   std::vector<int64_t> out_sizes = a.sizes().vec();
   out_sizes.back() = b.size(-1);
+  if (a.is_meta()) return at::empty(out_sizes, a.options());  // shapes only (ShapeProp::propagate_meta)
   MatmulKey key{a.sizes().vec(), a.strides().vec(), b.sizes().vec(), b.strides().vec(), a.scalar_type()};
   auto k = kernels().get(key, [&] {
     dnnl::memory::desc out(dims(out_sizes.begin(), out_sizes.end()), data_type(a.scalar_type()),

@@ -25,8 +25,14 @@ at::Tensor linear(const at::Tensor& input, const c10::intrusive_ptr<PackedLinear
 }  // namespace
 
 TORCH_LIBRARY(fxcpp, m) {
-  m.class_<PackedConv>("PackedConv").def("__str__", &PackedConv::str);
-  m.class_<PackedLinear>("PackedLinear").def("__str__", &PackedLinear::str);
+  m.class_<PackedConv>("PackedConv")
+      .def("__str__", &PackedConv::str)
+      .def_pickle([](const c10::intrusive_ptr<PackedConv>& self) { return detail::pickled(self->state()); },
+                  [](detail::PickledState state) { return detail::unpickled<PackedConv>(std::move(state)); });
+  m.class_<PackedLinear>("PackedLinear")
+      .def("__str__", &PackedLinear::str)
+      .def_pickle([](const c10::intrusive_ptr<PackedLinear>& self) { return detail::pickled(self->state()); },
+                  [](detail::PickledState state) { return detail::unpickled<PackedLinear>(std::move(state)); });
   m.def("onednn_conv2d(Tensor input, __torch__.torch.classes.fxcpp.PackedConv packed, Tensor? residual=None) -> Tensor",
         &conv2d);
   m.def("onednn_matmul(Tensor self, Tensor other) -> Tensor", &detail::matmul);
@@ -49,20 +55,26 @@ c10::IValue pack_linear(const at::Tensor& weight, const c10::optional<at::Tensor
   return c10::IValue(c10::make_intrusive<PackedLinear>(weight, bias, post_ops, dtype));
 }
 
-namespace {
+namespace detail {
 
-/// The packed op a `packed` argument holds; fx::Error naming `what` otherwise.
-detail::PackedOp& packed_op(const c10::IValue& packed, const char* what) {
+PackedOp* find_packed_op(const c10::IValue& packed) {
   if (packed.isCustomClass()) {
     if (packed.type() == c10::getCustomClassType<c10::intrusive_ptr<PackedConv>>())
-      return *packed.toCustomClass<PackedConv>();
+      return packed.toCustomClass<PackedConv>().get();
     if (packed.type() == c10::getCustomClassType<c10::intrusive_ptr<PackedLinear>>())
-      return *packed.toCustomClass<PackedLinear>();
+      return packed.toCustomClass<PackedLinear>().get();
   }
+  return nullptr;
+}
+
+PackedOp& packed_op(const c10::IValue& packed, const char* what) {
+  if (PackedOp* op = find_packed_op(packed)) return *op;
   throw Error(std::string(what) + ": not a packed oneDNN operator");
 }
 
-}  // namespace
+}  // namespace detail
+
+using detail::packed_op;
 
 void set_output_dtype(const c10::IValue& packed, c10::ScalarType dtype) {
   detail::check_dtype(dtype, "set_output_dtype");

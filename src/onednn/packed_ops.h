@@ -5,6 +5,8 @@
 
 #include <torch/custom_class.h>
 
+#include <tuple>
+
 namespace fx::onednn::detail {
 
 /// What every packed kernel has: post-ops, dtypes, bias, packed weights.
@@ -14,11 +16,15 @@ class PackedOp : public torch::CustomClassHolder {
   void set_output_dtype(c10::ScalarType t) { out_dtype_ = t; }
   /// "Conv2d(64, 128, kernel=(3, 3), relu)": what the op computes.
   virtual std::string str() const = 0;
+  /// What the op is made of (fx::onednn::packed_state).
+  virtual PackedState state() const = 0;
 
  protected:
   PackedOp(PostOps post_ops, c10::ScalarType dtype, const char* op);
   /// ", bias=False, bf16, +residual, relu)": the end of str().
   std::string str_suffix() const;
+  /// The state common to every packed op (weights as `weight_sizes`).
+  PackedState base_state(PackedState::Kind kind, at::IntArrayRef weight_sizes) const;
   /// A kernel made for one input shape: the primitive and its weights' layout.
   template <class Primitive>
   struct Kernel {
@@ -42,6 +48,7 @@ class PackedConv : public PackedOp {
   /// activation(conv(input) + bias [+ residual]), channels_last.
   at::Tensor run(const at::Tensor& input, const c10::optional<at::Tensor>& residual) const;
   std::string str() const override;
+  PackedState state() const override;
 
  private:
   using Kernel = PackedOp::Kernel<dnnl::convolution_forward>;
@@ -63,6 +70,7 @@ class PackedLinear : public PackedOp {
   /// activation(input W^T + bias [+ residual]) for input [..., in_features].
   at::Tensor run(const at::Tensor& input, const c10::optional<at::Tensor>& residual) const;
   std::string str() const override;
+  PackedState state() const override;
 
  private:
   using Kernel = PackedOp::Kernel<dnnl::matmul>;
@@ -72,6 +80,24 @@ class PackedLinear : public PackedOp {
   int64_t out_features_, in_features_;
   mutable KernelCache<Key, Kernel> kernels_;
 };
+
+/// A PackedState as TorchScript pickles it (the packed classes' __getstate__
+/// / __setstate__, so torch.jit.save writes an exported optimised graph and
+/// torch.jit.load, after torch.ops.load_library of libfxcpp_onednn.so, reads
+/// it): op, weight, bias, stride, padding, dilation, groups, activation,
+/// alpha, beta, sum, residual_inplace, dtype, output dtype.
+using PickledState = std::tuple<std::string, at::Tensor, c10::optional<at::Tensor>, std::vector<int64_t>,
+                                std::vector<int64_t>, std::vector<int64_t>, int64_t, std::string, double, double, bool,
+                                bool, int64_t, int64_t>;
+PickledState pickled(const PackedState& state);
+/// The packed op of a PickledState, of class `Op` (fx::Error if it is another).
+template <class Op>
+c10::intrusive_ptr<Op> unpickled(PickledState state);
+
+/// The packed op `packed` holds, or nullptr when it holds none.
+PackedOp* find_packed_op(const c10::IValue& packed);
+/// The packed op `packed` holds; fx::Error "WHAT: not a packed oneDNN operator" otherwise.
+PackedOp& packed_op(const c10::IValue& packed, const char* what);
 
 /// Runs `input` through a reorder into `dtype` if it is not already of it.
 at::Tensor to_dtype(const at::Tensor& input, c10::ScalarType dtype);

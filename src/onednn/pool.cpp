@@ -48,7 +48,8 @@ bool onednn_can_pool(const at::Tensor& x, at::IntArrayRef k, at::IntArrayRef s, 
 at::Tensor max_pool2d(const at::Tensor& input, at::IntArrayRef kernel_size, at::IntArrayRef stride,
                       at::IntArrayRef padding) {
   const std::vector<int64_t> s = stride.empty() ? kernel_size.vec() : stride.vec();
-  if (!onednn_can_pool(input, kernel_size, s, padding))  // ATen computes it, or raises its error
+  // ATen computes it (meta tensors: ShapeProp::propagate_meta), or raises its error.
+  if (input.is_meta() || !onednn_can_pool(input, kernel_size, s, padding))
     return at::max_pool2d(input, kernel_size, s, padding);
   // A tensor that is both (size-1 dims) has the same memory either way.
   const bool channels_last = !input.is_contiguous();

@@ -134,6 +134,16 @@ json module_to_json(const torch::nn::Module& module, const std::string& path, Sa
 /// The module a module document describes.
 std::shared_ptr<torch::nn::Module> module_from_json(const json& doc, const std::string& path, LoadContext& ctx);
 
+// ---- fxcpp's oneDNN kernels (optimised graphs): packed operators as constants
+/// Whether `value` is a packed oneDNN operator (fx::onednn::is_packed).
+bool is_packed_constant(const c10::IValue& value);
+/// The "packed" constant document of a packed operator: its kind, weights
+/// and bias (tensor table indices, unpacked), parameters, post-ops, dtypes.
+json packed_to_json(const c10::IValue& packed, SaveContext& ctx, const std::string& where);
+/// The packed operator of a "packed" constant document (every key checked,
+/// unknown keys refused), packed again for this CPU at its first run.
+c10::IValue packed_from_json(const json& doc, LoadContext& ctx, const std::string& where);
+
 /// "module 'a.b'" or "the root module".
 std::string module_label(const std::string& path);
 

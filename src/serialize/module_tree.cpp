@@ -190,6 +190,7 @@ json module_to_json(const torch::nn::Module& m, const std::string& path, SaveCon
     out["kind"] = "graph_module";
     out["class_name"] = gm->class_name();
     out["graph"] = graph_to_json(gm->graph(), ctx, path.empty() ? std::string() : module_label(path) + ": ");
+    if (gm->memory_planning()) out["memory_planning"] = true;  // optional (optimised modules)
     contents_to_json(m, path, ctx, out);
     return out;
   }
@@ -246,8 +247,15 @@ std::shared_ptr<torch::nn::Module> build_module(const json& doc, const std::stri
     const std::string class_name = get_string(doc, "class_name", where);
     auto graph = graph_from_json(field(doc, "graph", where), ctx, path.empty() ? ctx.file : where);
     auto root = plain_from_json(doc, path, ctx, where);
+    bool memory_planning = false;
+    if (const json* planning = optional_field(doc, "memory_planning", where)) {
+      if (!planning->is_boolean()) bad_type(*planning, "a bool", where + ": memory_planning");
+      memory_planning = planning->get<bool>();
+    }
     try {
-      return std::make_shared<GraphModule>(root, graph, class_name);
+      auto gm = std::make_shared<GraphModule>(root, graph, class_name);
+      if (memory_planning) gm->set_memory_planning(true);
+      return gm;
     } catch (const Error& e) {
       throw ImportError(where + ": " + e.what());
     }

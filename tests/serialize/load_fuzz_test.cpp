@@ -145,28 +145,6 @@ std::string document_of(const std::string& bytes) {
   return std::string(static_cast<const char*>(data.get()), size);
 }
 
-/// The file `bytes` with its document replaced (the other records kept).
-std::string with_document(const std::string& bytes, const std::string& text) {
-  std::istringstream in(bytes);
-  caffe2::serialize::PyTorchStreamReader reader(&in);
-  std::string out;
-  caffe2::serialize::PyTorchStreamWriter w([&](const void* d, size_t n) {
-    out.append(static_cast<const char*>(d), n);
-    return n;
-  });
-  for (const std::string& name : reader.getAllRecords()) {
-    if (name == "version" || name == ".data/version") continue;
-    if (name == "extra/fxcpp.json") {
-      w.writeRecord(name, text.data(), text.size());
-    } else {
-      auto [data, size] = reader.getRecord(name);
-      w.writeRecord(name, data.get(), size);
-    }
-  }
-  w.writeEndOfFile();
-  return out;
-}
-
 void fuzz_documents(const std::string& original, const std::vector<c10::IValue>& inputs, int count) {
   const json doc = json::parse(document_of(original));
   std::mt19937 rng(11);
@@ -175,7 +153,7 @@ void fuzz_documents(const std::string& original, const std::vector<c10::IValue>&
   for (int i = 0; i < count; ++i) {
     json mutant = doc;
     for (int k = 0, n = 1 + static_cast<int>(rng() % 3); k < n; ++k) mutate_document(mutant, rng);
-    const std::string data = with_document(original, mutant.dump());
+    const std::string data = serialize_test::with_document(original, mutant.dump());
     try_load([&] { return load_from_string(data, "mutant.fx"); }, inputs, o);
   }
   EXPECT_EQ(o.other, 0);

@@ -6,11 +6,13 @@
 #include "../trace/trace_models.h"
 
 #include <fx/import.h>
+#include <fx/passes/optimize_for_inference.h>
 #include <fx/trace.h>
 
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/api/module.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/nn.h>
 
 #include <cstdio>
 #include <fstream>
@@ -188,6 +190,64 @@ TEST(SerializeErrors, ChangedByteInATorchScriptLeafsStorageIsRefused) {
   EXPECT_EQ(error_of([&] { load_from_string(with_flipped_byte(good, leaf_record), "leaf.fx"); }),
             "leaf.fx: damaged zip archive (record 'archive/" + leaf_record + "' does not match its CRC-32)");
   std::remove(path.c_str());
+}
+
+/// A saved optimised module: conv(3->8, 3x3) + relu, then linear(8->4) (fx::optimize_for_inference).
+std::string saved_optimized_module() {
+  torch::manual_seed(0);
+  auto net = std::make_shared<torch::nn::Sequential>(
+      torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 8, 3).padding(1)), torch::nn::ReLU(),
+      torch::nn::AdaptiveAvgPool2d(1), torch::nn::Flatten(), torch::nn::Linear(8, 4));
+  (*net)->eval();
+  auto gm = symbolic_trace(net->ptr(), {at::randn({1, 3, 8, 8})});
+  OptimizeOptions options;
+  options.example_inputs = {at::randn({1, 3, 8, 8})};
+  return save_to_string(*optimize_for_inference(gm, options));
+}
+
+/// Every "packed" constant of the document's nodes, in order.
+std::vector<json*> packed_constants(json& doc) {
+  std::vector<json*> out;
+  for (json& n : doc["root"]["graph"]["nodes"])
+    for (json& a : n["args"])
+      if (a.is_object() && a.contains("constant") && a["constant"].is_object() && a["constant"].contains("packed"))
+        out.push_back(&a["constant"]["packed"]);
+  return out;
+}
+
+// A damaged or hand-edited packed operator of an optimised file: one error
+// naming the file, the node and what is wrong, before any kernel is made.
+TEST(SerializeErrors, BadPackedOperators) {
+  const std::string good = saved_optimized_module();
+  const json doc = serialize_test::document_of(good);
+  json copy = doc;
+  const json other_bias = (*packed_constants(copy).at(1))["bias"];
+  auto error_with = [&](const std::function<void(json&)>& edit) {
+    json d = doc;
+    auto packed = packed_constants(d);
+    EXPECT_EQ(packed.size(), 2u);
+    edit(*packed.at(0));
+    return error_of([&] { load_from_string(serialize_test::with_document(good, d.dump()), "opt.fx"); });
+  };
+  EXPECT_NO_THROW(load_from_string(good, "opt.fx"));
+  EXPECT_EQ(error_with([](json& p) { p["tile"] = 8; }),
+            "opt.fx: node 'onednn_conv2d': packed operator: unknown attribute 'tile' of conv2d");
+  EXPECT_EQ(error_with([](json& p) { p["op"] = "conv3d"; }),
+            "opt.fx: node 'onednn_conv2d': packed operator: unknown op 'conv3d' (expected conv2d or linear)");
+  EXPECT_EQ(error_with([](json& p) { p["activation"] = "swish"; }),
+            "opt.fx: node 'onednn_conv2d': packed operator: unknown activation 'swish'");
+  EXPECT_EQ(error_with([](json& p) { p["groups"] = 3; }),
+            "opt.fx: node 'onednn_conv2d': packed operator: onednn_conv2d: groups must be >= 1 and divide the 8 "
+            "output channels, got 3");
+  EXPECT_EQ(error_with([](json& p) { p["stride"] = {1}; }),
+            "opt.fx: node 'onednn_conv2d': packed operator: stride must have 2 integers, got 1");
+  EXPECT_EQ(error_with([](json& p) { p["dtype"] = "int8"; }),
+            "opt.fx: node 'onednn_conv2d': packed operator: onednn_conv2d: dtype must be float32 or bfloat16, "
+            "not Char");
+  EXPECT_EQ(error_with([](json& p) { p.erase("sum"); }), "opt.fx: node 'onednn_conv2d': packed operator: missing key 'sum'");
+  // The bias of another operator (4 elements for 8 output channels).
+  EXPECT_EQ(error_with([&](json& p) { p["bias"] = other_bias; }),
+            "opt.fx: node 'onednn_conv2d': packed operator: onednn_conv2d: the bias must have 8 elements");
 }
 
 struct Unknown : torch::nn::Module {

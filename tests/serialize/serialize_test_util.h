@@ -98,6 +98,28 @@ inline std::string with_flipped_byte(std::string bytes, const std::string& name,
   return bytes;
 }
 
+/// The file `bytes` with its document replaced (the other records kept).
+inline std::string with_document(const std::string& bytes, const std::string& text) {
+  std::istringstream in(bytes);
+  caffe2::serialize::PyTorchStreamReader reader(&in);
+  std::string out;
+  caffe2::serialize::PyTorchStreamWriter w([&](const void* d, size_t n) {
+    out.append(static_cast<const char*>(d), n);
+    return n;
+  });
+  for (const std::string& name : reader.getAllRecords()) {
+    if (name == "version" || name == ".data/version") continue;
+    if (name == "extra/fxcpp.json") {
+      w.writeRecord(name, text.data(), text.size());
+    } else {
+      auto [data, size] = reader.getRecord(name);
+      w.writeRecord(name, data.get(), size);
+    }
+  }
+  w.writeEndOfFile();
+  return out;
+}
+
 /// The fx::Error text `f` throws (tests/common/error_of.h).
 using fx_test::error_of;
 
