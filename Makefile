@@ -33,6 +33,7 @@ test: build
 bench: build
 	/usr/bin/python3 scripts/bench_table.py --build $(BUILD) $(if $(QUICK),--quick)
 	/usr/bin/python3 scripts/bench_optimize.py --build $(BUILD) $(if $(QUICK),--quick)
+	/usr/bin/python3 scripts/bench_cold_start.py --build $(BUILD) $(if $(QUICK),--runs 3)
 
 # Only the optimize_for_inference table (issue 9; needs only the command
 # line): fxcpp optimised vs TorchScript's optimize_for_inference, written to
