@@ -19,7 +19,7 @@ import torch
 import torch.fx
 from torch.fx.node import _format_arg
 from torch.fx.passes import net_min_base, splitter_base
-from torch.fx.passes.graph_manipulation import get_size_of_node
+from torch.fx.passes.graph_manipulation import get_size_of_node, replace_target_nodes_with
 from torch.fx.passes.operator_support import create_op_support
 from torch.fx.passes.pass_manager import loop_pass
 from torch.fx.passes.shape_prop import ShapeProp
@@ -280,6 +280,22 @@ def main():
     ShapeProp(gm).propagate(torch.randn(3, 4))
     goldens["size_of_nodes"] = "".join(
         "%s|%d|%d\n" % ((n.name,) + tuple(get_size_of_node(gm, n))) for n in gm.graph.nodes if n.op != "output")
+
+    # replace_target_nodes_with: relu -> sigmoid (call_function), and a
+    # call_method turned into a call_function.
+    rg = torch.fx.Graph()
+    rx = rg.placeholder("x")
+    r1 = rg.call_function(torch.relu, (rx,))
+    ra = rg.call_function(torch.add, (r1, rx), {"alpha": 2})
+    rn = rg.call_method("neg", (ra,))
+    r2 = rg.call_function(torch.relu, (rn,))
+    rg.output(r2)
+    rgm = torch.fx.GraphModule(torch.nn.Module(), rg)
+    replace_target_nodes_with(rgm, "call_function", torch.relu, "call_function", torch.sigmoid)
+    replace_target_nodes_with(rgm, "call_method", "neg", "call_function", torch.neg)
+    goldens["replace_target_nodes_with"] = "".join(
+        "%s|%s|%s|%s|%s\n" % (n.op, n.name, target_name(n), _format_arg(n.args), _format_arg(n.kwargs))
+        for n in rgm.graph.nodes)
 
     # lift_subgraph_as_module: a subgraph reading a nested module and a parameter.
     sg = torch.fx.Graph()

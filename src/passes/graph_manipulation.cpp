@@ -7,6 +7,8 @@
 
 #include <c10/core/ScalarType.h>
 
+#include <unordered_map>
+
 namespace fx {
 
 const std::any& get_tensor_meta(const Node* node) {
@@ -44,6 +46,25 @@ void get_size_of_all_nodes(const std::shared_ptr<GraphModule>& fx_module,
     if (node->op() == Opcode::Output) break;
     node->meta()["size_bytes"] = get_size_of_node(*fx_module, node);
   }
+}
+
+void replace_target_nodes_with(GraphModule& fx_module, Opcode old_op, const std::string& old_target, Opcode new_op,
+                               const std::string& new_target) {
+  auto new_graph = std::make_shared<Graph>();
+  std::unordered_map<const Node*, Node*> val_map;
+  auto remap = [&](Node* n) { return Argument(val_map.at(n)); };
+  for (Node* node : fx_module.graph().nodes()) {
+    if (node->op() == old_op && node->target() == old_target) {
+      ArgList args;
+      for (const Argument& a : node->args()) args.push_back(map_arg(a, remap));
+      Kwargs kwargs;
+      for (const auto& [k, a] : node->kwargs()) kwargs.emplace_back(k, map_arg(a, remap));
+      val_map[node] = new_graph->create_node(new_op, new_target, std::move(args), std::move(kwargs), node->name());
+    } else {
+      val_map[node] = new_graph->node_copy(node, remap);
+    }
+  }
+  fx_module.set_graph(new_graph);
 }
 
 }  // namespace fx

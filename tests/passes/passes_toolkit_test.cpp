@@ -522,6 +522,26 @@ TEST(GraphManipulation, SizeOfNodeLikeTorchFx) {
             "Node linear has no tensor metadata associated with it! Check that shape propagation has run.");
 }
 
+TEST(GraphManipulation, ReplaceTargetNodesWithLikeTorchFx) {
+  auto g = std::make_shared<Graph>();
+  Node* x = g->placeholder("x");
+  Node* r1 = g->call_function("aten::relu", {x});
+  Node* a = g->call_function("aten::add", {r1, x}, {{"alpha", 2}});
+  Node* n = g->call_method("neg", {a});
+  Node* r2 = g->call_function("aten::relu", {n});
+  g->output(r2);
+  auto gm = fx_test::module_of(g);
+  at::Tensor in = torch::randn({3});
+  fx::replace_target_nodes_with(*gm, fx::Opcode::CallFunction, "aten::relu", fx::Opcode::CallFunction, "aten::sigmoid");
+  fx::replace_target_nodes_with(*gm, fx::Opcode::CallMethod, "neg", fx::Opcode::CallFunction, "aten::neg");
+  std::string text;
+  for (Node* node : gm->graph().nodes())
+    text += std::string(fx::to_string(node->op())) + "|" + node->name() + "|" + node->target() + "|" +
+            fx::format_args(node->args()) + "|" + fx::format_kwargs(node->kwargs()) + "\n";
+  EXPECT_EQ(text, golden("replace_target_nodes_with"));
+  EXPECT_TRUE(at::allclose(gm->forward({in}).toTensor(), at::sigmoid(-(at::sigmoid(in) + 2 * in))));
+}
+
 TEST(LiftSubgraph, SharesTheParentsAttributesLikeTorchFx) {
   auto gm = sized_gm();
   auto sg = std::make_shared<Graph>();

@@ -1,7 +1,8 @@
 #pragma once
 /// \file
 /// Node sizes in bytes (torch.fx `passes/graph_manipulation.py`):
-/// get_size_of_node, size_bytes, get_size_of_all_nodes, get_tensor_meta.
+/// get_size_of_node, size_bytes, get_size_of_all_nodes, get_tensor_meta;
+/// and replace_target_nodes_with, which retargets every node of one kind.
 ///
 /// Why: a splitter or a memory planner asks how many bytes a node's value
 /// takes (what crosses a device boundary) and how many its weights add
@@ -26,6 +27,7 @@
 #include <any>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace fx {
@@ -56,5 +58,12 @@ size_bytes get_size_of_node(const GraphModule& fx_module, const Node* node);
 /// `meta["size_bytes"]` (a fx::size_bytes) (torch.fx get_size_of_all_nodes).
 void get_size_of_all_nodes(const std::shared_ptr<GraphModule>& fx_module,
                            const std::optional<std::vector<c10::IValue>>& args = std::nullopt);
+
+/// Replaces every node of opcode `old_op` and target `old_target` by a node
+/// of `new_op` / `new_target` with the same name, args and kwargs (without
+/// meta); other nodes are copied as they are. `fx_module` gets the new graph
+/// (torch.fx replace_target_nodes_with).
+void replace_target_nodes_with(GraphModule& fx_module, Opcode old_op, const std::string& old_target, Opcode new_op,
+                               const std::string& new_target);
 
 }  // namespace fx
