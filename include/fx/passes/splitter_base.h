@@ -215,16 +215,27 @@ class SplitterBase {
   /// What split_preview appends when lowering or running fails (torch.fx _find_culprit).
   virtual std::string find_culprit(const std::shared_ptr<GraphModule>& mod, const std::vector<c10::IValue>& inputs);
 
+  /// The module being split (torch.fx self.module).
   std::shared_ptr<GraphModule> module_;
+  /// Its sample input.
   std::vector<c10::IValue> sample_input_;
+  /// What the backend supports.
   std::shared_ptr<const OperatorSupportBase> operator_support_;
+  /// The settings.
   SplitterSettings settings_;
+  /// Prefix of cpu submodules ("_run_on_cpu_").
   std::string non_acc_submodule_name_;
+  /// The acc nodes (torch.fx self.acc_nodes).
   NodeSet acc_nodes_;
+  /// Fusion groups (torch.fx self.fusions).
   std::unordered_map<Node*, std::shared_ptr<const NodeSet>> fusions_;
+  /// Dependencies (torch.fx self.deps).
   std::unordered_map<Node*, NodeSet> deps_;
+  /// Node name -> submodule name.
   std::map<std::string, std::string> node_submodule_map_;
+  /// Tags of the last tag().
   std::vector<std::string> tags_;
+  /// What torch.fx would have printed.
   std::vector<std::string> log_;
 };
 
