@@ -15,6 +15,8 @@
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <mutex>
+#include <unordered_map>
 
 namespace fx::detail {
 
@@ -186,6 +188,56 @@ void delete_arena_buffer(void* context) {
   release(b->arena);
 }
 
+/// The live buffers a planned forward handed out, by their data pointer.
+/// c10::Allocator::raw_allocate (fbgemm's weight packing, some ATen
+/// convolution paths) asserts that a DataPtr's context is its data and frees
+/// the pointer with raw_deleter(): so every planned buffer's context is its
+/// data, and delete_planned finds what the pointer is here (at most one live
+/// buffer has a given address: an arena hands out a region only when every
+/// buffer overlapping it is dead).
+struct PlannedPointers {
+  struct Owner {
+    void* context;            // RecordedBuffer* or ArenaBuffer*
+    c10::DeleterFnPtr free;   // delete_recorded or delete_arena_buffer
+  };
+  std::mutex mutex;
+  std::unordered_map<void*, Owner> live;
+  c10::DeleterFnPtr system_raw_deleter = nullptr;  // for pointers that are not planned
+};
+
+PlannedPointers& planned_pointers() {
+  static auto* p = new PlannedPointers;  // never destroyed: buffers may die at exit
+  return *p;
+}
+
+/// The deleter of every planned buffer (its context is its data), and the
+/// planning allocator's raw_deleter(): a planned buffer goes back to its
+/// arena or recording, any other pointer to the system allocator.
+void delete_planned(void* data) {
+  PlannedPointers& p = planned_pointers();
+  PlannedPointers::Owner owner{nullptr, nullptr};
+  {
+    std::lock_guard<std::mutex> lock(p.mutex);
+    auto it = p.live.find(data);
+    if (it != p.live.end()) {
+      owner = it->second;
+      p.live.erase(it);
+    }
+  }
+  if (owner.free) owner.free(owner.context);
+  else if (data != nullptr && p.system_raw_deleter) p.system_raw_deleter(data);
+}
+
+/// A DataPtr over planned `data` whose context is `data` (see PlannedPointers).
+c10::DataPtr planned_data_ptr(void* data, void* context, c10::DeleterFnPtr free) {
+  {
+    PlannedPointers& p = planned_pointers();
+    std::lock_guard<std::mutex> lock(p.mutex);
+    p.live[data] = {context, free};
+  }
+  return c10::DataPtr(data, data, &delete_planned, c10::Device(c10::DeviceType::CPU));
+}
+
 }  // namespace
 
 // ---- the scope of one forward ---------------------------------------------------
@@ -206,7 +258,7 @@ struct PlanScopeState {
         b->index = recording->events.size();
         recording->events.push_back({n, recording->clock++});
       }
-      return c10::DataPtr(data, b, &delete_recorded, c10::Device(c10::DeviceType::CPU));
+      return planned_data_ptr(data, b, &delete_recorded);
     }
     if (mode == Mode::Replay) {
       const uint32_t i = next++;
@@ -224,7 +276,7 @@ struct PlanScopeState {
           ++arena_allocations;
           void* data = arena->data(i);
           ASAN_UNPOISON_MEMORY_REGION(data, n);
-          return c10::DataPtr(data, &arena->buffers[i], &delete_arena_buffer, c10::Device(c10::DeviceType::CPU));
+          return planned_data_ptr(data, &arena->buffers[i], &delete_arena_buffer);
         }
       }
       if (!(i < plan.size.size() && plan.offset[i] < 0)) ++fallbacks;  // not an escaping buffer of the plan
@@ -247,7 +299,8 @@ class PlanningAllocator final : public c10::Allocator {
     if (s == nullptr || n == 0) return system_->allocate(n);
     return s->allocate(n, *system_);
   }
-  c10::DeleterFnPtr raw_deleter() const override { return system_->raw_deleter(); }
+  /// delete_planned: planned buffers back to their plan, others to the system's raw deleter.
+  c10::DeleterFnPtr raw_deleter() const override { return &delete_planned; }
 
   static PlanningAllocator& instance() {
     static PlanningAllocator a;
@@ -257,6 +310,7 @@ class PlanningAllocator final : public c10::Allocator {
   bool install() {
     std::call_once(once_, [this] {
       system_ = c10::GetCPUAllocator();
+      planned_pointers().system_raw_deleter = system_->raw_deleter();
       c10::SetCPUAllocator(this, /*priority=*/1);
     });
     return c10::GetCPUAllocator() == this;

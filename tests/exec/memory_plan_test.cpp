@@ -7,8 +7,10 @@
 #include <fx/memory_plan.h>
 #include <fx/target.h>
 
+#include <c10/core/CPUAllocator.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 
 namespace {
@@ -167,6 +169,45 @@ TEST(MemoryPlan, ABufferKeptLongerThanRecordedIsNeitherReusedNorOverwritten) {
   stash().clear();
   gm->forward(in);
   EXPECT_EQ(gm->memory_plan_stats().arenas, 2u);  // now both are free: no third one
+}
+
+// c10::Allocator::raw_allocate inside a planned forward (fbgemm's weight
+// packing and some ATen convolution paths use it) asserts that a DataPtr's
+// context is its data, and frees with raw_deleter(): planned buffers are
+// such pointers, recorded and replayed alike, and raw_deleter also frees
+// what the system allocated outside a planned forward.
+TEST(MemoryPlan, RawAllocationsInsideAPlannedForward) {
+  fx::register_function("memplantest::raw_scratch", [](std::vector<IValue>& args, fx::ValueKwargs&) -> IValue {
+    const at::Tensor t = args[0].toTensor().contiguous();
+    c10::Allocator* cpu = c10::GetCPUAllocator();
+    const size_t bytes = static_cast<size_t>(t.numel()) * sizeof(float);
+    auto* scratch = static_cast<float*>(cpu->raw_allocate(bytes));
+    for (int64_t i = 0; i < t.numel(); ++i) scratch[i] = t.data_ptr<float>()[i] * 2;
+    at::Tensor out = at::empty_like(t);
+    std::copy(scratch, scratch + t.numel(), out.data_ptr<float>());
+    cpu->raw_deleter()(scratch);
+    return out;
+  });
+  auto g = std::make_shared<Graph>();
+  Node* x = g->placeholder("x");
+  Node* a = g->call_function("aten::relu", {x});
+  Node* b = g->call_function("memplantest::raw_scratch", {a});
+  g->output(g->call_function("aten::sum", {g->call_function("aten::sin", {b}), fx::Argument::list({0})}));
+  auto gm = module_of(g);
+  gm->set_memory_planning(true);
+  for (int i = 0; i < 4; ++i) {  // records, then replays
+    const at::Tensor in = input(8, 1.0 + i);
+    EXPECT_TRUE(at::allclose(gm->forward(in), (in.relu() * 2).sin().sum({0})));
+  }
+  const auto st = gm->memory_plan_stats();
+  ASSERT_TRUE(st.active);
+  EXPECT_EQ(st.plans, 1u);
+  EXPECT_GE(st.planned_buffers, 2u);  // relu's output and the scratch buffer
+  EXPECT_EQ(st.fallbacks, 0u);
+  c10::Allocator* cpu = c10::GetCPUAllocator();  // outside a planned forward: the system's memory
+  void* p = cpu->raw_allocate(256);
+  ASSERT_NE(p, nullptr);
+  cpu->raw_deleter()(p);
 }
 
 TEST(MemoryPlan, AFailedFirstForwardPlansNothing) {
