@@ -218,13 +218,10 @@ def same_graph(a, b, what):
             same_graph(a_sub, b_sub, what + " " + name)
 
 
-# Not run with --optimize: the optimised forward's memory plan hands kernels that
-# call c10::Allocator::raw_allocate (fbgemm's quantized convolution, aten::convolution
-# outside oneDNN) a buffer whose data is not its context ("dptr.get() ==
-# dptr.get_context() INTERNAL ASSERT FAILED"), a fault of src/execution/memory_plan.cpp.
-# efficientnet_v2_s: with these random weights its outputs reach ~2e3 (not of
-# order 1), and --optimize differs from eager by 6e-4 relative (not yet explained).
-OPTIMIZE_FAILS = ("quantized_", "make_fx_")
+# Models not run with --optimize (none: the memory plan's buffers serve
+# c10::Allocator::raw_allocate, which fbgemm's quantized convolution and
+# aten::convolution outside oneDNN call, since MemoryPlan.RawAllocationsInsideAPlannedForward).
+OPTIMIZE_FAILS = ()
 
 
 def symbolic_trace_models(args):

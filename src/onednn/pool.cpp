@@ -49,8 +49,10 @@ at::Tensor max_pool2d(const at::Tensor& input, at::IntArrayRef kernel_size, at::
                       at::IntArrayRef padding) {
   const std::vector<int64_t> s = stride.empty() ? kernel_size.vec() : stride.vec();
   // ATen computes it (meta tensors: ShapeProp::propagate_meta), or raises its error.
+  // The dilation spelled out: a quantized max_pool2d reads two of them (given
+  // one, it read (1, 0) and refused the pool).
   if (input.is_meta() || !onednn_can_pool(input, kernel_size, s, padding))
-    return at::max_pool2d(input, kernel_size, s, padding);
+    return at::max_pool2d(input, kernel_size, s, padding, /*dilation=*/{1, 1});
   // A tensor that is both (size-1 dims) has the same memory either way.
   const bool channels_last = !input.is_contiguous();
   std::vector<int64_t> out{input.size(0), input.size(1), 0, 0};

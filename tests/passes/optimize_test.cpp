@@ -19,6 +19,7 @@
 #include <fx/tensor_meta.h>
 #include <fx/trace.h>
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <gtest/gtest.h>
 #include <algorithm>
 #include <sstream>
@@ -572,6 +573,21 @@ TEST(Reinplace, OnlyDeadFreshValuesWithoutLiveViews) {
   for (size_t i = 0; i < 3; ++i)
     EXPECT_TRUE(at::equal(got.toTupleRef().elements()[i].toTensor(), want.toTupleRef().elements()[i].toTensor())) << i;
   EXPECT_FALSE(fx::reinplace(gm).modified);
+}
+
+// fxcpp::max_pool2d leaves what oneDNN does not pool to ATen: a quantized
+// tensor (a graph quantize_fx converted), with the dilation spelled out (the
+// quantized kernel read a single dilation as (1, 0) and refused the pool).
+TEST(LowerToOneDnn, MaxPoolOfAQuantizedTensorFallsBackToATen) {
+  auto op = c10::Dispatcher::singleton()
+                .findSchemaOrThrow("fxcpp::max_pool2d", "")
+                .typed<at::Tensor(const at::Tensor&, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef)>();
+  torch::manual_seed(0);
+  const at::Tensor q = at::quantize_per_tensor(at::randn({1, 4, 9, 9}), 0.05, 10, at::kQUInt8);
+  const at::Tensor got = op.call(q, {3, 3}, {2, 2}, {1, 1});
+  ASSERT_TRUE(got.is_quantized());
+  EXPECT_TRUE(got.int_repr().equal(at::max_pool2d(q.dequantize(), {3, 3}, {2, 2}, {1, 1})
+                                       .div(0.05).round().add(10).clamp(0, 255).to(at::kByte)));
 }
 
 TEST(LowerToOneDnn, KernelErrorsNameTheOperator) {
