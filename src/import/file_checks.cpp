@@ -136,6 +136,10 @@ std::vector<ZipRecord> parse_zip(const std::string& path, uint64_t size, const R
       x += 4 + len;
     }
     if (flags & 0x1) damaged(path, rec + " is encrypted");
+    // libtorch's zip reader (miniz) "extracts" an entry it takes for a
+    // directory (MS-DOS attribute 0x10, or a name ending in '/') by reading
+    // nothing and reporting success: the record's buffer stays uninitialised.
+    if ((le(cd, p + 38, 4) & 0x10) != 0 || r.name.back() == '/') damaged(path, rec + " is marked as a directory");
     if (method == 0) {
       if (csize != usize)
         damaged(path,

@@ -137,4 +137,16 @@ TEST(Corpus, RecordsMayNotOverlap) {
                 "'archive/extra/fxcpp.json')");
 }
 
+// Found by the fx::load regression driver on the optimised seeds (seed 23,
+// mutant 69741): one byte of a packed weight changed, and the directory entry's
+// external attributes given the MS-DOS directory bit. libtorch's zip reader
+// (miniz) "extracts" a directory by reading nothing and reporting success, so
+// the weight came back as uninitialised memory, unchecked. Such entries are
+// refused with the zip directory.
+TEST(Corpus, RecordsMarkedAsDirectoriesAreRefused) {
+  const std::string f = kCorpus + "/fx_load/record_marked_as_directory.fx";
+  EXPECT_EQ(fx_test::error_of([&] { fx::load(f); }),
+            f + ": truncated or damaged zip archive (record 'archive/extra/fxdata/0' is marked as a directory)");
+}
+
 }  // namespace
