@@ -246,10 +246,22 @@ CrcCheckedAdapter::CrcCheckedAdapter(std::shared_ptr<caffe2::serialize::ReadAdap
 size_t CrcCheckedAdapter::size() const { return inner_->size(); }
 
 size_t CrcCheckedAdapter::read(uint64_t pos, void* buf, size_t n, const char* what) const {
-  const size_t got = inner_->read(pos, buf, n, what);
   auto it = stored_.find(pos);
-  if (it == stored_.end() || it->second.size != n) return got;
-  if (got == n && crc32(static_cast<const char*>(buf), n) == it->second.crc32) return got;
+  if (it == stored_.end() || it->second.size != n) return inner_->read(pos, buf, n, what);
+  // A whole stored record: read in pieces that stay in cache, each CRC'd right
+  // after it is read (one pass over the record from memory, not two).
+  constexpr size_t kPiece = size_t(256) << 10;
+  auto* out = static_cast<char*>(buf);
+  uint32_t crc = 0;
+  size_t got = 0;
+  while (got < n) {
+    const size_t want = std::min(kPiece, n - got);
+    const size_t piece = inner_->read(pos + got, out + got, want, what);
+    crc = libdeflate_crc32(crc, out + got, piece);
+    got += piece;
+    if (piece != want) break;
+  }
+  if (got == n && crc == it->second.crc32) return got;
   if (damage_.empty())
     damage_ = path_ + ": damaged zip archive (record '" + it->second.name + "' does not match its CRC-32)";
   return 0;
