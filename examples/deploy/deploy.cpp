@@ -28,7 +28,6 @@
 #include <functional>
 #include <set>
 #include <string>
-#include <sys/resource.h>
 #include <sys/stat.h>
 
 namespace {
@@ -51,6 +50,15 @@ std::set<std::string> mapped_libraries() {
       out.insert(path);
   }
   return out;
+}
+
+/// This program's peak resident memory, MB: VmHWM (getrusage's ru_maxrss
+/// would include the peak of whatever process exec'd this one).
+double peak_resident_mb() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return 0;
 }
 
 }  // namespace
@@ -87,10 +95,8 @@ int main(int argc, char** argv) {
     t0 = std::chrono::steady_clock::now();
     out = forward(inputs);
     const double steady_ms = ms_since(t0);
-    rusage usage{};
-    getrusage(RUSAGE_SELF, &usage);
     std::printf("loaded %s in %.1f ms; first forward %.1f ms, then %.1f ms; peak resident memory %.1f MB\n", argv[1],
-                load_ms, first_ms, steady_ms, static_cast<double>(usage.ru_maxrss) / 1024.0);
+                load_ms, first_ms, steady_ms, peak_resident_mb());
     for (const std::string& lib : mapped_libraries()) {
       struct stat st {};
       stat(lib.c_str(), &st);

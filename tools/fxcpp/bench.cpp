@@ -8,7 +8,7 @@
 // TorchScript relative to its max |output|; --json prints one JSON object.
 // --engine NAME (repeatable) runs only the engines named, and the process
 // keeps only what they need, so its peak resident memory (reported at the
-// end, getrusage's ru_maxrss) is that of one engine when it runs alone.
+// end, VmHWM) is that of one engine when it runs alone.
 // An fxcpp file (fx::save) runs its TorchScript engines on its export
 // (fx::to_torchscript), or without them when it has no TorchScript form.
 // fxcpp bench --roofline measures the matmul roofline instead.
@@ -32,6 +32,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <optional>
@@ -81,8 +82,14 @@ std::vector<std::string> checked_engines(const std::vector<std::string>& names) 
   return names;
 }
 
-/// The process's peak resident set so far, MB (getrusage: ru_maxrss, KB on Linux).
+/// The process's peak resident set so far, MB: VmHWM of /proc/self/status,
+/// this program image's own. getrusage's ru_maxrss is not: Linux carries it
+/// across execve, so a child started by a large process (a Python script
+/// that imported torch) reported its parent's peak when that was higher.
 double peak_rss_mb() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // "VmHWM:  123456 kB"
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_maxrss) / 1024.0;
