@@ -11,23 +11,15 @@
 #include <fx/passes/net_min_base.h>
 #include <fx/passes/splitter_base.h>
 
+#include "bench_graphs.h"
+
 #include <benchmark/benchmark.h>
 
 #include <memory>
 
 namespace {
 
-std::shared_ptr<fx::GraphModule> ladder(int64_t n) {
-  auto g = std::make_shared<fx::Graph>();
-  fx::Node* x = g->placeholder("x");
-  fx::Node* v = x;
-  for (int64_t i = 0; i < n / 2; ++i) {
-    fx::Node* u = g->call_function("aten::mul", {v, x});
-    v = g->call_function("aten::add", {v, u});
-  }
-  g->output(v);
-  return std::make_shared<fx::GraphModule>(std::make_shared<torch::nn::Module>(), g);
-}
+using fx_bench::ladder;
 
 void BM_SplitterLadder(benchmark::State& state) {
   auto support = fx::create_op_support(

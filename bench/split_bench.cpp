@@ -14,6 +14,8 @@
 
 #include "fx_paths.h"
 
+#include "bench_graphs.h"
+
 #include <benchmark/benchmark.h>
 
 #include <filesystem>
@@ -33,18 +35,7 @@ std::shared_ptr<fx::GraphModule> add_chain(int64_t n, int64_t unsupported_every 
   return std::make_shared<fx::GraphModule>(std::make_shared<torch::nn::Module>(), g);
 }
 
-/// v = add(v, mul(v, x)) n/2 times: add supported, mul not.
-std::shared_ptr<fx::GraphModule> ladder(int64_t n) {
-  auto g = std::make_shared<fx::Graph>();
-  fx::Node* x = g->placeholder("x");
-  fx::Node* v = x;
-  for (int64_t i = 0; i < n / 2; ++i) {
-    fx::Node* u = g->call_function("aten::mul", {v, x});
-    v = g->call_function("aten::add", {v, u});
-  }
-  g->output(v);
-  return std::make_shared<fx::GraphModule>(std::make_shared<torch::nn::Module>(), g);
-}
+using fx_bench::ladder;
 
 /// A chain of supported adds where every add also feeds an unsupported mul
 /// made after the next add (a side output): each add's users lie in the
