@@ -84,11 +84,11 @@ class PackedLinear : public PackedOp {
 /// A PackedState as TorchScript pickles it (the packed classes' __getstate__
 /// / __setstate__, so torch.jit.save writes an exported optimised graph and
 /// torch.jit.load, after torch.ops.load_library of libfxcpp_onednn.so, reads
-/// it): op, weight, bias, stride, padding, dilation, groups, activation,
-/// alpha, beta, sum, residual_inplace, dtype, output dtype.
-using PickledState = std::tuple<std::string, at::Tensor, c10::optional<at::Tensor>, std::vector<int64_t>,
-                                std::vector<int64_t>, std::vector<int64_t>, int64_t, std::string, double, double, bool,
-                                bool, int64_t, int64_t>;
+/// it): {op, activation}, {weight[, bias]}, and the numbers {stride (2),
+/// padding (2), dilation (2), groups, alpha, beta, sum, residual_inplace,
+/// dtype, output dtype}. Three elements: libtorch's conversion of longer
+/// tuples trips gcc's -Warray-bounds in ivalue_inl.h.
+using PickledState = std::tuple<std::vector<std::string>, std::vector<at::Tensor>, std::vector<double>>;
 PickledState pickled(const PackedState& state);
 /// The packed op of a PickledState, of class `Op` (fx::Error if it is another).
 template <class Op>

@@ -41,47 +41,47 @@ c10::IValue pack(const PackedState& state) {
 namespace detail {
 
 PickledState pickled(const PackedState& s) {
-  return {s.kind == PackedState::Kind::Conv2d ? "conv2d" : "linear",
-          s.weight,
-          s.bias,
-          s.params.stride,
-          s.params.padding,
-          s.params.dilation,
-          s.params.groups,
-          activation_name(s.post_ops.activation),
-          s.post_ops.alpha,
-          s.post_ops.beta,
-          s.post_ops.sum,
-          s.post_ops.residual_inplace,
-          static_cast<int64_t>(s.dtype),
-          static_cast<int64_t>(s.output_dtype)};
+  std::vector<at::Tensor> tensors{s.weight};
+  if (s.bias) tensors.push_back(*s.bias);
+  std::vector<double> numbers;
+  for (const auto* v : {&s.params.stride, &s.params.padding, &s.params.dilation})
+    for (int64_t x : *v) numbers.push_back(static_cast<double>(x));
+  numbers.insert(numbers.end(), {static_cast<double>(s.params.groups), s.post_ops.alpha, s.post_ops.beta,
+                                 s.post_ops.sum ? 1.0 : 0.0, s.post_ops.residual_inplace ? 1.0 : 0.0,
+                                 static_cast<double>(s.dtype), static_cast<double>(s.output_dtype)});
+  return {{s.kind == PackedState::Kind::Conv2d ? "conv2d" : "linear", activation_name(s.post_ops.activation)},
+          std::move(tensors), std::move(numbers)};
 }
 
 template <class Op>
 c10::intrusive_ptr<Op> unpickled(PickledState p) {
+  const auto& [names, tensors, numbers] = p;
+  if (names.size() != 2 || tensors.empty() || tensors.size() > 2 || numbers.size() != 13)
+    throw Error("packed oneDNN operator: a pickled state of another form");
   PackedState s;
-  const std::string& op = std::get<0>(p);
+  const std::string& op = names[0];
   if (op != "conv2d" && op != "linear") throw Error("packed oneDNN operator: unknown op '" + op + "'");
   s.kind = op == "conv2d" ? PackedState::Kind::Conv2d : PackedState::Kind::Linear;
-  s.weight = std::get<1>(p);
-  s.bias = std::get<2>(p);
-  s.params.stride = std::get<3>(p);
-  s.params.padding = std::get<4>(p);
-  s.params.dilation = std::get<5>(p);
-  s.params.groups = std::get<6>(p);
-  if (!activation_from_name(std::get<7>(p), s.post_ops.activation))
-    throw Error("packed oneDNN operator: unknown activation '" + std::get<7>(p) + "'");
-  s.post_ops.alpha = static_cast<float>(std::get<8>(p));
-  s.post_ops.beta = static_cast<float>(std::get<9>(p));
-  s.post_ops.sum = std::get<10>(p);
-  s.post_ops.residual_inplace = std::get<11>(p);
+  s.weight = tensors[0];
+  if (tensors.size() == 2) s.bias = tensors[1];
+  auto integer = [&](size_t i) { return static_cast<int64_t>(numbers[i]); };
+  s.params.stride = {integer(0), integer(1)};
+  s.params.padding = {integer(2), integer(3)};
+  s.params.dilation = {integer(4), integer(5)};
+  s.params.groups = integer(6);
+  if (!activation_from_name(names[1], s.post_ops.activation))
+    throw Error("packed oneDNN operator: unknown activation '" + names[1] + "'");
+  s.post_ops.alpha = static_cast<float>(numbers[7]);
+  s.post_ops.beta = static_cast<float>(numbers[8]);
+  s.post_ops.sum = numbers[9] != 0;
+  s.post_ops.residual_inplace = numbers[10] != 0;
   auto dtype = [](int64_t v) {
     if (v != static_cast<int64_t>(c10::ScalarType::Float) && v != static_cast<int64_t>(c10::ScalarType::BFloat16))
       throw Error("packed oneDNN operator: dtype " + std::to_string(v) + " is not float32 or bfloat16");
     return static_cast<c10::ScalarType>(v);
   };
-  s.dtype = dtype(std::get<12>(p));
-  s.output_dtype = dtype(std::get<13>(p));
+  s.dtype = dtype(integer(11));
+  s.output_dtype = dtype(integer(12));
   c10::IValue packed = pack(s);
   if (!packed.isCustomClass() || packed.type() != c10::getCustomClassType<c10::intrusive_ptr<Op>>())
     throw Error("packed oneDNN operator: a " + op + " state for another class");
