@@ -19,6 +19,7 @@
 
 #include <fx/export.h>
 #include <fx/import.h>
+#include <fx/serialize.h>
 #include <fx/tensor_file.h>
 #include <fx/passes/model_summary.h>
 #include <fx/passes/shape_prop.h>
@@ -303,10 +304,14 @@ std::vector<Engine> prepare_engines(const ModelArgs& args, const std::vector<std
   std::shared_ptr<torch::jit::Module> ts;
   std::shared_ptr<GraphModule> gm;
   double ts_ms = 0, fx_ms = 0;
-  if (is_fx_model(args.model)) {
+  const bool fx_file = is_fx_model(args.model);
+  if (fx_file) {
     // An fxcpp file: the TorchScript engines run its export (fx::to_torchscript),
     // or are left out, with the reason, when the graph has no TorchScript form.
-    gm = import_model(args.model, &fx_ms);
+    set_activity("reading " + args.model);
+    const auto t0 = Clock::now();
+    gm = load(args.model);
+    fx_ms = ms_since(t0);
     if (want("torchscript") || want("torchscript_opt")) {
       set_activity("exporting " + args.model + " to TorchScript");
       const auto t0 = Clock::now();
@@ -334,10 +339,10 @@ std::vector<Engine> prepare_engines(const ModelArgs& args, const std::vector<std
     fx_ms = ms_since(t0);
   }
   if (want("torchscript") && ts)
-    slots[0] = make_engine("torchscript", "TorchScript", setup.torchscript_from.empty() ? "load" : "export",
+    slots[0] = make_engine("torchscript", "TorchScript", fx_file ? "export" : "load",
                            [ts, &inputs] { return ts->forward(inputs); }, ts_ms);
   if (want("fxcpp"))
-    slots[2] = make_engine("fxcpp", "fxcpp", is_fx_model(args.model) ? "load" : "import",
+    slots[2] = make_engine("fxcpp", "fxcpp", fx_file ? "load" : "import",
                            [gm, &inputs] { return gm->forward(inputs); }, fx_ms);
   inputs = batched(load_model_inputs(*gm, args.get("input")), setup.batch);
   setup.input_shapes = shapes_of(inputs);
