@@ -13,6 +13,7 @@ packages=(
   libbenchmark-dev
   python3-torch python3-torchvision   # Python torch.fx: model exports for the tests, the baseline
   python3-tabulate        # torch.fx print_tabular, for python/goldens/api_fidelity_goldens.py
+  python3-sklearn         # sklearn.datasets.load_digits: the int8 quantization accuracy test (python/digits_fixture.py)
   nlohmann-json3-dev      # the JSON graph document of fx::save / fx::load
   libdeflate-dev          # libdeflate_crc32: the CRC-32 check of every record fxcpp reads from a zip archive
   clang libclang-rt-14-dev  # libFuzzer and the sanitizers (make fuzz, make check-sanitize)
