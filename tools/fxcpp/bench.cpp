@@ -11,11 +11,16 @@
 // end, VmHWM) is that of one engine when it runs alone.
 // An fxcpp file (fx::save) runs its TorchScript engines on its export
 // (fx::to_torchscript), or without them when it has no TorchScript form.
+// --engine fxcpp_int8: fx::quantization::quantize (calibrated on the input,
+// or on --calibration DATA.pt); --engine python_int8: Python's quantized
+// TorchScript of the same model (--int8-torchscript FILE, written by
+// python/quantize_baseline.py), run on the onednn quantized engine.
 // fxcpp bench --roofline measures the matmul roofline instead.
 #include "command.h"
 #include "machine_info.h"
 #include "model_io.h"
 #include "optimize_io.h"
+#include "quantize_io.h"
 
 #include <fx/export.h>
 #include <fx/import.h>
@@ -24,6 +29,7 @@
 #include <fx/passes/model_summary.h>
 #include <fx/passes/shape_prop.h>
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <torch/csrc/jit/api/module.h>
 
@@ -69,7 +75,7 @@ struct Engine {
 /// The engines' JSON names, in the order they run and print.
 const std::vector<std::string>& engine_names() {
   static const std::vector<std::string> names = {"torchscript", "torchscript_opt", "fxcpp", "fxcpp_opt",
-                                                 "fxcpp_opt_bf16", "fxcpp_opt_unplanned"};
+                                                 "fxcpp_opt_bf16", "fxcpp_opt_unplanned", "fxcpp_int8", "python_int8"};
   return names;
 }
 
@@ -369,6 +375,34 @@ std::vector<Engine> prepare_engines(const ModelArgs& args, const std::vector<std
   }
   setup.flops = summarize_model(*gm).total_flops;
 
+  // int8: fxcpp's quantization, and Python's quantized TorchScript of the model.
+  if (want("fxcpp_int8")) {
+    const auto t0 = Clock::now();
+    std::vector<fx::quantization::CalibrationBatch> batches{inputs};
+    if (args.has("calibration")) {
+      set_activity("reading " + args.get("calibration"));
+      batches = fx::quantization::load_calibration(args.get("calibration"));
+      check_calibration(*gm, batches, args.get("calibration"));
+    }
+    fx::quantization::QuantizeReport report;
+    auto q = quantize_model(gm, batches, {}, &report);
+    slots[6] = make_engine("fxcpp_int8", "fxcpp int8",
+                           "quantize, " + std::to_string(batches.size()) + " calibration batch" +
+                               (batches.size() == 1 ? "" : "es"),
+                           [q, &inputs] { return q->forward(inputs); }, ms_since(t0));
+  }
+  if (want("python_int8")) {
+    if (!args.has("int8-torchscript"))
+      throw Error("--engine python_int8 needs --int8-torchscript FILE (python/quantize_baseline.py)");
+    set_activity("reading " + args.get("int8-torchscript"));
+    const auto t0 = Clock::now();
+    at::globalContext().setQEngine(at::QEngine::ONEDNN);  // as Python quantized it
+    auto py = std::make_shared<torch::jit::Module>(load_torchscript(args.get("int8-torchscript")));
+    py->eval();
+    slots[7] = make_engine("python_int8", "Python int8 (TS)", "load",
+                           [py, &inputs] { return py->forward(inputs); }, ms_since(t0));
+  }
+
   // The optimised engines: fp32, bf16, and fp32 without the memory plan
   // (only when asked for: it measures what the plan is worth).
   struct Variant {
@@ -404,7 +438,8 @@ std::vector<Engine> prepare_engines(const ModelArgs& args, const std::vector<std
 
 int run_bench(const std::vector<std::string>& argv) {
   ModelArgs args = parse_model_args(
-      argv, {"input", "threads", "batch", "iters", "seconds", "min-rounds", "warmup", "size"},
+      argv, {"input", "threads", "batch", "iters", "seconds", "min-rounds", "warmup", "size", "calibration",
+             "int8-torchscript"},
       {"bf16", "json", "roofline"}, /*model_optional=*/true, /*repeatable=*/{"engine"});
   std::vector<std::string> wanted = checked_engines(args.lists["engine"]);
   const int threads = set_threads(args);
@@ -463,7 +498,8 @@ int run_bench(const std::vector<std::string>& argv) {
 
 FX_COMMAND("bench",
            "bench MODEL.pt|MODEL.fx --input IN.pt [--threads N] [--batch N] [--iters N | --seconds S [--min-rounds N]] "
-           "[--warmup N] [--engine NAME]... [--bf16] [--json] | bench --roofline [--size N] [--threads N] "
+           "[--warmup N] [--engine NAME]... [--bf16] [--calibration DATA.pt] [--int8-torchscript FILE] [--json] | "
+           "bench --roofline [--size N] [--threads N] "
            "[--seconds S] [--json]",
            "time TorchScript, its optimize_for_inference, fxcpp and fxcpp optimised, interleaved", run_bench);
 

@@ -1,9 +1,12 @@
-// fxcpp run MODEL.pt --input IN.pt [--output OUT.pt] [--optimize [--bf16]]:
-// runs an imported model, or fx::optimize_for_inference's version of it.
+// fxcpp run MODEL.pt --input IN.pt [--output OUT.pt] [--optimize [--bf16]]
+// [--quantize [--calibration DATA.pt]]: runs an imported model, or
+// fx::optimize_for_inference's version of it, or its int8 quantization
+// (calibrated on DATA.pt, or on the input itself).
 // Bad inputs exit 2; a model failing while it runs exits 1, naming the node.
 #include "command.h"
 #include "model_io.h"
 #include "optimize_io.h"
+#include "quantize_io.h"
 
 #include <fx/interpreter.h>
 #include <fx/tensor_file.h>
@@ -36,9 +39,12 @@ void describe(std::ostream& os, const c10::IValue& v, const std::string& indent)
 
 int run_run(const std::vector<std::string>& argv) {
   ModelArgs args =
-      parse_model_args(argv, {"input", "output"}, {"interpreter", "optimize", "bf16", "report", "specialize-shapes"});
+      parse_model_args(argv, {"input", "output", "calibration"},
+                       {"interpreter", "optimize", "bf16", "report", "specialize-shapes", "quantize"});
   if (!args.has("input")) throw Error("--input IN.pt is required");
-  if ((args.has("bf16") || args.has("report")) && !args.has("optimize"))
+  if (args.has("calibration") && !args.has("quantize")) throw Error("--calibration goes with --quantize");
+  if (args.has("quantize") && args.has("optimize")) throw Error("--quantize and --optimize: give one of them");
+  if ((args.has("bf16") || (args.has("report") && !args.has("quantize"))) && !args.has("optimize"))
     throw Error(std::string("--") + (args.has("bf16") ? "bf16" : "report") + " goes with --optimize");
   if (args.has("output")) check_output_path(args.get("output"), "--output");
   auto [gm, inputs] = import_model_with_inputs(args.model, args.get("input"), args.has("specialize-shapes"));
@@ -50,6 +56,19 @@ int run_run(const std::vector<std::string>& argv) {
     // before the optimised one packs its weights.
     gm = optimize_model(std::move(gm), inputs, args.has("bf16"), &report);
     if (args.has("report") || progress_enabled()) std::cerr << "fxcpp run: " << report_line(report) << "\n";
+  }
+  if (args.has("quantize")) {
+    std::vector<fx::quantization::CalibrationBatch> batches{inputs};
+    if (args.has("calibration")) {
+      set_activity("reading " + args.get("calibration"));
+      batches = fx::quantization::load_calibration(args.get("calibration"));
+      check_calibration(*gm, batches, args.get("calibration"));
+    } else {
+      std::cerr << "fxcpp run: --quantize without --calibration: calibrated on the input itself\n";
+    }
+    fx::quantization::QuantizeReport report;
+    gm = quantize_model(gm, batches, {}, &report);
+    if (args.has("report") || progress_enabled()) std::cerr << "fxcpp run: " << report.summary() << "\n";
   }
   c10::IValue out;
   try {
@@ -70,7 +89,7 @@ int run_run(const std::vector<std::string>& argv) {
 
 FX_COMMAND("run",
            "run MODEL.pt --input IN.pt [--output OUT.pt] [--interpreter] [--specialize-shapes] [--optimize [--bf16] "
-           "[--report]]",
+           "[--report]] [--quantize [--calibration DATA.pt]]",
            "run an imported model (or its fx::optimize_for_inference version) on torch.save'd inputs", run_run);
 
 }  // namespace fx::cli

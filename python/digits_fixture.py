@@ -1,0 +1,126 @@
+#!/usr/bin/python3
+"""The int8 accuracy fixture of issue 22: a small CNN trained on real data.
+
+sklearn's digits (sklearn.datasets.load_digits, Debian's python3-sklearn: 1,797
+8x8 images of handwritten digits, 0-16 scaled to 0-1), split with a fixed seed
+into 1,297 training and 500 held-out images. A CNN (conv-bn-relu x2, max pool,
+linear) is trained on the training split with a fixed seed (a few seconds on
+one thread), then, into OUT_DIR:
+
+  digits.script.pt    torch.jit.script of the model (eval mode)
+  digits.trace.pt     torch.jit.trace of it
+  digits.test.pt      the held-out split: torch.save((images [500, 1, 8, 8], labels [500] int64))
+  digits.input.pt     the first 64 held-out images: torch.save((images,))  (fxcpp run --input)
+  digits.calib.pt     calibration data, 4 batches of 64 training images: torch.save([(images,), ...])
+  digits.int8.pt      Python's int8 of the model (python/quantize_baseline.py: quantize_fx,
+                      onednn, calibrated on digits.calib.pt), traced and frozen
+  digits.json         {"fp32_accuracy", "python_int8_accuracy", "train_seconds", ...} on the held-out split
+
+    digits_fixture.py OUT_DIR
+"""
+import json
+import os
+import sys
+import time
+import warnings
+
+warnings.filterwarnings("ignore")
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from quantize_baseline import python_int8, save_int8_torchscript  # noqa: E402
+
+SEED = 0
+TEST = 500
+CALIB_BATCHES, CALIB_BATCH = 4, 64
+
+
+class DigitsNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 16, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(16)
+        self.relu1 = nn.ReLU()
+        self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
+        self.bn2 = nn.BatchNorm2d(32)
+        self.relu2 = nn.ReLU()
+        self.pool = nn.MaxPool2d(2)
+        self.fc = nn.Linear(32 * 4 * 4, 10)
+
+    def forward(self, x):
+        x = self.relu1(self.bn1(self.conv1(x)))
+        x = self.pool(self.relu2(self.bn2(self.conv2(x))))
+        return self.fc(torch.flatten(x, 1))
+
+
+def data():
+    from sklearn.datasets import load_digits
+    d = load_digits()
+    images = torch.tensor(d.images, dtype=torch.float32).unsqueeze(1) / 16.0
+    labels = torch.tensor(d.target, dtype=torch.int64)
+    order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(SEED))
+    test, train = order[:TEST], order[TEST:]
+    return (images[train], labels[train]), (images[test], labels[test])
+
+
+def accuracy(model, images, labels):
+    with torch.no_grad():
+        return float((model(images).argmax(1) == labels).float().mean())
+
+
+def save(path, value):
+    torch.save(value, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else "digits"
+    os.makedirs(out, exist_ok=True)
+    torch.set_num_threads(1)
+    torch.manual_seed(SEED)
+    (xtr, ytr), (xte, yte) = data()
+    model = DigitsNet()
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    t0 = time.time()
+    g = torch.Generator().manual_seed(SEED)
+    for _ in range(15):
+        model.train()
+        perm = torch.randperm(len(ytr), generator=g)
+        for i in range(0, len(ytr), 32):
+            idx = perm[i:i + 32]
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(xtr[idx]), ytr[idx]).backward()
+            opt.step()
+    train_seconds = time.time() - t0
+    model.eval()
+    fp32 = accuracy(model, xte, yte)
+
+    example = (xte[:1],)
+    calib = [(xtr[i * CALIB_BATCH:(i + 1) * CALIB_BATCH].clone(),) for i in range(CALIB_BATCHES)]
+    q = python_int8(model, example, calib)
+    int8 = accuracy(q, xte, yte)
+
+    def atomic_jit(m, path):
+        m.save(path + ".tmp")
+        os.replace(path + ".tmp", path)
+
+    atomic_jit(torch.jit.script(model), os.path.join(out, "digits.script.pt"))
+    with torch.no_grad():
+        atomic_jit(torch.jit.trace(model, example), os.path.join(out, "digits.trace.pt"))
+    save_int8_torchscript(q, example, os.path.join(out, "digits.int8.pt"))
+    save(os.path.join(out, "digits.test.pt"), (xte.clone(), yte.clone()))
+    save(os.path.join(out, "digits.input.pt"), (xte[:64].clone(),))
+    save(os.path.join(out, "digits.calib.pt"), calib)
+    result = {"fp32_accuracy": fp32, "python_int8_accuracy": int8, "test_images": len(yte),
+              "train_images": len(ytr), "train_seconds": round(train_seconds, 2),
+              "calibration": [CALIB_BATCHES, CALIB_BATCH]}
+    with open(os.path.join(out, "digits.json.tmp"), "w") as f:
+        json.dump(result, f, indent=1)
+    os.replace(os.path.join(out, "digits.json.tmp"), os.path.join(out, "digits.json"))
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+// fxcpp quantize MODEL --calibration DATA.pt [-o OUT.fx] [--skip NAME]...
+// [--report] [--reference]: int8 post-training quantization in one call
+// (fx::quantization::quantize: fuse + observers, a forward on every
+// calibration batch, convert, lowering to oneDNN's int8 kernels), saved with
+// fx::save. DATA.pt is written by plain torch.save: a tuple of forward
+// arguments whose tensors hold calibration samples along dim 0, or a list of
+// such tuples. Every error is one line, exit 2.
+#include "command.h"
+#include "model_io.h"
+#include "quantize_io.h"
+
+#include <fx/serialize.h>
+
+#include <ATen/core/ivalue.h>
+
+#include <iostream>
+
+namespace fx::cli {
+
+c10::IValue calibration_example(const std::vector<fx::quantization::CalibrationBatch>& batches) {
+  if (batches.empty()) throw Error("no calibration batches");
+  return c10::ivalue::Tuple::create(batches.front());
+}
+
+void check_calibration(GraphModule& gm, const std::vector<fx::quantization::CalibrationBatch>& batches,
+                       const std::string& path) {
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const std::string where = batches.size() == 1 ? path : path + ": element " + std::to_string(i);
+    model_inputs(gm, c10::ivalue::Tuple::create(batches[i]), where);
+  }
+}
+
+std::shared_ptr<GraphModule> quantize_model(const std::shared_ptr<GraphModule>& gm,
+                                            const std::vector<fx::quantization::CalibrationBatch>& batches,
+                                            const std::vector<std::string>& skip,
+                                            fx::quantization::QuantizeReport* report, bool lower) {
+  fx::quantization::QuantizeOptions options;
+  options.skip = skip;
+  options.lower = lower;
+  set_activity("quantizing (" + std::to_string(batches.size()) + " calibration batches)");
+  return fx::quantization::quantize(gm, batches.empty() ? std::vector<c10::IValue>{} : batches.front(), batches,
+                                    options, report);
+}
+
+namespace {
+
+int run_quantize(const std::vector<std::string>& argv) {
+  ModelArgs args = parse_model_args(argv, {"calibration", "output"}, {"report", "reference"},
+                                    /*model_optional=*/false, /*repeatable=*/{"skip"});
+  if (!args.has("calibration")) throw Error("--calibration DATA.pt is required");
+  const std::string data = args.get("calibration");
+  if (args.has("output")) check_output_path(args.get("output"), "-o");
+  set_activity("reading " + data);
+  const auto batches = fx::quantization::load_calibration(data);
+  const c10::IValue example = calibration_example(batches);
+  auto gm = import_model(args.model, nullptr, &example, false, data);
+  check_calibration(*gm, batches, data);
+  fx::quantization::QuantizeReport report;
+  auto q = quantize_model(gm, batches, args.lists["skip"], &report, !args.has("reference"));
+  gm.reset();
+  if (args.has("report")) std::cout << fx::quantization::format_report(report.nodes);
+  std::cout << report.summary() << "\n";
+  if (args.has("output")) {
+    const std::string out = args.get("output");
+    set_activity("writing " + out);
+    const SaveReport saved = save(*q, out);
+    std::cout << "wrote " << out << " (" << saved.bytes << " bytes, " << q->graph().nodes().size() << " nodes, "
+              << saved.storages << " storages)\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+FX_COMMAND("quantize", "quantize MODEL --calibration DATA.pt [-o OUT.fx] [--skip NAME]... [--report] [--reference]",
+           "int8 post-training quantization (prepare, calibrate, convert, oneDNN int8 kernels), saved with fx::save",
+           run_quantize);
+
+}  // namespace fx::cli

@@ -1,0 +1,32 @@
+#pragma once
+// Shared by fxcpp quantize, run --quantize and bench --engine fxcpp_int8:
+// calibration data checked against a model, and the one call that quantizes
+// (fx::quantization::quantize).
+
+#include <fx/graph_module.h>
+#include <fx/quantization/quantize.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fx::cli {
+
+/// The first calibration batch as one tuple value: import_model's example
+/// inputs, so that a TorchScript model imports for their ranks and dtypes.
+c10::IValue calibration_example(const std::vector<fx::quantization::CalibrationBatch>& batches);
+
+/// Checks every calibration batch of the file `path` against the model's
+/// parameters as `--input` files are checked (model_inputs: their number,
+/// tensor or not); fx::Error naming the file and, for a list, the element.
+void check_calibration(GraphModule& gm, const std::vector<fx::quantization::CalibrationBatch>& batches,
+                       const std::string& path);
+
+/// fx::quantization::quantize of `gm` on `batches` (the first one its example
+/// inputs), keeping `skip` float; `report` gets what it did.
+std::shared_ptr<GraphModule> quantize_model(const std::shared_ptr<GraphModule>& gm,
+                                            const std::vector<fx::quantization::CalibrationBatch>& batches,
+                                            const std::vector<std::string>& skip,
+                                            fx::quantization::QuantizeReport* report, bool lower = true);
+
+}  // namespace fx::cli
