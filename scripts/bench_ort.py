@@ -1,0 +1,323 @@
+#!/usr/bin/python3
+"""`make bench`, issue 24: fxcpp's optimize_for_inference against ONNX Runtime (optional).
+
+ONNX Runtime (the npm package onnxruntime-node 1.30, installed into BUILD/ort by
+scripts/setup_ort.sh; skipped, with the reason, when it cannot be had) runs
+under Node.js in bench/ort/ort_bench.js: CPU execution provider, sequential
+execution, N intra-op threads, one inter-op thread, graph optimisation level
+'all', on torch.onnx.export's opset-14 file of the model (python/export_onnx.py,
+static shapes). fxcpp's engines run in `fxcpp bench-worker`: TorchScript's
+optimize_for_inference (TS-opt) and fxcpp's (fxcpp-opt, fp32). Both processes
+are loaded, checked against the eager PyTorch output and warmed up; then this
+driver interleaves them: one forward of each engine per round, the engine that
+goes first rotating, each process waiting on its pipe while the other runs
+(and a short pause, --gap-ms, between two requests, so that one runtime's
+spinning pool threads are asleep before the other starts). Medians of the
+rounds; ratios are of medians.
+
+Models: torchvision resnet18, resnet50, mobilenet_v2, efficientnet_b0,
+vit_b_16 with honest random weights (python/export_onnx.py), 224x224;
+batch 1 and 8, 1 and 2 threads (--quick: batch 1, 1 thread). Writes
+BUILD/bench_ort.md and BUILD/bench_ort.json (--render re-prints the markdown).
+
+    /usr/bin/python3 scripts/bench_ort.py [--build build] [--quick] [--models ...] [--render]
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODELS = ["resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "vit_b_16"]
+ENGINES = [("ort", "ORT"), ("fxcpp_opt", "fxcpp-opt"), ("torchscript_opt", "TS-opt")]
+ISA_FLAGS = ["avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8"]
+TARGET_RATIO = 0.90  # issue 24: fxcpp-opt at most 0.90x ORT
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def child_env():
+    env = dict(os.environ)
+    env.pop("OMP_NUM_THREADS", None)
+    env["FXCPP_NO_PROGRESS"] = "1"
+    return env
+
+
+def cpu_info():
+    """(model name, the ISA flags of ISA_FLAGS the CPU has) from /proc/cpuinfo."""
+    name, flags = "unknown CPU", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and name == "unknown CPU":
+                    name = line.split(":", 1)[1].strip()
+                elif line.startswith("flags") and not flags:
+                    flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return name, [f for f in ISA_FLAGS if f in flags]
+
+
+def load_average():
+    try:
+        with open("/proc/loadavg") as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class Worker:
+    """A child process answering 'run ENGINE K' with one JSON line (fxcpp bench-worker, ort_bench.js)."""
+
+    def __init__(self, label, cmd):
+        log("+ " + " ".join(cmd))
+        self.label = label
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, env=child_env(), bufsize=1)
+        self.ready = self.read()
+        if not self.ready.get("ready"):
+            raise RuntimeError("%s: not ready: %s" % (label, self.ready))
+
+    def read(self):
+        line = self.proc.stdout.readline()
+        if not line:
+            self.proc.wait(timeout=10)
+            err = (self.proc.stderr.read().strip().splitlines() or ["exit %s" % self.proc.returncode])[-1]
+            raise RuntimeError("%s failed: %s" % (self.label, err))
+        reply = json.loads(line)
+        if "error" in reply:
+            raise RuntimeError("%s: %s" % (self.label, reply["error"]))
+        return reply
+
+    def run(self, engine, count=1):
+        self.proc.stdin.write("run %s %d\n" % (engine, count))
+        self.proc.stdin.flush()
+        return self.read()["ms"]
+
+    def close(self):
+        try:
+            self.proc.stdin.write("quit\n")
+            self.proc.stdin.flush()
+            self.proc.wait(timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+
+
+def median(values):
+    v = sorted(values)
+    n = len(v)
+    return None if n == 0 else (v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2)
+
+
+def bench_config(fxcpp, ort_dir, models, cfg, args):
+    """One row: both workers up, warm-up rounds, then timed rounds of one forward per engine."""
+    name, threads, batch = cfg["model"], cfg["threads"], cfg["batch"]
+    stem = os.path.join(models, "%s.b%d" % (name, batch))
+    workers = []
+    try:
+        fx = Worker("fxcpp bench-worker", [fxcpp, "bench-worker", os.path.join(models, name + ".pt"), "--input",
+                                           os.path.join(models, name + ".input.pt"), "--threads", str(threads),
+                                           "--batch", str(batch)])
+        workers.append(fx)
+        ort = Worker("ort_bench.js", ["node", os.path.join(ROOT, "bench", "ort", "ort_bench.js"), "--ort",
+                                      os.path.join(os.path.abspath(ort_dir), "node_modules", "onnxruntime-node"),
+                                      "--model", stem + ".onnx", "--input", stem + ".input.bin", "--output",
+                                      stem + ".output.bin", "--info", stem + ".json", "--threads", str(threads)])
+        workers.append(ort)
+        by_engine = {"ort": ort, "fxcpp_opt": fx, "torchscript_opt": fx}
+        keys = [k for k, _ in ENGINES]
+        samples = {k: [] for k in keys}
+        gap = args.gap_ms / 1e3
+
+        def one_round(r, timed):
+            for i in range(len(keys)):
+                key = keys[(r + i) % len(keys)]
+                ms = by_engine[key].run(key)
+                if timed:
+                    samples[key] += ms
+                time.sleep(gap)
+        for r in range(args.warmup):
+            one_round(r, False)
+        start, rounds = time.time(), 0
+        while rounds < args.min_rounds or (time.time() - start < args.seconds and rounds < args.max_rounds):
+            one_round(rounds, True)
+            rounds += 1
+        fx_engines = {e["engine"]: e for e in fx.ready["engines"]}
+        out = {"rounds": rounds, "flops": fx.ready["flops"], "ort_version": ort.ready["ort"],
+               "ort_load_ms": ort.ready["load_ms"], "engines": {}}
+        for key in keys:
+            diff = ort.ready["max_rel_diff"] if key == "ort" else fx_engines[key]["max_rel_diff"]
+            out["engines"][key] = {"median_ms": median(samples[key]), "min_ms": min(samples[key]),
+                                   "max_rel_diff": diff}
+        return out
+    finally:
+        for w in workers:
+            w.close()
+
+
+def geomean(values):
+    values = [v for v in values if v and v > 0]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def fmt_ms(v):
+    return "—" if v is None else ("%.1f" % v if v >= 10 else "%.2f" % v)
+
+
+def fmt_ratio(v):
+    return "—" if v is None else "%.2f" % v
+
+
+def render(data):
+    roof = {int(k): v for k, v in data["roofline"].items()}
+    isa = ", ".join(data["isa"]) or "none of " + ", ".join(ISA_FLAGS)
+    load = ""
+    if data.get("load_start") is not None:
+        load = " Load average (1 min) %.1f at the start, %.1f at the end." % (data["load_start"], data["load_end"])
+    lines = ["Measured %s on %s (%s logical CPUs; %s%s), libtorch %s, ONNX Runtime %s (npm onnxruntime-node, CPU "
+             "execution provider); `%s` (in `make bench`), wall time %.1f min.%s" % (
+                 data["date"], data["cpu"], data["cpus"], isa, "" if "amx_tile" in data["isa"] else "; no AMX",
+                 data["torch"], data.get("ort_version", "?"), data["command"], data["wall_s"] / 60, load), "",
+             "Two processes per row, both loaded, checked and warmed up, then interleaved: one forward of each "
+             "engine per round (the first engine rotating), each process idle on its pipe while the other runs; "
+             "medians of at least %d rounds. ORT: ONNX Runtime on torch.onnx.export's opset-14 file (static "
+             "shapes), sequential, N intra-op threads, 1 inter-op thread, graph optimisation 'all'; fxcpp-opt: "
+             "`fx::optimize_for_inference` (fp32); TS-opt: `torch::jit::optimize_for_inference(freeze(...))`. "
+             "torchvision models with honest random weights (python/export_onnx.py), 224×224, batch = the input "
+             "repeated along dim 0. Max diff: max |engine − eager PyTorch| / max |eager|." % data["min_rounds"],
+             "Matmul roofline (1024³, `fxcpp bench --roofline`, same run): %s." % "; ".join(
+                 "%d thread%s fp32 %.0f GFLOP/s" % (t, "" if t == 1 else "s", r["fp32_gflops"])
+                 for t, r in sorted(roof.items())), "",
+             "| model | batch | threads | ORT ms | fxcpp-opt ms | TS-opt ms | fxcpp-opt / ORT | fxcpp-opt / TS-opt "
+             "| fxcpp-opt GFLOP/s | % of roofline | max diff ORT | max diff fxcpp-opt |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    ratios, ms = {}, {}
+    met_ort = met_ts = rows = 0
+    for r in data["results"]:
+        cfg = r["config"]
+        head = "| %s | %d | %d |" % (cfg["model"], cfg["batch"], cfg["threads"])
+        if "error" in r:
+            lines.append(head + " failed: %s |" % r["error"] + " |" * 8)
+            continue
+        e = r["result"]["engines"]
+        o, f, t = (e[k]["median_ms"] for k in ("ort", "fxcpp_opt", "torchscript_opt"))
+        ms[(cfg["model"], cfg["batch"], cfg["threads"])] = (o, f, t)
+        ratios.setdefault((cfg["threads"], cfg["batch"]), []).append(f / o)
+        rows += 1
+        met_ort += f / o <= TARGET_RATIO
+        met_ts += f <= t
+        gflops = r["result"]["flops"] / (f * 1e6)
+        peak = roof.get(cfg["threads"], {}).get("fp32_gflops")
+        lines.append(head + " %s | %s | %s | %s | %s | %.1f | %s | %.1e | %.1e |" % (
+            fmt_ms(o), fmt_ms(f), fmt_ms(t), fmt_ratio(f / o), fmt_ratio(f / t), gflops,
+            "%.0f%%" % (100 * gflops / peak) if peak else "—", e["ort"]["max_rel_diff"],
+            e["fxcpp_opt"]["max_rel_diff"]))
+    all_ratios = [v for vs in ratios.values() for v in vs]
+    lines += ["", "Geomean of fxcpp-opt / ORT: %s over %d rows (%s). Issue 24's targets: fxcpp-opt ≤ %.2f× ORT in "
+              "%d of %d rows; fxcpp-opt no slower than TS-opt in %d of %d rows." % (
+                  fmt_ratio(geomean(all_ratios)), len(all_ratios),
+                  ", ".join("%d thread%s batch %d: %s" % (t, "" if t == 1 else "s", b, fmt_ratio(geomean(v)))
+                            for (t, b), v in sorted(ratios.items())),
+                  TARGET_RATIO, met_ort, rows, met_ts, rows)]
+    scaling = []
+    for (model, batch, threads), one in ms.items():
+        two = ms.get((model, batch, 2))
+        if threads == 1 and two:
+            scaling.append("| %s | %d | %s |" % (model, batch, " | ".join(
+                "%.2f×" % (a / b) for a, b in zip(one, two))))
+    if scaling:
+        lines += ["", "Scaling from 1 to 2 threads (ms at 1 thread / ms at 2 threads, same table):", "",
+                  "| model | batch | ORT | fxcpp-opt | TS-opt |", "|---|---|---|---|---|"] + scaling
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--quick", action="store_true", help="batch 1, 1 thread only")
+    ap.add_argument("--models", nargs="+", default=MODELS, choices=MODELS)
+    ap.add_argument("--threads", type=int, nargs="+", default=None, help="default 1 2 (--quick: 1)")
+    ap.add_argument("--batch", type=int, nargs="+", default=None, help="default 1 8 (--quick: 1)")
+    ap.add_argument("--seconds", type=float, default=None, help="time budget of a row's timed rounds (default 3, "
+                    "--quick 1; at least --min-rounds rounds)")
+    ap.add_argument("--min-rounds", type=int, default=5)
+    ap.add_argument("--max-rounds", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--gap-ms", type=float, default=5.0, help="pause between two requests (default 5)")
+    ap.add_argument("--render", action="store_true", help="re-print the markdown of BUILD/bench_ort.json")
+    args = ap.parse_args()
+    md_path, json_path = os.path.join(args.build, "bench_ort.md"), os.path.join(args.build, "bench_ort.json")
+    if args.render:
+        if not os.path.exists(json_path):
+            sys.exit("%s: no results yet (run without --render first)" % json_path)
+        with open(json_path) as f:
+            print(render(json.load(f)), end="")
+        return 0
+    fxcpp = os.path.join(args.build, "fxcpp")
+    if not os.access(fxcpp, os.X_OK):
+        sys.exit("%s: not built (cmake --build %s --target fxcpp_cli)" % (fxcpp, args.build))
+    ort_dir = os.path.join(args.build, "ort")
+    setup = subprocess.run(["bash", os.path.join(ROOT, "scripts", "setup_ort.sh"), ort_dir],
+                           capture_output=True, text=True)
+    if setup.returncode != 0:
+        reason = (setup.stderr.strip().splitlines() or ["setup_ort.sh failed"])[-1]
+        print("fxcpp vs ONNX Runtime: skipped (optional; %s)" % reason)
+        return 0
+    threads = args.threads or ([1] if args.quick else [1, 2])
+    batches = args.batch or ([1] if args.quick else [1, 8])
+    seconds = args.seconds or (1.0 if args.quick else 3.0)
+    models = os.path.join(ort_dir, "models")
+    start = time.time()
+    export = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "python", "export_onnx.py"), "--out", models,
+                             "--batch"] + [str(b) for b in batches] + ["--"] + args.models, stdout=sys.stderr)
+    if export.returncode != 0:
+        sys.exit("bench_ort.py: python/export_onnx.py failed")
+    import torch
+    name, isa = cpu_info()
+    data = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "cpu": name,
+            "isa": isa, "cpus": os.cpu_count(), "torch": torch.__version__, "min_rounds": args.min_rounds,
+            "command": "/usr/bin/python3 scripts/bench_ort.py" + " ".join([""] + sys.argv[1:]),
+            "load_start": load_average(), "roofline": {}, "results": []}
+    for t in threads:
+        p = subprocess.run([fxcpp, "bench", "--roofline", "--size", "1024", "--threads", str(t), "--json"],
+                           capture_output=True, text=True, env=child_env(), timeout=300)
+        if p.returncode == 0:
+            data["roofline"][t] = json.loads(p.stdout)
+    cfgs = [{"model": m, "threads": t, "batch": b} for m in args.models for t in threads for b in batches]
+    for i, cfg in enumerate(cfgs):
+        log("[%d/%d] %s, %d thread(s), batch %d (%.0f s so far)" % (i + 1, len(cfgs), cfg["model"], cfg["threads"],
+                                                                   cfg["batch"], time.time() - start))
+        entry = {"config": cfg}
+        try:
+            entry["result"] = bench_config(fxcpp, ort_dir, models, cfg, argparse.Namespace(
+                warmup=args.warmup, min_rounds=args.min_rounds, max_rounds=args.max_rounds, seconds=seconds,
+                gap_ms=args.gap_ms))
+            data["ort_version"] = entry["result"]["ort_version"]
+            e = entry["result"]["engines"]
+            log("  ORT %.2f ms, fxcpp-opt %.2f ms, TS-opt %.2f ms" % tuple(
+                e[k]["median_ms"] for k in ("ort", "fxcpp_opt", "torchscript_opt")))
+        except (RuntimeError, subprocess.TimeoutExpired, ValueError, OSError) as e:
+            entry["error"] = str(e).splitlines()[0] if str(e) else type(e).__name__
+            log("  " + entry["error"])
+        data["results"].append(entry)
+    data["wall_s"] = time.time() - start
+    data["load_end"] = load_average()
+    with open(json_path, "w") as f:
+        json.dump(data, f, indent=1)
+    text = render(data)
+    with open(md_path, "w") as f:
+        f.write(text)
+    print(text, end="")
+    log("wrote %s and %s" % (md_path, json_path))
+    return 1 if any("error" in r for r in data["results"]) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
