@@ -30,10 +30,13 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # QUICK=1: the short versions (bench_table.py --quick; one configuration per model).
+# The last table, fxcpp vs ONNX Runtime, is optional (scripts/setup_ort.sh installs
+# the npm package onnxruntime-node into $(BUILD)/ort; without it the bench skips it).
 bench: build
 	/usr/bin/python3 scripts/bench_table.py --build $(BUILD) $(if $(QUICK),--quick)
 	/usr/bin/python3 scripts/bench_optimize.py --build $(BUILD) $(if $(QUICK),--quick)
 	/usr/bin/python3 scripts/bench_cold_start.py --build $(BUILD) $(if $(QUICK),--runs 3)
+	/usr/bin/python3 scripts/bench_ort.py --build $(BUILD) $(if $(QUICK),--quick)  # optional: skipped, with the reason, without ONNX Runtime
 
 # Only the optimize_for_inference table (issue 9; needs only the command
 # line): fxcpp optimised vs TorchScript's optimize_for_inference, written to
