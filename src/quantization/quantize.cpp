@@ -171,6 +171,16 @@ std::shared_ptr<GraphModule> quantize(const std::shared_ptr<GraphModule>& gm, co
   auto reference = convert(prepared, &r.convert);
   prepared.reset();
   r.nodes = r.convert.nodes;
+  {
+    // A node convert() left float says only that; prepare() knew why ("qconfig is None", no pattern ...).
+    std::map<std::string, const NodeQuantization*> prepared_why;
+    for (const NodeQuantization& n : r.prepare.nodes) prepared_why[n.node] = &n;
+    for (NodeQuantization& n : r.nodes) {
+      auto it = prepared_why.find(n.node);
+      if (!n.quantized && it != prepared_why.end() && !it->second->quantized && !it->second->reason.empty())
+        n.reason = it->second->reason;
+    }
+  }
   if (!options.lower) return reference;
   if (&lower_to_onednn_int8 == nullptr) throw Error("quantize: the oneDNN int8 lowering is not built yet (lower=false)");
   auto lowered = lower_to_onednn_int8(reference, &r.lower);
