@@ -15,6 +15,10 @@ one thread), then, into OUT_DIR:
   digits.int8.pt      Python's int8 of the model (python/quantize_baseline.py: quantize_fx,
                       onednn, calibrated on digits.calib.pt), traced and frozen
   digits.json         {"fp32_accuracy", "python_int8_accuracy", "train_seconds", ...} on the held-out split
+  bad_arity.pt, bad_shape.pt, bad_element.pt, corrupt.pt
+                      calibration files fxcpp quantize refuses (tests/cli/quantize.cmake): two
+                      arguments for a one-input model, 3-channel images, a list holding a bare
+                      tensor, and a torch.save file cut in half
 
     digits_fixture.py OUT_DIR
 """
@@ -113,6 +117,13 @@ def main():
     save(os.path.join(out, "digits.test.pt"), (xte.clone(), yte.clone()))
     save(os.path.join(out, "digits.input.pt"), (xte[:64].clone(),))
     save(os.path.join(out, "digits.calib.pt"), calib)
+    save(os.path.join(out, "bad_arity.pt"), (xtr[:8].clone(), xtr[:8].clone()))
+    save(os.path.join(out, "bad_shape.pt"), (torch.zeros(8, 3, 8, 8),))
+    save(os.path.join(out, "bad_element.pt"), [(xtr[:8].clone(),), xtr[8:16].clone()])
+    with open(os.path.join(out, "digits.calib.pt"), "rb") as f:
+        whole = f.read()
+    with open(os.path.join(out, "corrupt.pt"), "wb") as f:
+        f.write(whole[:len(whole) // 2])
     result = {"fp32_accuracy": fp32, "python_int8_accuracy": int8, "test_images": len(yte),
               "train_images": len(ytr), "train_seconds": round(train_seconds, 2),
               "calibration": [CALIB_BATCHES, CALIB_BATCH]}

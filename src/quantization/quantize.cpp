@@ -1,6 +1,8 @@
 // quantize(): prepare, calibrate, convert, lower in one call; load_calibration().
 #include <fx/quantization/quantize.h>
 
+#include "quantization/common.h"
+
 #include <fx/error.h>
 #include <fx/tensor_file.h>
 
@@ -154,6 +156,16 @@ std::shared_ptr<GraphModule> quantize(const std::shared_ptr<GraphModule>& gm, co
   QuantizeReport& r = report ? *report : local;
   r = QuantizeReport{};
   const QConfigMapping mapping = with_skips(*gm, options);
+  if (std::string which; !detail::any_training(*gm, &which)) {
+    at::NoGradGuard no_grad;
+    try {
+      gm->forward(example_inputs);
+    } catch (const std::exception& e) {
+      const std::string cause = one_line(e);
+      throw CalibrationError("quantize: the example inputs do not run the model: " + cause,
+                             CalibrationError::kExampleInputs, cause);
+    }
+  }
   auto prepared = prepare(gm, mapping, example_inputs, &r.prepare);
   {
     at::NoGradGuard no_grad;
@@ -161,8 +173,10 @@ std::shared_ptr<GraphModule> quantize(const std::shared_ptr<GraphModule>& gm, co
       try {
         prepared->forward(calibration_batches[i]);
       } catch (const std::exception& e) {
-        throw Error("quantize: calibration batch " + std::to_string(i) + " of " +
-                    std::to_string(calibration_batches.size()) + " does not run: " + one_line(e));
+        const std::string cause = one_line(e);
+        throw CalibrationError("quantize: calibration batch " + std::to_string(i) + " of " +
+                                   std::to_string(calibration_batches.size()) + " does not run: " + cause,
+                               i, cause);
       }
       ++r.calibration_batches;
       r.calibration_samples += samples_of(calibration_batches[i]);

@@ -385,7 +385,7 @@ std::vector<Engine> prepare_engines(const ModelArgs& args, const std::vector<std
       check_calibration(*gm, batches, args.get("calibration"));
     }
     fx::quantization::QuantizeReport report;
-    auto q = quantize_model(gm, batches, {}, &report);
+    auto q = quantize_model(gm, batches, {}, &report, args.get("calibration", args.get("input")));
     slots[6] = make_engine("fxcpp_int8", "fxcpp int8",
                            "quantize, " + std::to_string(batches.size()) + " calibration batch" +
                                (batches.size() == 1 ? "" : "es"),

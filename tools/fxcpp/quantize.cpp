@@ -33,13 +33,21 @@ void check_calibration(GraphModule& gm, const std::vector<fx::quantization::Cali
 std::shared_ptr<GraphModule> quantize_model(const std::shared_ptr<GraphModule>& gm,
                                             const std::vector<fx::quantization::CalibrationBatch>& batches,
                                             const std::vector<std::string>& skip,
-                                            fx::quantization::QuantizeReport* report, bool lower) {
+                                            fx::quantization::QuantizeReport* report, const std::string& where,
+                                            bool lower) {
   fx::quantization::QuantizeOptions options;
   options.skip = skip;
   options.lower = lower;
   set_activity("quantizing (" + std::to_string(batches.size()) + " calibration batches)");
-  return fx::quantization::quantize(gm, batches.empty() ? std::vector<c10::IValue>{} : batches.front(), batches,
-                                    options, report);
+  try {
+    return fx::quantization::quantize(gm, batches.empty() ? std::vector<c10::IValue>{} : batches.front(), batches,
+                                      options, report);
+  } catch (const fx::quantization::CalibrationError& e) {
+    // The example inputs are the first batch: the file and the batch, one line.
+    const size_t i = e.batch() == fx::quantization::CalibrationError::kExampleInputs ? 0 : e.batch();
+    throw Error(where + ": calibration batch " + std::to_string(i) + " of " + std::to_string(batches.size()) +
+                " does not run on the model: " + e.cause());
+  }
 }
 
 namespace {
@@ -56,7 +64,7 @@ int run_quantize(const std::vector<std::string>& argv) {
   auto gm = import_model(args.model, nullptr, &example, false, data);
   check_calibration(*gm, batches, data);
   fx::quantization::QuantizeReport report;
-  auto q = quantize_model(gm, batches, args.lists["skip"], &report, !args.has("reference"));
+  auto q = quantize_model(gm, batches, args.lists["skip"], &report, data, !args.has("reference"));
   gm.reset();
   if (args.has("report")) std::cout << fx::quantization::format_report(report.nodes);
   std::cout << report.summary() << "\n";

@@ -23,10 +23,12 @@ void check_calibration(GraphModule& gm, const std::vector<fx::quantization::Cali
                        const std::string& path);
 
 /// fx::quantization::quantize of `gm` on `batches` (the first one its example
-/// inputs), keeping `skip` float; `report` gets what it did.
+/// inputs), keeping `skip` float; `report` gets what it did. A batch that
+/// does not run is an fx::Error naming `where` (the calibration file) and the batch.
 std::shared_ptr<GraphModule> quantize_model(const std::shared_ptr<GraphModule>& gm,
                                             const std::vector<fx::quantization::CalibrationBatch>& batches,
                                             const std::vector<std::string>& skip,
-                                            fx::quantization::QuantizeReport* report, bool lower = true);
+                                            fx::quantization::QuantizeReport* report, const std::string& where,
+                                            bool lower = true);
 
 }  // namespace fx::cli

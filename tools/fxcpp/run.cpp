@@ -67,7 +67,7 @@ int run_run(const std::vector<std::string>& argv) {
       std::cerr << "fxcpp run: --quantize without --calibration: calibrated on the input itself\n";
     }
     fx::quantization::QuantizeReport report;
-    gm = quantize_model(gm, batches, {}, &report);
+    gm = quantize_model(gm, batches, {}, &report, args.get("calibration", args.get("input")));
     if (args.has("report") || progress_enabled()) std::cerr << "fxcpp run: " << report.summary() << "\n";
   }
   c10::IValue out;

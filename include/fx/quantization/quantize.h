@@ -10,6 +10,7 @@
 ///     auto int8 = fx::quantization::quantize(gm, batches.front(), batches, {}, &report);
 ///     std::cout << report.str();   // one line per node: quantized or float, and why
 
+#include <fx/error.h>
 #include <fx/graph_module.h>
 #include <fx/quantization/convert.h>
 #include <fx/quantization/lower.h>
@@ -38,6 +39,25 @@ struct QuantizeOptions {
   /// false returns the reference quantized graph (float ops between
   /// quantize / dequantize).
   bool lower = true;
+};
+
+/// A calibration batch (or the example inputs) that does not run the float
+/// or prepared model: which one, and the cause in one line.
+class CalibrationError : public Error {
+ public:
+  /// `batch`: the batch's index, or kExampleInputs.
+  CalibrationError(const std::string& what, size_t batch, std::string cause)
+      : Error(what), batch_(batch), cause_(std::move(cause)) {}
+  /// The index of the batch that failed, or kExampleInputs.
+  size_t batch() const { return batch_; }
+  /// Why, one line ("Given groups=1, weight of size ... (at node conv1)").
+  const std::string& cause() const { return cause_; }
+  /// batch() when the example inputs failed.
+  static constexpr size_t kExampleInputs = ~size_t(0);
+
+ private:
+  size_t batch_;
+  std::string cause_;
 };
 
 /// What quantize() did, stage by stage, and per node.
@@ -69,11 +89,14 @@ struct QuantizeReport {
 /// prepare(gm, options.mapping with options.skip kept float, example_inputs),
 /// a forward of the prepared module on every calibration batch (no grad),
 /// convert(), and with options.lower lower_to_onednn_int8(): the quantized
-/// module, a new GraphModule (`gm` is never changed). Throws fx::Error for
-/// no calibration batches, a skip name that names no module, a calibration
-/// batch that does not run ("quantize: calibration batch 2 of 4 does not
-/// run: <cause>"), and everything prepare / convert / lower refuse (a model
-/// in training mode, one already prepared).
+/// module, a new GraphModule (`gm` is never changed). The example inputs are
+/// run through `gm` first (no grad; not for a model in training mode, which
+/// prepare refuses), so that inputs that do not fit are one line. Throws
+/// fx::Error for no calibration batches, a skip name that names no module,
+/// CalibrationError for example inputs or a calibration batch that do not
+/// run ("quantize: calibration batch 2 of 4 does not run: <cause>"), and
+/// everything prepare / convert / lower refuse (a model in training mode,
+/// one already prepared).
 std::shared_ptr<GraphModule> quantize(const std::shared_ptr<GraphModule>& gm, const std::vector<c10::IValue>& example_inputs,
                                       const std::vector<CalibrationBatch>& calibration_batches,
                                       const QuantizeOptions& options = {}, QuantizeReport* report = nullptr);
