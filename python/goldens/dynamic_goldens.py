@@ -49,12 +49,13 @@ def mlp():
     return nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 8))
 
 
-def build(name, **kw):
+def build(name):
+    """The float model (seeded weights, eval mode) and its seeded input."""
     torch.manual_seed(0)
+    data = torch.Generator().manual_seed(1)
     if name == "encoder":
-        return Encoder(**kw).eval(), torch.randn(kw.get("seq", 16) if False else 16, 2, kw.get("d_model", 64),
-                                                 generator=torch.Generator().manual_seed(1))
-    return mlp().eval(), torch.randn(4, 32, generator=torch.Generator().manual_seed(1))
+        return Encoder().eval(), torch.randn(16, 2, 64, generator=data)
+    return mlp().eval(), torch.randn(4, 32, generator=data)
 
 
 def export(out):

@@ -98,7 +98,9 @@ TEST(QuantizeDynamicPython, EncoderMatchesPython) {
   EXPECT_EQ(count_target(*q, "quantized::linear_dynamic"), 5u);
   EXPECT_EQ(count_target(*q, "aten::linear"), 4u);  // in_proj, out_proj of both layers stay float
   for (const auto& n : r.nodes) {
-    if (n.node == "linear_1") EXPECT_EQ(n.reason, "aten::linear: options.functional is false");
+    if (n.node == "linear_1") {
+      EXPECT_EQ(n.reason, "aten::linear: options.functional is false");
+    }
   }
   const at::Tensor y = run(*q, g->x);
   const double vs_python = (y - g->y_dynamic).abs().max().item<double>();
