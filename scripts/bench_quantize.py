@@ -1,0 +1,132 @@
+#!/usr/bin/python3
+"""`make bench`, issue 22: fxcpp's int8 against Python's int8 and both fp32 optimisers.
+
+Per model (resnet18, resnet50, mobilenet_v2, efficientnet_b0; torchvision, random
+seeded weights with honest batch-norm statistics, 224x224) and batch (1, 8), one
+`fxcpp bench --json --threads 1` child whose engines run interleaved round-robin:
+
+  fxcpp_int8       fx::quantization::quantize (calibrated on NAME.q224.calib.pt, 8 random
+                   images), lowered to oneDNN int8 kernels
+  python_int8      Python's quantize_fx (onednn engine) of the same model on the same
+                   calibration data, traced and frozen (python/quantize_baseline.py), run by
+                   libtorch's quantized kernels in the same process
+  torchscript_opt  TorchScript freeze + optimize_for_inference (fp32), the reference
+  fxcpp_opt        fx::optimize_for_inference (fp32)
+
+Prints a markdown table of median ms and the ratios (int8 / TS-opt, fxcpp int8 /
+Python int8) naming the CPU (lscpu's model name; whether it has avx512_vnni,
+avx_vnni, amx_int8), writes it to BUILD/bench_quantize.md and the raw results to
+BUILD/bench_quantize.json. Models are exported to BUILD/models/NAME.q224.* on first use.
+
+    /usr/bin/python3 scripts/bench_quantize.py [--build build] [--quick] [--seconds S]
+"""
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODELS = ["resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0"]
+ENGINES = ["torchscript_opt", "fxcpp_opt", "python_int8", "fxcpp_int8"]
+SIZE = 224
+
+
+def cpu():
+    """lscpu's model name and the int8 instructions it has."""
+    name, flags = "unknown CPU", set()
+    try:
+        for line in subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout.splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "Model name":
+                name = value.strip()
+            elif key.strip() == "Flags":
+                flags = set(value.split())
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    isa = [f for f in ("avx512_vnni", "avx_vnni", "amx_int8") if f in flags]
+    return name, isa, "avx512f" in flags
+
+
+def export(models_dir, name):
+    """NAME.q224.pt (scripted fp32), .input.pt, .calib.pt, .int8.pt (Python's int8), once."""
+    base = os.path.join(models_dir, name + ".q224")
+    if all(os.path.exists(base + s) for s in (".pt", ".input.pt", ".calib.pt", ".int8.pt")):
+        return base
+    os.makedirs(models_dir, exist_ok=True)
+    print(f"exporting {name} (fp32 and Python's int8)", file=sys.stderr, flush=True)
+    subprocess.run([sys.executable, os.path.join(ROOT, "python", "quantize_baseline.py"), name, "--size", str(SIZE),
+                    "--calibration", base + ".calib.pt", "-o", base + ".int8.pt", "--fp32", base + ".pt",
+                    "--input", base + ".input.pt"], check=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    return base
+
+
+def bench(fxcpp, base, batch, seconds):
+    cmd = [fxcpp, "bench", base + ".pt", "--input", base + ".input.pt", "--calibration", base + ".calib.pt",
+           "--int8-torchscript", base + ".int8.pt", "--threads", "1", "--batch", str(batch), "--seconds",
+           str(seconds), "--warmup", "3", "--json"]
+    for e in ENGINES:
+        cmd += ["--engine", e]
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        return {"error": (out.stderr.strip().splitlines() or ["exit %d" % out.returncode])[-1]}
+    return json.loads(out.stdout)
+
+
+def render(results, cpu_name, isa, avx512):
+    lines = ["## int8 quantization: fxcpp vs Python's int8 (1 thread, 224x224)", "",
+             f"CPU: {cpu_name}; int8 instructions: {', '.join(isa) if isa else 'none (no VNNI: int8 runs without it)'}"
+             f"{'' if avx512 else '; no AVX-512'}. Medians of interleaved rounds (`fxcpp bench --engine ...`), "
+             "ratios to TorchScript's freeze + optimize_for_inference (TS-opt, fp32).", "",
+             "| model | batch | TS-opt fp32 ms | fxcpp-opt fp32 | Python int8 (TS) | fxcpp int8 | fxcpp int8 / Python int8 |",
+             "|---|---|---|---|---|---|---|"]
+    for r in results:
+        if "error" in r:
+            lines.append(f"| {r['model']} | {r['batch']} | {r['error']} | | | | |")
+            continue
+        ms = {e["engine"]: e["median_ms"] for e in r["engines"]}
+        ts = ms.get("torchscript_opt")
+
+        def cell(k):
+            if k not in ms:
+                return "—"
+            return f"{ms[k]:.2f} ms ({ms[k] / ts:.2f}×)" if ts else f"{ms[k]:.2f} ms"
+        vs = f"{ms['fxcpp_int8'] / ms['python_int8']:.2f}" if "fxcpp_int8" in ms and "python_int8" in ms else "—"
+        lines.append(f"| {r['model']} | {r['batch']} | {ts:.2f} | {cell('fxcpp_opt')} | {cell('python_int8')} | "
+                     f"{cell('fxcpp_int8')} | {vs} |")
+    lines += ["", "Targets (issue 22): fxcpp int8 ≤ 0.25× TS-opt on resnet18/50, ≤ 0.40× on mobilenet_v2 and "
+              "efficientnet_b0, ≤ 0.85× Python's int8 everywhere.", ""]
+    return "\n".join(lines)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--quick", action="store_true", help="batch 1 only, 1 s per configuration")
+    p.add_argument("--seconds", type=float, default=4.0, help="timed seconds per configuration")
+    p.add_argument("--models", nargs="*", default=MODELS)
+    a = p.parse_args()
+    build = os.path.abspath(a.build)
+    fxcpp = os.path.join(build, "fxcpp")
+    cpu_name, isa, avx512 = cpu()
+    results = []
+    for name in a.models:
+        base = export(os.path.join(build, "models"), name)
+        for batch in ([1] if a.quick else [1, 8]):
+            print(f"bench {name} batch {batch}", file=sys.stderr, flush=True)
+            r = bench(fxcpp, base, batch, 1.0 if a.quick else a.seconds)
+            r.update({"model": name, "batch": batch})
+            results.append(r)
+    md = render(results, cpu_name, isa, avx512)
+    print(md)
+    with open(os.path.join(build, "bench_quantize.md"), "w") as f:
+        f.write(md)
+    with open(os.path.join(build, "bench_quantize.json"), "w") as f:
+        json.dump({"date": datetime.datetime.utcnow().isoformat() + "Z", "cpu": cpu_name, "isa": isa,
+                   "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
