@@ -15,6 +15,7 @@ one thread), then, into OUT_DIR:
   digits.int8.pt      Python's int8 of the model (python/quantize_baseline.py: quantize_fx,
                       onednn, calibrated on digits.calib.pt), traced and frozen
   digits.json         {"fp32_accuracy", "python_int8_accuracy", "train_seconds", ...} on the held-out split
+  digits.train.pt     torch.jit.script of the model in training mode (which quantize refuses)
   bad_arity.pt, bad_shape.pt, bad_element.pt, corrupt.pt
                       calibration files fxcpp quantize refuses (tests/cli/quantize.cmake): two
                       arguments for a one-input model, 3-channel images, a list holding a bare
@@ -22,6 +23,7 @@ one thread), then, into OUT_DIR:
 
     digits_fixture.py OUT_DIR
 """
+import copy
 import json
 import os
 import sys
@@ -111,6 +113,7 @@ def main():
         os.replace(path + ".tmp", path)
 
     atomic_jit(torch.jit.script(model), os.path.join(out, "digits.script.pt"))
+    atomic_jit(torch.jit.script(copy.deepcopy(model).train()), os.path.join(out, "digits.train.pt"))
     with torch.no_grad():
         atomic_jit(torch.jit.trace(model, example), os.path.join(out, "digits.trace.pt"))
     save_int8_torchscript(q, example, os.path.join(out, "digits.int8.pt"))

@@ -80,7 +80,7 @@ void check_export(const std::string& file, bool lower) {
     EXPECT_TRUE(report.lowered);
     EXPECT_EQ(report.lower.int8_kernels, 3u);  // two convolutions, one linear
   }
-  // Saved and loaded, the same outputs.
+  // Saved and loaded (fx::save of the int8 kernels' packed state), the same outputs.
   const std::string path = ::testing::TempDir() + "digits_" + file + (lower ? ".int8.fx" : ".ref.fx");
   fx::save(*int8, path);
   auto loaded = fx::load(path);

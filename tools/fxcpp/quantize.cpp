@@ -47,6 +47,11 @@ std::shared_ptr<GraphModule> quantize_model(const std::shared_ptr<GraphModule>& 
     const size_t i = e.batch() == fx::quantization::CalibrationError::kExampleInputs ? 0 : e.batch();
     throw Error(where + ": calibration batch " + std::to_string(i) + " of " + std::to_string(batches.size()) +
                 " does not run on the model: " + e.cause());
+  } catch (const Error& e) {
+    // "fxcpp quantize: skip 'x' ...", not "fxcpp quantize: quantize: skip 'x' ..."
+    const std::string what = e.what();
+    if (what.rfind("quantize: ", 0) == 0) throw Error(what.substr(10));
+    throw;
   }
 }
 

@@ -1,0 +1,66 @@
+# fxcpp quantize (issue 22) on the digits CNN of python/digits_fixture.py (fixture
+# fx_digits, tests/quantization/digits.cmake): the per-node report, OUT.fx written
+# and run by `fxcpp run` to the same output as `run --quantize` in one process,
+# run --quantize calibrated on its input, bench's int8 engines, and every refused
+# input one line, exit 2.
+set(FX_DIGITS ${FX_MODELS_DIR}/digits)
+set(FX_QUANT_CLI_DIR ${FX_BIN}/cli_quantize)
+add_test(NAME cli.quantize_digits
+         COMMAND sh -c "mkdir -p \"$2\" && exec \"$0\" quantize \"$1/digits.script.pt\" --calibration \"$1/digits.calib.pt\" -o \"$2/digits.int8.fx\" --report"
+                 ${FX_CLI} ${FX_DIGITS} ${FX_QUANT_CLI_DIR})
+set_tests_properties(cli.quantize_digits PROPERTIES FIXTURES_REQUIRED fx_digits FIXTURES_SETUP fx_digits_int8
+                     TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1" PASS_REGULAR_EXPRESSION
+                     "^conv1  conv1  quantized  int8 oneDNN convolution \\(relu\\)\nconv2  conv2  quantized  int8 oneDNN convolution \\(relu\\)\n[^\n]*\n[^\n]*\nfc  fc  quantized  int8 oneDNN linear\n5 of 5 nodes quantized, 3 int8 kernels, 4 calibration batches \\(256 samples\\)\nwrote [^\n]*digits.int8.fx \\([0-9]+ bytes, [0-9]+ nodes, [0-9]+ storages\\)\n$")
+add_test(NAME cli.quantized_file_same_as_run_quantize
+         COMMAND sh -c "\"$0\" run \"$2/digits.int8.fx\" --input \"$1/digits.input.pt\" -o \"$2/from_file.pt\" >/dev/null && \"$0\" run \"$1/digits.script.pt\" --input \"$1/digits.input.pt\" --quantize --calibration \"$1/digits.calib.pt\" -o \"$2/in_process.pt\" >/dev/null && cmp \"$2/from_file.pt\" \"$2/in_process.pt\" && echo SAME"
+                 ${FX_CLI} ${FX_DIGITS} ${FX_QUANT_CLI_DIR})
+set_tests_properties(cli.quantized_file_same_as_run_quantize PROPERTIES FIXTURES_REQUIRED "fx_digits;fx_digits_int8"
+                     TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1" PASS_REGULAR_EXPRESSION "SAME")
+add_test(NAME cli.run_quantize_on_its_input
+         COMMAND ${FX_CLI} run ${FX_DIGITS}/digits.trace.pt --input ${FX_DIGITS}/digits.input.pt --quantize --report)
+set_tests_properties(cli.run_quantize_on_its_input PROPERTIES FIXTURES_REQUIRED fx_digits TIMEOUT 120
+                     ENVIRONMENT "OMP_NUM_THREADS=1" PASS_REGULAR_EXPRESSION
+                     "^fxcpp run: --quantize without --calibration: calibrated on the input itself\nfxcpp run: 5 of 5 nodes quantized, 3 int8 kernels, 1 calibration batch \\(64 samples\\)\ntensor \\[64, 10\\] Float")
+add_test(NAME cli.bench_int8_engines
+         COMMAND ${FX_CLI} bench ${FX_DIGITS}/digits.script.pt --input ${FX_DIGITS}/digits.input.pt
+                 --calibration ${FX_DIGITS}/digits.calib.pt --int8-torchscript ${FX_DIGITS}/digits.int8.pt
+                 --engine torchscript --engine fxcpp_int8 --engine python_int8 --iters 2 --warmup 0)
+set_tests_properties(cli.bench_int8_engines PROPERTIES FIXTURES_REQUIRED fx_digits TIMEOUT 120
+                     ENVIRONMENT "OMP_NUM_THREADS=1" PASS_REGULAR_EXPRESSION
+                     "\nTorchScript +[0-9.]+ [^\n]*\\(load\\)\nfxcpp int8 +[0-9.]+ [^\n]* [0-9.]+e-0[0-9] [^\n]*\\(quantize, 4 calibration batches\\)\nPython int8 \\(TS\\) +[0-9.]+ [^\n]*\\(load\\)\n")
+
+# Refused inputs: one line, exit 2, the input files unchanged.
+function(fx_cli_quantize_refuses name expect)
+  add_test(NAME cli.${name}
+           COMMAND sh -c "out=$(\"$0\" \"$@\" 2>&1); s=$?; printf '%s\\n' \"$out\"; n=$(printf '%s\\n' \"$out\" | wc -l); [ $s -eq 2 ] && [ $n -eq 1 ] || echo \"fx-cli-bad: exit status $s, $n lines\""
+                   ${FX_CLI} ${ARGN})
+  set_tests_properties(cli.${name} PROPERTIES PASS_REGULAR_EXPRESSION "${expect}" FAIL_REGULAR_EXPRESSION "fx-cli-bad"
+                       FIXTURES_REQUIRED fx_digits TIMEOUT 60 ENVIRONMENT "OMP_NUM_THREADS=1")
+endfunction()
+fx_cli_quantize_refuses(quantize_missing_calibration "^fxcpp quantize: [^\n]*/digits/missing.pt: no such file\n$"
+                        quantize ${FX_DIGITS}/digits.script.pt --calibration ${FX_DIGITS}/missing.pt)
+fx_cli_quantize_refuses(quantize_no_calibration "^fxcpp quantize: --calibration DATA.pt is required\n$"
+                        quantize ${FX_DIGITS}/digits.script.pt)
+fx_cli_quantize_refuses(quantize_calibration_arity
+                        "^fxcpp quantize: [^\n]*/bad_arity.pt: 2 inputs, but the model takes 1 \\(x\\)\n$"
+                        quantize ${FX_DIGITS}/digits.script.pt --calibration ${FX_DIGITS}/bad_arity.pt)
+fx_cli_quantize_refuses(quantize_calibration_shape
+                        "^fxcpp quantize: [^\n]*/bad_shape.pt: calibration batch 0 of 1 does not run on the model: Given groups=1, weight of size \\[16, 1, 3, 3\\], expected input\\[8, 3, 8, 8\\] to have 1 channels, but got 3 channels instead \\(at node conv1\\)\n$"
+                        quantize ${FX_DIGITS}/digits.script.pt --calibration ${FX_DIGITS}/bad_shape.pt)
+fx_cli_quantize_refuses(quantize_calibration_element
+                        "^fxcpp quantize: [^\n]*/bad_element.pt: element 1 is a tensor, not a tuple of forward arguments\n$"
+                        quantize ${FX_DIGITS}/digits.script.pt --calibration ${FX_DIGITS}/bad_element.pt)
+fx_cli_quantize_refuses(quantize_corrupt_calibration
+                        "^fxcpp quantize: [^\n]*/corrupt.pt: damaged zip archive \\(no end of central directory record; the file is truncated\\)\n$"
+                        quantize ${FX_DIGITS}/digits.script.pt --calibration ${FX_DIGITS}/corrupt.pt)
+fx_cli_quantize_refuses(quantize_skip_unknown "^fxcpp quantize: skip 'conv7' names no module or node of the model\n$"
+                        quantize ${FX_DIGITS}/digits.script.pt --calibration ${FX_DIGITS}/digits.calib.pt --skip conv7)
+fx_cli_quantize_refuses(quantize_training_mode
+                        "^fxcpp quantize: prepare: module 'conv1' is in training mode; call eval\\(\\) first: post-training quantization needs inference batch norm and dropout\n$"
+                        quantize ${FX_DIGITS}/digits.train.pt --calibration ${FX_DIGITS}/digits.calib.pt)
+fx_cli_quantize_refuses(run_calibration_without_quantize "^fxcpp run: --calibration goes with --quantize\n$"
+                        run ${FX_DIGITS}/digits.script.pt --input ${FX_DIGITS}/digits.input.pt
+                        --calibration ${FX_DIGITS}/digits.calib.pt)
+fx_cli_quantize_refuses(bench_python_int8_without_file
+                        "^fxcpp bench: --engine python_int8 needs --int8-torchscript FILE \\(python/quantize_baseline.py\\)\n$"
+                        bench ${FX_DIGITS}/digits.script.pt --input ${FX_DIGITS}/digits.input.pt --engine python_int8)
