@@ -58,6 +58,9 @@ void add_str_method() {
   });
 }
 
+/// Graphs loaded by fx::load print their packed layers too.
+[[maybe_unused]] const bool kStrMethodAdded = (add_str_method(), true);
+
 /// Switches to the onednn quantized engine for its lifetime.
 class OnednnEngine {
  public:

@@ -144,6 +144,15 @@ json packed_to_json(const c10::IValue& packed, SaveContext& ctx, const std::stri
 /// unknown keys refused), packed again for this CPU at its first run.
 c10::IValue packed_from_json(const json& doc, LoadContext& ctx, const std::string& where);
 
+// ---- libtorch's packed dynamic linear layers (fx::quantization::quantize_dynamic): dynamic_linear_document.cpp
+/// Whether `value` is a LinearPackedParamsBase (quantized::linear_dynamic's packed weights).
+bool is_dynamic_linear_constant(const c10::IValue& value);
+/// The "dynamic_linear" constant document: the int8 weight's integers, scales,
+/// zero points (tensor table indices), per_channel, and the float bias.
+json dynamic_linear_to_json(const c10::IValue& packed, SaveContext& ctx, const std::string& where);
+/// The packed layer of a "dynamic_linear" document (checked; packed on the onednn engine).
+c10::IValue dynamic_linear_from_json(const json& doc, LoadContext& ctx, const std::string& where);
+
 /// "module 'a.b'" or "the root module".
 std::string module_label(const std::string& path);
 

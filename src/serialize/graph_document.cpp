@@ -96,6 +96,7 @@ json constant_to_json(const c10::IValue& v, SaveContext& ctx, const std::string&
   if (v.isDouble()) return {{"float", float_json(v.toDouble())}};
   if (v.isString()) return v.toStringRef();
   if (is_packed_constant(v)) return {{"packed", packed_to_json(v, ctx, where)}};
+  if (is_dynamic_linear_constant(v)) return {{"dynamic_linear", dynamic_linear_to_json(v, ctx, where)}};
   throw Error(where + ": a constant of type " + v.type()->str() + " cannot be saved");
 }
 
@@ -110,6 +111,7 @@ c10::IValue constant_from_json(const json& j, LoadContext& ctx, const std::strin
     if (key == "tensor") return ctx.tensors.get(value, where);
     if (key == "float") return float_from_json(value, where);
     if (key == "packed") return packed_from_json(value, ctx, where);
+    if (key == "dynamic_linear") return dynamic_linear_from_json(value, ctx, where);
     if (key == "constant_tuple" || key == "constant_list") {
       if (!value.is_array()) bad_type(value, "an array", where + ": " + key);
       std::vector<c10::IValue> items;

@@ -33,11 +33,11 @@
 /// aten::linear calls here, so `functional = false` reproduces Python's
 /// choice exactly.
 ///
-/// The result prints (print_readable) and runs with forward() and under
-/// fx::Interpreter; fx::save refuses it (the
-/// packed weights are a libtorch object fxcpp's file format has no record
-/// for): "fx::save: node 'linear1': a constant of type ... cannot be saved".
-/// Make it again from the float module after fx::load instead.
+/// The result prints (print_readable), runs with forward() and under
+/// fx::Interpreter, and saves with fx::save: the file holds each packed
+/// layer's int8 weight (integers, scales, zero points) and float bias, and
+/// fx::load packs them again (onednn engine), so the loaded module computes
+/// bit for bit what the saved one did.
 ///
 /// The engine: packing needs libtorch's onednn quantized engine (Debian's
 /// libtorch has qnnpack and onednn, no fbgemm); quantize_dynamic switches
