@@ -83,11 +83,7 @@ void check_dtype(c10::ScalarType dtype, const char* what) {
     throw Error(std::string(what) + ": dtype must be float32 or bfloat16, not " + c10::toString(dtype));
 }
 
-dnnl::primitive_attr make_attr(const PostOps& post_ops) {
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  dnnl::post_ops ops;
-  if (post_ops.sum) ops.append_sum(1.f);
+void append_activation(dnnl::post_ops& ops, const PostOps& post_ops) {
   using A = dnnl::algorithm;
   switch (post_ops.activation) {
     case Activation::None: break;
@@ -100,6 +96,14 @@ dnnl::primitive_attr make_attr(const PostOps& post_ops) {
     case Activation::GeluTanh: ops.append_eltwise(1.f, A::eltwise_gelu_tanh, 0.f, 0.f); break;
     case Activation::Tanh: ops.append_eltwise(1.f, A::eltwise_tanh, 0.f, 0.f); break;
   }
+}
+
+dnnl::primitive_attr make_attr(const PostOps& post_ops) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  dnnl::post_ops ops;
+  if (post_ops.sum) ops.append_sum(1.f);
+  append_activation(ops, post_ops);
   attr.set_post_ops(ops);
   return attr;
 }
@@ -135,7 +139,9 @@ at::Tensor make_output(at::IntArrayRef sizes, const at::TensorOptions& options, 
 }
 
 PackedWeights::PackedWeights(at::Tensor plain, dnnl::memory::dims dims, dnnl::memory::format_tag tag)
-    : plain_(std::move(plain)), plain_md_(dims, dnnl::memory::data_type::f32, tag) {}
+    : plain_(std::move(plain)),
+      plain_md_(dims, plain_.scalar_type() == at::kChar ? dnnl::memory::data_type::s8 : dnnl::memory::data_type::f32,
+                tag) {}
 
 dnnl::memory PackedWeights::get(const dnnl::memory::desc& md) {
   {
@@ -175,7 +181,8 @@ dnnl::memory PackedWeights::get(const dnnl::memory::desc& md) {
 at::Tensor PackedWeights::plain(at::IntArrayRef sizes) const {
   std::shared_lock lock(mutex_);
   if (plain_.defined()) return plain_;
-  at::Tensor out = at::empty(sizes, at::TensorOptions().dtype(at::kFloat));
+  const bool int8 = plain_md_.data_type() == dnnl::memory::data_type::s8;
+  at::Tensor out = at::empty(sizes, at::TensorOptions().dtype(int8 ? at::kChar : at::kFloat));
   dnnl::memory source = packed_.front().second;
   dnnl::memory target = memory_of(plain_md_, out);
   dnnl::stream s(engine());

@@ -28,6 +28,9 @@ dnnl::memory::data_type data_type(c10::ScalarType t);
 /// Checks dtype is float or bfloat16 (fx::Error naming `what` otherwise).
 void check_dtype(c10::ScalarType dtype, const char* what);
 
+/// Appends the activation of `post_ops` (nothing for Activation::None) as an eltwise post-op.
+void append_activation(dnnl::post_ops& ops, const PostOps& post_ops);
+
 /// The primitive attributes: user scratchpad, and the post-ops (sum, then
 /// eltwise) of `post_ops`.
 dnnl::primitive_attr make_attr(const PostOps& post_ops);
@@ -50,19 +53,19 @@ at::Tensor make_output(at::IntArrayRef sizes, const at::TensorOptions& options, 
 /// batch sizes (3-d or 4-d), strided inputs read in place.
 at::Tensor matmul(const at::Tensor& self, const at::Tensor& other);
 
-/// A plain (row-major) f32 weight, reordered into the layouts kernels ask for.
+/// A plain (row-major) f32 or int8 weight, reordered into the layouts kernels ask for.
 /// The first layout is made from the plain tensor, which is then dropped;
 /// later layouts (another input shape may pick another kernel) are
 /// reordered from the first. Thread-safe.
 class PackedWeights {
  public:
-  /// `plain` is contiguous f32 with oneDNN dims `dims` and format `tag`.
+  /// `plain` is contiguous f32 or int8 (torch.int8) with oneDNN dims `dims` and format `tag`.
   PackedWeights(at::Tensor plain, dnnl::memory::dims dims, dnnl::memory::format_tag tag);
   /// The weights in layout `md` (made on first request).
   dnnl::memory get(const dnnl::memory::desc& md);
   /// Bytes held by the packed copies.
   size_t bytes() const;
-  /// The weights in the plain layout (f32, `sizes`): the plain tensor while
+  /// The weights in the plain layout (f32 or int8, `sizes`): the plain tensor while
   /// it is kept, else read back from the first packed copy by a reorder
   /// (exact: a bf16 copy gives the bf16 values as f32).
   at::Tensor plain(at::IntArrayRef sizes) const;

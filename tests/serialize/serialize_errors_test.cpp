@@ -233,7 +233,7 @@ TEST(SerializeErrors, BadPackedOperators) {
   EXPECT_EQ(error_with([](json& p) { p["tile"] = 8; }),
             "opt.fx: node 'onednn_conv2d': packed operator: unknown attribute 'tile' of conv2d");
   EXPECT_EQ(error_with([](json& p) { p["op"] = "conv3d"; }),
-            "opt.fx: node 'onednn_conv2d': packed operator: unknown op 'conv3d' (expected conv2d or linear)");
+            "opt.fx: node 'onednn_conv2d': packed operator: unknown op 'conv3d' (expected conv2d, linear, qconv2d or qlinear)");
   EXPECT_EQ(error_with([](json& p) { p["activation"] = "swish"; }),
             "opt.fx: node 'onednn_conv2d': packed operator: unknown activation 'swish'");
   EXPECT_EQ(error_with([](json& p) { p["groups"] = 3; }),

@@ -1,0 +1,315 @@
+// fxcpp::onednn_qconv2d / onednn_qlinear: int8 convolution and linear
+// layers through oneDNN: u8 activations, s8 per-channel weights packed once,
+// requantisation as output scales, bias, residual sum and activation as
+// post-ops.
+//
+// oneDNN 2.x computes dst = post_ops(output_scale * (src_s32 * wei + bias))
+// + dst_zero_point, with the bias in the accumulator's units, so the bias is
+// stored divided by input_scale * weight_scale. With an activation that is
+// scale-equivariant (none, relu, clip) the output scales divide by the
+// output's scale directly and post-ops see the output's units; other
+// activations (silu, hardswish, …) need real values: the output scales give
+// real values and a final linear post-op divides by the output's scale.
+#include "onednn/qpacked_ops.h"
+
+#include <fx/error.h>
+
+#include <ATen/ops/_empty_affine_quantized.h>
+#include <ATen/ops/empty.h>
+
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+namespace fx::onednn::detail {
+namespace {
+
+using dims = dnnl::memory::dims;
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+
+std::string sizes_str(at::IntArrayRef s) {
+  std::ostringstream os;
+  os << s;
+  return os.str();
+}
+
+bool scale_equivariant(const PostOps& p) {
+  return p.activation == Activation::None || p.activation == Activation::Relu || p.activation == Activation::Clip;
+}
+
+void check_qparams(const QuantParams& q, const char* which, const char* op) {
+  if (!(q.scale > 0) || !std::isfinite(q.scale) || q.zero_point < 0 || q.zero_point > 255)
+    throw Error(std::string(op) + ": the " + which + " scale must be > 0 and its zero point in [0, 255], got scale " +
+                std::to_string(q.scale) + ", zero point " + std::to_string(q.zero_point));
+}
+
+bool same_qparams(double scale, int64_t zero_point, const QuantParams& q) {
+  return zero_point == q.zero_point && std::abs(scale - q.scale) <= 1e-6 * q.scale;
+}
+
+std::string qparams_str(double scale, int64_t zero_point) {
+  std::ostringstream os;
+  os << "scale " << scale << ", zero point " << zero_point;
+  return os.str();
+}
+
+dnnl::memory s32_scalar(const int32_t& value) {
+  return dnnl::memory(dnnl::memory::desc({1}, dt::s32, tag::a), engine(), const_cast<int32_t*>(&value));
+}
+
+}  // namespace
+
+PackedQOp::PackedQOp(const PackedQState& state, const char* op, int64_t out_channels)
+    : state_(state), out_channels_(out_channels) {
+  const PackedQState& s = state_;
+  if (!s.weight.defined() || s.weight.scalar_type() != at::kChar)
+    throw Error(std::string(op) + ": the weight must be an int8 (torch.int8) tensor");
+  if (!s.weight_scales.defined() || s.weight_scales.dim() != 1 || s.weight_scales.size(0) != out_channels)
+    throw Error(std::string(op) + ": weight_scales must have one scale per output channel (" +
+                std::to_string(out_channels) + ")");
+  check_qparams(s.input, "input", op);
+  if (!s.output_float) check_qparams(s.output, "output", op);
+  if (s.post_ops.sum) {
+    check_qparams(s.residual, "residual", op);
+    if (s.output_float) throw Error(std::string(op) + ": a residual sum needs a quint8 output");
+  }
+  if (s.post_ops.residual_inplace) throw Error(std::string(op) + ": int8 kernels copy their residual");
+  at::Tensor ws = s.weight_scales.to(at::kDouble).contiguous();
+  real_domain_ = s.output_float || !scale_equivariant(s.post_ops);
+  const double per_output = real_domain_ ? 1.0 : 1.0 / s.output.scale;
+  output_scales_.resize(static_cast<size_t>(out_channels));
+  for (int64_t c = 0; c < out_channels; ++c) {
+    const double w = ws[c].item<double>();
+    if (!(w > 0) || !std::isfinite(w)) throw Error(std::string(op) + ": weight scale " + std::to_string(c) + " is not > 0");
+    output_scales_[static_cast<size_t>(c)] = static_cast<float>(s.input.scale * w * per_output);
+  }
+  if (s.bias && s.bias->defined()) {
+    if (s.bias->dim() != 1 || s.bias->size(0) != out_channels)
+      throw Error(std::string(op) + ": the bias must have " + std::to_string(out_channels) + " elements");
+    bias_ = (s.bias->to(at::kDouble) / (ws * s.input.scale)).to(at::kFloat).contiguous();
+  }
+  src_zero_point_ = static_cast<int32_t>(s.input.zero_point);
+  dst_zero_point_ = s.output_float ? 0 : static_cast<int32_t>(s.output.zero_point);
+}
+
+dnnl::primitive_attr PackedQOp::attr(int scale_mask) const {
+  const PackedQState& s = state_;
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  attr.set_output_scales(scale_mask, output_scales_);
+  const double per_output = real_domain_ ? 1.0 : 1.0 / s.output.scale;
+  dnnl::post_ops ops;
+  if (s.post_ops.sum)
+    ops.append_sum(static_cast<float>(s.residual.scale * per_output), static_cast<int32_t>(s.residual.zero_point));
+  PostOps act = s.post_ops;
+  if (!real_domain_ && act.activation == Activation::Clip) {
+    act.alpha = static_cast<float>(act.alpha * per_output);
+    act.beta = static_cast<float>(act.beta * per_output);
+  }
+  append_activation(ops, act);
+  if (real_domain_ && !s.output_float)
+    ops.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, static_cast<float>(1.0 / s.output.scale), 0.f);
+  attr.set_post_ops(ops);
+  if (src_zero_point_ != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  if (dst_zero_point_ != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+  return attr;
+}
+
+void PackedQOp::check_input(const at::Tensor& input, const char* what) const {
+  if (!input.defined() || input.scalar_type() != at::kQUInt8 || input.qscheme() != at::kPerTensorAffine)
+    throw Error(std::string(what) + ": the input must be a quint8 per-tensor quantized tensor, got " +
+                (input.defined() ? std::string(c10::toString(input.scalar_type())) : std::string("None")));
+  if (!same_qparams(input.q_scale(), input.q_zero_point(), state_.input))
+    throw Error(std::string(what) + ": the input is quantized with " +
+                qparams_str(input.q_scale(), input.q_zero_point()) + ", the kernel was packed for " +
+                qparams_str(state_.input.scale, state_.input.zero_point));
+}
+
+at::Tensor PackedQOp::make_output(at::IntArrayRef sizes, at::MemoryFormat format,
+                                  const c10::optional<at::Tensor>& residual, const char* what) const {
+  const PackedQState& s = state_;
+  if (s.output_float) return at::empty(sizes, at::TensorOptions().dtype(at::kFloat).memory_format(format));
+  at::Tensor out = at::_empty_affine_quantized(sizes, at::TensorOptions().dtype(at::kQUInt8), s.output.scale,
+                                               s.output.zero_point, format);
+  if (!s.post_ops.sum) return out;
+  if (!residual || !residual->defined() || residual->sizes() != sizes || residual->scalar_type() != at::kQUInt8 ||
+      residual->qscheme() != at::kPerTensorAffine)
+    throw Error(std::string(what) + ": the residual must be a quint8 tensor of the output's shape " + sizes_str(sizes));
+  if (!same_qparams(residual->q_scale(), residual->q_zero_point(), s.residual))
+    throw Error(std::string(what) + ": the residual is quantized with " +
+                qparams_str(residual->q_scale(), residual->q_zero_point()) + ", the kernel was packed for " +
+                qparams_str(s.residual.scale, s.residual.zero_point));
+  at::Tensor r = residual->contiguous(format);
+  std::memcpy(out.data_ptr(), r.data_ptr(), static_cast<size_t>(r.numel()));
+  return out;
+}
+
+void PackedQOp::add_args(std::unordered_map<int, dnnl::memory>& args, const dnnl::memory::desc& bias) const {
+  if (bias_.defined()) args.emplace(DNNL_ARG_BIAS, memory_of(bias, bias_));
+  if (src_zero_point_ != 0) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, s32_scalar(src_zero_point_));
+  if (dst_zero_point_ != 0) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, s32_scalar(dst_zero_point_));
+}
+
+std::string PackedQOp::str_suffix() const {
+  const PackedQState& s = state_;
+  std::ostringstream os;
+  if (!bias_.defined()) os << ", bias=False";
+  const std::string p = s.post_ops.str();
+  if (!p.empty()) os << ", " << p;
+  if (s.output_float)
+    os << ", float output";
+  else
+    os << ", scale=" << s.output.scale << ", zero_point=" << s.output.zero_point;
+  os << ")";
+  return os.str();
+}
+
+// ---- convolution ----------------------------------------------------------
+
+PackedQConv::PackedQConv(const PackedQState& state)
+    : PackedQOp(state, "onednn_qconv2d", state.weight.defined() && state.weight.dim() > 0 ? state.weight.size(0) : 0) {
+  const PackedQState& s = state_;
+  const ConvParams& p = s.params;
+  if (s.weight.dim() != 4) throw Error("onednn_qconv2d: the weight must be [out, in / groups, kh, kw]");
+  for (const auto* v : {&p.stride, &p.padding, &p.dilation})
+    if (v->size() != 2) throw Error("onednn_qconv2d: stride, padding and dilation must have two values");
+  if (p.groups < 1 || out_channels_ % p.groups != 0)
+    throw Error("onednn_qconv2d: groups must divide the " + std::to_string(out_channels_) + " output channels");
+  in_channels_ = s.weight.size(1) * p.groups;
+  kh_ = s.weight.size(2);
+  kw_ = s.weight.size(3);
+  const int64_t g = p.groups;
+  at::Tensor plain = s.weight.contiguous();
+  if (g == 1)
+    weights_ = std::make_unique<PackedWeights>(plain, dims{out_channels_, in_channels_, kh_, kw_}, tag::oihw);
+  else
+    weights_ = std::make_unique<PackedWeights>(plain, dims{g, out_channels_ / g, in_channels_ / g, kh_, kw_},
+                                               tag::goihw);
+}
+
+std::vector<int64_t> PackedQConv::output_sizes(at::IntArrayRef s) const {
+  const ConvParams& p = state_.params;
+  std::vector<int64_t> out{s[0], out_channels_, 0, 0};
+  const int64_t k[2] = {kh_, kw_};
+  for (int i = 0; i < 2; ++i) {
+    const int64_t extent = p.dilation[i] * (k[i] - 1) + 1;
+    if (s[2 + i] + 2 * p.padding[i] < extent)
+      throw Error("onednn_qconv2d: input " + sizes_str(s) + " is smaller than the kernel");
+    out[2 + i] = (s[2 + i] + 2 * p.padding[i] - extent) / p.stride[i] + 1;
+  }
+  return out;
+}
+
+std::shared_ptr<const PackedQConv::Kernel> PackedQConv::kernel(at::IntArrayRef sizes) const {
+  return kernels_.get(sizes.vec(), [&] {
+    const ConvParams& p = state_.params;
+    const std::vector<int64_t> out = output_sizes(sizes);
+    dnnl::memory::desc src(dims(sizes.begin(), sizes.end()), dt::u8, tag::nhwc);
+    dnnl::memory::desc dst(dims(out.begin(), out.end()), state_.output_float ? dt::f32 : dt::u8, tag::nhwc);
+    const int64_t g = p.groups;
+    dims wdims = g == 1 ? dims{out_channels_, in_channels_, kh_, kw_}
+                        : dims{g, out_channels_ / g, in_channels_ / g, kh_, kw_};
+    dnnl::memory::desc wei(wdims, dt::s8, tag::any);
+    dnnl::memory::desc bias;
+    if (bias_.defined()) bias = dnnl::memory::desc({out_channels_}, dt::f32, tag::a);
+    dims stride(p.stride.begin(), p.stride.end());
+    dims dilate{p.dilation[0] - 1, p.dilation[1] - 1};
+    dims pad(p.padding.begin(), p.padding.end());
+    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
+                                      wei, bias, dst, stride, dilate, pad, pad);
+    // Output scales per output channel: dimension 1 (of g*oc for grouped convolutions too).
+    dnnl::convolution_forward::primitive_desc pd(d, attr(1 << 1), engine());
+    return Kernel{dnnl::convolution_forward(pd), weights_->get(pd.weights_desc()), src, dst,
+                  pd.scratchpad_desc().get_size(), pd.impl_info_str()};
+  });
+}
+
+at::Tensor PackedQConv::run(const at::Tensor& input, const c10::optional<at::Tensor>& residual) const {
+  check_input(input, "onednn_qconv2d");
+  if (input.dim() != 4 || input.size(1) != in_channels_)
+    throw Error("onednn_qconv2d: expected an input [N, " + std::to_string(in_channels_) + ", H, W], got " +
+                sizes_str(input.sizes()));
+  at::Tensor x = input.contiguous(at::MemoryFormat::ChannelsLast);
+  const std::vector<int64_t> out_sizes = output_sizes(x.sizes());
+  auto k = kernel(x.sizes());
+  at::Tensor out = make_output(out_sizes, at::MemoryFormat::ChannelsLast, residual, "onednn_qconv2d");
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, memory_of(k->src, x)},
+                                             {DNNL_ARG_WEIGHTS, k->weights},
+                                             {DNNL_ARG_DST, memory_of(k->dst, out)}};
+  add_args(args, dnnl::memory::desc({out_channels_}, dt::f32, tag::a));
+  execute(k->primitive, args, k->scratchpad_bytes);
+  return out;
+}
+
+std::string PackedQConv::implementation(at::IntArrayRef sizes) const { return kernel(sizes)->implementation; }
+
+std::string PackedQConv::str() const {
+  const ConvParams& p = state_.params;
+  std::ostringstream os;
+  os << "QConv2d(" << in_channels_ << ", " << out_channels_ << ", kernel=(" << kh_ << ", " << kw_ << ")";
+  if (p.stride != std::vector<int64_t>{1, 1}) os << ", stride=" << sizes_str(p.stride);
+  if (p.padding != std::vector<int64_t>{0, 0}) os << ", padding=" << sizes_str(p.padding);
+  if (p.dilation != std::vector<int64_t>{1, 1}) os << ", dilation=" << sizes_str(p.dilation);
+  if (p.groups != 1) os << ", groups=" << p.groups;
+  return os.str() + str_suffix();
+}
+
+// ---- linear ---------------------------------------------------------------
+
+PackedQLinear::PackedQLinear(const PackedQState& state)
+    : PackedQOp(state, "onednn_qlinear", state.weight.defined() && state.weight.dim() > 0 ? state.weight.size(0) : 0) {
+  const PackedQState& s = state_;
+  if (s.weight.dim() != 2) throw Error("onednn_qlinear: the weight must be [out_features, in_features]");
+  if (s.post_ops.sum) throw Error("onednn_qlinear: no residual sum");
+  in_features_ = s.weight.size(1);
+  // The plain [out, in] row-major weight is the {in, out} matrix in layout ba.
+  weights_ = std::make_unique<PackedWeights>(s.weight.contiguous(), dims{in_features_, out_channels_}, tag::ba);
+}
+
+std::shared_ptr<const PackedQLinear::Kernel> PackedQLinear::kernel(int64_t rows) const {
+  return kernels_.get(rows, [&] {
+    dnnl::memory::desc src({rows, in_features_}, dt::u8, tag::ab);
+    dnnl::memory::desc dst({rows, out_channels_}, state_.output_float ? dt::f32 : dt::u8, tag::ab);
+    dnnl::memory::desc wei({in_features_, out_channels_}, dt::s8, tag::any);
+    dnnl::memory::desc bias;
+    if (bias_.defined()) bias = dnnl::memory::desc({1, out_channels_}, dt::f32, tag::ab);
+    dnnl::matmul::desc d(src, wei, bias, dst);
+    dnnl::matmul::primitive_desc pd(d, attr(1 << 1), engine());
+    return Kernel{dnnl::matmul(pd), weights_->get(pd.weights_desc()), src, dst, pd.scratchpad_desc().get_size(),
+                  pd.impl_info_str()};
+  });
+}
+
+at::Tensor PackedQLinear::run(const at::Tensor& input) const {
+  check_input(input, "onednn_qlinear");
+  if (input.dim() < 1 || input.size(-1) != in_features_)
+    throw Error("onednn_qlinear: expected an input [..., " + std::to_string(in_features_) + "], got " +
+                sizes_str(input.sizes()));
+  at::Tensor x = input.contiguous();
+  const int64_t rows = x.numel() / in_features_;
+  std::vector<int64_t> out_sizes = input.sizes().vec();
+  out_sizes.back() = out_channels_;
+  at::Tensor out = make_output(out_sizes, at::MemoryFormat::Contiguous, c10::nullopt, "onednn_qlinear");
+  auto k = kernel(rows);
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, memory_of(k->src, x)},
+                                             {DNNL_ARG_WEIGHTS, k->weights},
+                                             {DNNL_ARG_DST, memory_of(k->dst, out)}};
+  add_args(args, dnnl::memory::desc({1, out_channels_}, dt::f32, tag::ab));
+  execute(k->primitive, args, k->scratchpad_bytes);
+  return out;
+}
+
+std::string PackedQLinear::implementation(at::IntArrayRef sizes) const {
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < sizes.size(); ++i) rows *= sizes[i];
+  return kernel(rows)->implementation;
+}
+
+std::string PackedQLinear::str() const {
+  std::ostringstream os;
+  os << "QLinear(" << in_features_ << ", " << out_channels_;
+  return os.str() + str_suffix();
+}
+
+}  // namespace fx::onednn::detail

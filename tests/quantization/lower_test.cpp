@@ -1,0 +1,264 @@
+// lower_to_onednn_int8 and the int8 oneDNN kernels: each kernel against the
+// reference arithmetic (dequantize → float op → quantize), the lowered small
+// network against its reference graph (within one quantum), graph structure,
+// the report, and errors.
+#include "quant_test_util.h"
+
+#include "../common/error_of.h"
+
+#include <fx/error.h>
+#include <fx/onednn_int8.h>
+#include <fx/quantization/convert.h>
+#include <fx/quantization/lower.h>
+#include <fx/quantization/prepare.h>
+#include <fx/serialize.h>
+
+#include <ATen/ops/_empty_affine_quantized.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+namespace {
+
+using namespace fx::quantization;
+using fx::onednn::PackedQState;
+using fx::onednn::QuantParams;
+using fx_test::error_of;
+
+at::Tensor q(const at::Tensor& x, QuantParams p) { return at::quantize_per_tensor(x, p.scale, p.zero_point, at::kQUInt8); }
+
+/// Random int8 weights and their per-channel scales.
+void random_weight(PackedQState& s, std::vector<int64_t> sizes) {
+  s.weight = torch::randint(-127, 128, sizes, torch::kChar);
+  s.weight_scales = torch::rand({sizes[0]}) * 0.02 + 0.005;
+}
+
+/// The float weight dequantize(quantize_per_channel) gives.
+at::Tensor float_weight(const PackedQState& s) {
+  std::vector<int64_t> shape(static_cast<size_t>(s.weight.dim()), 1);
+  shape[0] = -1;
+  return s.weight.to(at::kFloat) * s.weight_scales.view(shape);
+}
+
+at::Tensor activation(const at::Tensor& x, const fx::onednn::PostOps& p) {
+  using fx::onednn::Activation;
+  switch (p.activation) {
+    case Activation::Relu: return torch::relu(x);
+    case Activation::Clip: return torch::clamp(x, p.alpha, p.beta);
+    case Activation::Silu: return torch::silu(x);
+    case Activation::Hardswish: return torch::hardswish(x);
+    default: return x;
+  }
+}
+
+at::Tensor run_qconv(const c10::IValue& packed, const at::Tensor& x, const c10::optional<at::Tensor>& r = c10::nullopt) {
+  static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("fxcpp::onednn_qconv2d", "");
+  auto stack = std::vector<c10::IValue>{x, packed, r ? c10::IValue(*r) : c10::IValue()};
+  op.callBoxed(&stack);
+  return stack[0].toTensor();
+}
+
+/// Integer distance between two quint8 tensors of the same qparams.
+int64_t max_int_diff(const at::Tensor& a, const at::Tensor& b) {
+  return (a.int_repr().to(at::kInt) - b.int_repr().to(at::kInt)).abs().max().item<int64_t>();
+}
+
+struct ConvCase {
+  const char* name;
+  int64_t in, out, k, stride, pad, groups;
+  fx::onednn::Activation act;
+  QuantParams input, output;
+  bool residual;
+};
+
+class QConvKernel : public ::testing::TestWithParam<ConvCase> {};
+
+TEST_P(QConvKernel, MatchesReferenceArithmetic) {
+  const ConvCase& c = GetParam();
+  torch::manual_seed(3);
+  PackedQState s;
+  random_weight(s, {c.out, c.in / c.groups, c.k, c.k});
+  s.bias = torch::randn({c.out}) * 0.3;
+  s.params.stride = {c.stride, c.stride};
+  s.params.padding = {c.pad, c.pad};
+  s.params.groups = c.groups;
+  s.post_ops.activation = c.act;
+  if (c.act == fx::onednn::Activation::Clip) s.post_ops.beta = 6.f;
+  s.input = c.input;
+  s.output = c.output;
+  at::Tensor x = q(torch::randn({2, c.in, 9, 9}).abs() * (c.input.zero_point ? 1.0 : 0.5) -
+                       (c.input.zero_point ? 0.5 : 0.0),
+                   c.input);
+  c10::optional<at::Tensor> r;
+  if (c.residual) {
+    s.post_ops.sum = true;
+    s.residual = {0.03, 100};
+    const int64_t oh = (9 + 2 * c.pad - c.k) / c.stride + 1;
+    r = q(torch::randn({2, c.out, oh, oh}), s.residual).contiguous(at::MemoryFormat::ChannelsLast);
+  }
+  c10::IValue packed = fx::onednn::pack_int8(s);
+  at::Tensor got = run_qconv(packed, x, r);
+  at::Tensor ref = torch::conv2d(x.dequantize(), float_weight(s), *s.bias, s.params.stride, s.params.padding,
+                                 s.params.dilation, c.groups);
+  if (r) ref = ref + r->dequantize();
+  ref = q(activation(ref, s.post_ops), s.output);
+  ASSERT_EQ(got.scalar_type(), at::kQUInt8);
+  EXPECT_EQ(got.q_scale(), s.output.scale);
+  EXPECT_EQ(got.q_zero_point(), s.output.zero_point);
+  EXPECT_EQ(got.sizes(), ref.sizes());
+  EXPECT_TRUE(got.is_contiguous(at::MemoryFormat::ChannelsLast));
+  // Rounding of a float computed in another order: at most one step apart.
+  EXPECT_LE(max_int_diff(got, ref), 1) << fx::onednn::describe_int8(packed);
+  // Not a degenerate case: the output spans many steps.
+  EXPECT_GT(got.int_repr().to(at::kInt).max().item<int>() - got.int_repr().to(at::kInt).min().item<int>(), 40);
+}
+
+using A = fx::onednn::Activation;
+INSTANTIATE_TEST_SUITE_P(
+    Cases, QConvKernel,
+    ::testing::Values(ConvCase{"relu3x3", 16, 32, 3, 1, 1, 1, A::Relu, {0.02, 0}, {0.05, 0}, false},
+                      ConvCase{"stem_input_zero_point", 3, 16, 3, 2, 1, 1, A::Relu, {0.02, 128}, {0.05, 0}, false},
+                      ConvCase{"no_activation_output_zero_point", 16, 8, 1, 1, 0, 1, A::None, {0.02, 0}, {0.05, 120}, false},
+                      ConvCase{"depthwise_clip", 16, 16, 3, 1, 1, 16, A::Clip, {0.02, 0}, {0.03, 0}, false},
+                      ConvCase{"silu_real_domain", 16, 16, 3, 1, 1, 1, A::Silu, {0.02, 0}, {0.04, 20}, false},
+                      ConvCase{"hardswish_real_domain", 8, 16, 1, 1, 0, 1, A::Hardswish, {0.02, 0}, {0.04, 30}, false},
+                      ConvCase{"residual_relu", 16, 16, 3, 1, 1, 1, A::Relu, {0.02, 0}, {0.05, 0}, true},
+                      ConvCase{"residual_no_activation", 16, 16, 1, 1, 0, 1, A::None, {0.02, 0}, {0.06, 128}, true}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(QLinearKernel, MatchesReferenceArithmetic) {
+  torch::manual_seed(4);
+  for (bool relu : {false, true}) {
+    for (bool to_float : {false, true}) {
+      PackedQState s;
+      s.kind = fx::onednn::PackedState::Kind::Linear;
+      random_weight(s, {24, 40});
+      s.bias = torch::randn({24}) * 0.3;
+      if (relu) s.post_ops.activation = A::Relu;
+      s.input = {0.02, 128};
+      s.output = {0.05, relu ? 0 : 128};
+      s.output_float = to_float;
+      at::Tensor x = q(torch::randn({5, 40}), s.input);
+      static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("fxcpp::onednn_qlinear", "");
+      auto stack = std::vector<c10::IValue>{x, fx::onednn::pack_int8(s)};
+      op.callBoxed(&stack);
+      at::Tensor got = stack[0].toTensor();
+      at::Tensor ref = torch::linear(x.dequantize(), float_weight(s), *s.bias);
+      if (relu) ref = torch::relu(ref);
+      if (to_float) {
+        ASSERT_EQ(got.scalar_type(), at::kFloat);
+        EXPECT_TRUE(torch::allclose(got, ref, 1e-4, 1e-4)) << (got - ref).abs().max();
+      } else {
+        EXPECT_LE(max_int_diff(got, q(ref, s.output)), 1);
+      }
+    }
+  }
+}
+
+TEST(QConvKernel, Errors) {
+  PackedQState s;
+  random_weight(s, {8, 4, 3, 3});
+  s.input = {0.02, 0};
+  s.output = {0.05, 0};
+  c10::IValue packed = fx::onednn::pack_int8(s);
+  EXPECT_EQ(error_of([&] { run_qconv(packed, q(torch::rand({1, 4, 5, 5}), {0.03, 0})); }),
+            "onednn_qconv2d: the input is quantized with scale 0.03, zero point 0, the kernel was packed for scale "
+            "0.02, zero point 0");
+  EXPECT_EQ(error_of([&] { run_qconv(packed, torch::rand({1, 4, 5, 5})); }),
+            "onednn_qconv2d: the input must be a quint8 per-tensor quantized tensor, got Float");
+  EXPECT_EQ(error_of([&] { run_qconv(packed, q(torch::rand({1, 3, 5, 5}), s.input)); }),
+            "onednn_qconv2d: expected an input [N, 4, H, W], got [1, 3, 5, 5]");
+  PackedQState bad = s;
+  bad.weight = bad.weight.to(at::kFloat);
+  EXPECT_EQ(error_of([&] { fx::onednn::pack_int8(bad); }), "onednn_qconv2d: the weight must be an int8 (torch.int8) tensor");
+  bad = s;
+  bad.output = {0.05, 300};
+  EXPECT_EQ(error_of([&] { fx::onednn::pack_int8(bad); }),
+            "onednn_qconv2d: the output scale must be > 0 and its zero point in [0, 255], got scale 0.050000, zero "
+            "point 300");
+}
+
+// ---- the pass ------------------------------------------------------------------
+
+std::shared_ptr<fx::GraphModule> reference_of_small_net() {
+  auto prepared = prepare(quant_test::small_net(), get_default_qconfig_mapping("onednn"), {quant_test::small_input(1)});
+  for (int64_t seed = 1; seed <= 8; ++seed) prepared->forward({quant_test::small_input(seed, 4)});
+  return convert(prepared);
+}
+
+std::string targets(const fx::GraphModule& gm) {
+  std::string s;
+  for (const fx::Node* n : gm.graph().nodes())
+    if (n->op() == fx::Opcode::CallFunction || n->op() == fx::Opcode::CallMethod || n->op() == fx::Opcode::CallModule)
+      s += n->name() + "=" + n->target() + " ";
+  return s;
+}
+
+TEST(LowerInt8, SmallNetStructureAndValues) {
+  auto reference = reference_of_small_net();
+  const std::string before = targets(*reference);
+  LowerReport report;
+  auto lowered = lower_to_onednn_int8(reference, &report);
+  EXPECT_EQ(targets(*reference), before);  // the input is not changed
+  EXPECT_EQ(report.int8_kernels, 3u);
+  // conv1 (+relu) and conv2 with the residual add and relu2 fused, max pool and flatten on
+  // quint8; fc int8, its output dequantized and the functional relu in float between dq and q.
+  EXPECT_EQ(targets(*lowered),
+            "quantize_per_tensor=aten::quantize_per_tensor.tensor_qparams conv1=fxcpp::onednn_qconv2d "
+            "pool=aten::max_pool2d conv2=fxcpp::onednn_qconv2d flatten=aten::flatten fc=fxcpp::onednn_qlinear "
+            "dequantize_9=dequantize ")
+      << lowered->print_readable();
+  const std::string table = report.str();
+  EXPECT_NE(table.find("conv2  aten::conv2d  quantized  int8 oneDNN convolution, +residual, relu"), std::string::npos) << table;
+  EXPECT_NE(table.find("add  aten::add  quantized  fused into conv2 (residual sum)"), std::string::npos) << table;
+  EXPECT_NE(table.find("pool  aten::max_pool2d  quantized  runs on quint8"), std::string::npos) << table;
+  // Within two quanta of the output's scale of the reference graph: each kernel rounds where the
+  // reference rounds (up to one step apart), and the fused residual sum skips the reference's
+  // rounding of conv2's own output, which the 64 inputs of fc can add up to one more step.
+  double scale = 0;
+  for (const fx::Node* n : lowered->graph().nodes())
+    if (n->name() == "fc") scale = fx::onednn::packed_int8_state(n->args()[1].to_ivalue()).output.scale;
+  ASSERT_GT(scale, 0);
+  for (int64_t seed = 20; seed < 24; ++seed) {
+    at::Tensor x = quant_test::small_input(seed, 3);
+    at::Tensor want = reference->forward({x}).toTensor();
+    at::Tensor got = lowered->forward({x}).toTensor();
+    EXPECT_LE((got - want).abs().max().item<double>(), scale * 2.01) << "seed " << seed;
+    EXPECT_LE((got - want).abs().mean().item<double>(), scale * 0.5) << "seed " << seed;
+    EXPECT_GT(want.abs().max().item<double>(), 10 * scale);
+  }
+  // The float weights are not kept.
+  for (const auto& p : lowered->named_parameters()) ADD_FAILURE() << "kept " << p.key();
+}
+
+TEST(LowerInt8, SaveLoadBitForBit) {
+  auto lowered = lower_to_onednn_int8(reference_of_small_net());
+  const std::string path = ::testing::TempDir() + "/small_int8.fx";
+  fx::save(*lowered, path);
+  auto loaded = fx::load(path);
+  EXPECT_EQ(targets(*loaded), targets(*lowered));
+  for (int64_t seed = 30; seed < 33; ++seed) {
+    at::Tensor x = quant_test::small_input(seed, 2);
+    EXPECT_TRUE(at::equal(loaded->forward({x}).toTensor(), lowered->forward({x}).toTensor()));
+  }
+  // The kernels' state survives: int8 weights, scales, qparams.
+  for (const fx::Node* n : loaded->graph().nodes()) {
+    if (n->target() != "fxcpp::onednn_qconv2d" || n->name() != "conv2") continue;
+    auto s = fx::onednn::packed_int8_state(n->args()[1].to_ivalue());
+    EXPECT_EQ(s.weight.scalar_type(), at::kChar);
+    EXPECT_TRUE(s.post_ops.sum);
+    EXPECT_EQ(s.post_ops.activation, fx::onednn::Activation::Relu);
+  }
+}
+
+TEST(LowerInt8, Errors) {
+  auto gm = quant_test::small_net();
+  EXPECT_EQ(error_of([&] { lower_to_onednn_int8(gm); }),
+            "lower_to_onednn_int8: the graph has no quantize_per_tensor node to quint8: convert() a prepared, "
+            "calibrated module first");
+  gm->train();
+  EXPECT_EQ(error_of([&] { lower_to_onednn_int8(gm); }),
+            "lower_to_onednn_int8: module 'conv1' is in training mode; call eval() first");
+}
+
+}  // namespace
