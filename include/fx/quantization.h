@@ -7,9 +7,14 @@
 ///     auto prepared = fx::quantization::prepare(gm, fx::quantization::get_default_qconfig_mapping("onednn"), {x});
 ///     for (auto& batch : calibration) prepared->forward({batch});
 ///     auto reference = fx::quantization::convert(prepared);   // examples/quantize.cpp
+///
+/// Dynamic quantization of linear layers (no calibration), as quantize_dynamic:
+///
+///     auto int8 = fx::quantization::quantize_dynamic(gm);    // fx/quantization/quantize_dynamic.h
 
 #include <fx/quantization/convert.h>
 #include <fx/quantization/fuse.h>
 #include <fx/quantization/observers.h>
 #include <fx/quantization/prepare.h>
 #include <fx/quantization/qconfig.h>
+#include <fx/quantization/quantize_dynamic.h>
