@@ -13,6 +13,7 @@
 #include <fx/import.h>
 #include <fx/module_attributes.h>
 #include <fx/quantization/convert.h>
+#include <fx/quantization/lower.h>
 #include <fx/quantization/prepare.h>
 #include <fx/tensor_file.h>
 
@@ -149,6 +150,22 @@ void check_model(const std::string& model, const std::string& mapping_name) {
   torch::jit::Module scripted = fx::to_torchscript(*ref);
   EXPECT_TRUE(at::equal(scripted.forward({test}).toTensor().reshape(-1), y));
   EXPECT_LE(d_q, py_d + quantum * 1.001);
+  // Lowered to oneDNN int8 kernels: close to Python's quantized model (its int8 kernels round
+  // where the reference graph rounds; fxcpp's fused residual sums skip one rounding).
+  LowerReport lreport;
+  auto lowered = lower_to_onednn_int8(ref, &lreport);
+  at::Tensor yl;
+  {
+    at::NoGradGuard no_grad;
+    yl = lowered->forward({test}).toTensor().reshape(-1);
+  }
+  const double l_ref = (yl - y).abs().max().item<double>(), l_q = (yl - py_q).abs().max().item<double>();
+  std::cout << model << " " << mapping_name << ": " << lreport.int8_kernels
+            << " int8 kernels; |lowered - fxcpp reference| = " << l_ref / quantum
+            << " quanta, |lowered - python quantized| = " << l_q / quantum << " quanta; relative error "
+            << ((yl - py_q).norm() / py_q.norm()).item<double>() << "\n";
+  EXPECT_GT(lreport.int8_kernels, creport.quantized_weights / 2);
+  EXPECT_LE((yl - py_q).norm().item<double>(), 0.05 * py_q.norm().item<double>());
 }
 
 TEST(QuantizationModels, resnet18_onednn) { check_model("resnet18", "onednn"); }
