@@ -7,12 +7,14 @@
 // calibration batches, converts, and checks that the reference int8 model
 // stays close to the float one. Prints what was quantized and the generated
 // code of the reference graph (quantize_per_tensor → dequantize around each
-// float op, conv on dequantized int8 weights).
+// float op, conv on dequantized int8 weights). Then the same in one call,
+// fx::quantization::quantize, lowered to oneDNN's int8 kernels.
 //
 //   build/examples/quantize
 #include <fx/examples/residual_net.h>
 #include <fx/quantization/convert.h>
 #include <fx/quantization/prepare.h>
+#include <fx/quantization/quantize.h>
 #include <fx/trace.h>
 
 #include <ATen/ATen.h>
@@ -51,7 +53,19 @@ int main() {
   at::Tensor y = int8->forward(x);
   const double error = (y - expected).abs().max().item<double>() / expected.abs().max().item<double>();
   std::cout << "int8 reference vs float: max error " << error << " of the output range\n";
-  if (converted.quantized_weights != 4 || error > 0.1) {
+
+  // 4. All of it in one call (fx/quantization/quantize.h), lowered to oneDNN's
+  //    int8 kernels: u8 activations, s8 weights packed once, requantisation,
+  //    bias, ReLU and the residual add fused into each convolution.
+  std::vector<q::CalibrationBatch> batches;
+  for (int i = 0; i < 8; ++i) batches.push_back({at::randn({4, 3, 32, 32})});
+  q::QuantizeReport quantized;
+  auto lowered = q::quantize(gm, {at::randn({1, 3, 32, 32})}, batches, {}, &quantized);
+  std::cout << quantized.str();
+  const at::Tensor z = lowered->forward(x);
+  const double lowered_error = (z - expected).abs().max().item<double>() / expected.abs().max().item<double>();
+  std::cout << "int8 oneDNN vs float: max error " << lowered_error << " of the output range\n";
+  if (converted.quantized_weights != 4 || error > 0.1 || quantized.lower.int8_kernels == 0 || lowered_error > 0.1) {
     std::cerr << "unexpected result\n";
     return 1;
   }

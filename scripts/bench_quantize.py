@@ -58,7 +58,8 @@ def export(models_dir, name):
     print(f"exporting {name} (fp32 and Python's int8)", file=sys.stderr, flush=True)
     subprocess.run([sys.executable, os.path.join(ROOT, "python", "quantize_baseline.py"), name, "--size", str(SIZE),
                     "--calibration", base + ".calib.pt", "-o", base + ".int8.pt", "--fp32", base + ".pt",
-                    "--input", base + ".input.pt"], check=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+                    "--input", base + ".input.pt"], check=True, stdout=sys.stderr,
+                   env=dict(os.environ, OMP_NUM_THREADS="1"))
     return base
 
 
