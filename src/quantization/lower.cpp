@@ -65,6 +65,9 @@ class Lowering {
       if (!erased_.count(n)) lower_layer(n);
     order.assign(g_.nodes().begin(), g_.nodes().end());
     for (Node* n : order)
+      if (!erased_.count(n)) fuse_activation(n);
+    order.assign(g_.nodes().begin(), g_.nodes().end());
+    for (Node* n : order)
       if (!erased_.count(n)) fuse_residual(n);
     order.assign(g_.nodes().begin(), g_.nodes().end());
     for (Node* n : order)
@@ -285,6 +288,48 @@ class Lowering {
     report_.int8_kernels++;
   }
 
+  /// The lowered kernel (without activation or sum) read only through dq(kernel) = a, or nullptr.
+  Node* fusable_kernel(const Argument& a) const {
+    Node* k = quantized_source(a);
+    if (!k) return nullptr;
+    auto it = states_.find(k);
+    if (it == states_.end() || it->second.post_ops.activation != onednn::Activation::None || it->second.post_ops.sum)
+      return nullptr;
+    if (k->users().size() != 1 || a.to_node()->users().size() != 1) return nullptr;
+    return k;
+  }
+
+  /// dq(kernel) → act → q (an activation observed on its own: SiLU, ReLU6 / hardtanh, hardswish …)
+  ///   ⇒  the kernel with the activation as a post-op and the q node's qparams.
+  void fuse_activation(Node* n) {
+    onednn::PostOps act;
+    if (n->args().empty() || !activation(n, act)) return;
+    Node* kernel = fusable_kernel(n->args()[0]);
+    Node* u = kernel ? only_user(n) : nullptr;
+    auto out = u ? quant_params(u) : std::nullopt;
+    if (!out) return;
+    onednn::PackedQState s = states_.at(kernel);
+    s.post_ops.activation = act.activation;
+    s.post_ops.alpha = act.alpha;
+    s.post_ops.beta = act.beta;
+    s.output = *out;
+    c10::IValue packed;
+    try {
+      packed = onednn::pack_int8(s);
+    } catch (const Error&) {
+      return;
+    }
+    const bool conv = s.kind == onednn::PackedState::Kind::Conv2d;
+    const std::string kernel_name = lowered_name_.at(kernel);
+    NodeQuantization& entry = entry_for(n, n->name());
+    entry.quantized = true;
+    entry.reason = "fused into " + kernel_name + " (" + onednn::activation_name(act.activation) + ")";
+    entry_for(kernel, kernel_name).reason += " (" + onednn::activation_name(act.activation) + ")";
+    Node* lowered = replace({kernel, only_user(kernel), n, u}, conv ? "fxcpp::onednn_qconv2d" : "fxcpp::onednn_qlinear",
+                            {kernel->args()[0], Argument::from_ivalue(packed)}, s.output, kernel_name);
+    states_[lowered] = s;
+  }
+
   /// add(dq(conv), dq(r)) [→ relu] → q, conv a lowered convolution without activation whose
   /// only reader is this add  ⇒  the convolution with a residual sum post-op.
   void fuse_residual(Node* n) {
@@ -347,9 +392,12 @@ class Lowering {
     static const std::unordered_set<std::string> exact = {
         "max_pool2d", "flatten", "reshape", "view", "relu", "relu_", "adaptive_avg_pool2d", "avg_pool2d",
         "cat", "squeeze", "unsqueeze", "permute", "transpose", "contiguous", "hardtanh", "clamp"};
+    // Layers whose forward takes a quantized tensor as it is (ATen's quantized kernels).
+    static const std::unordered_set<std::string> modules = {"MaxPool2d", "AdaptiveAvgPool2d", "AvgPool2d", "Flatten",
+                                                            "ReLU", "ReLU6", "Hardtanh", "Identity", "Dropout"};
     const std::string name = aten_name(n);
-    const bool relu_module = detail::is_relu(gm_, n) && n->op() == Opcode::CallModule;
-    if (!exact.count(name) && !relu_module) return;
+    const bool module = n->op() == Opcode::CallModule && modules.count(detail::module_type(gm_, n));
+    if (!exact.count(name) && !module) return;
     if (n->args().empty()) return;
     NodeQuantization& entry = entry_for(n, n->name());
     Node* out = only_user(n);
@@ -372,7 +420,7 @@ class Lowering {
       if (!(*qparams_of(q) == *oq)) return keep(entry, "its output is quantized differently from its input");
       args[0] = Argument(q);
     }
-    if (name == "max_pool2d") {
+    if (name == "max_pool2d" && !module) {
       // ATen's quantized max_pool2d reads two values of each list: spell them out.
       for (size_t i = 1; i < std::min<size_t>(args.size(), 5); ++i)
         if (!is_int_list(args[i])) return keep(entry, "its pooling parameters are not integers");
@@ -391,8 +439,7 @@ class Lowering {
     {
       InsertPoint at = g_.inserting_before(out);
       // A name of its own here (renamed_copy gives it n's): one derived from the target may block n's.
-      lowered = g_.create_node(relu_module ? Opcode::CallFunction : n->op(), relu_module ? "aten::relu" : n->target(),
-                               std::move(args), relu_module ? Kwargs{} : n->kwargs(), "quint8_" + n->name());
+      lowered = g_.create_node(n->op(), n->target(), std::move(args), n->kwargs(), "quint8_" + n->name());
     }
     out->replace_all_uses_with(lowered);
     const std::string node_name = n->name();
