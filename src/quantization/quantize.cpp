@@ -15,11 +15,6 @@
 
 namespace fx::quantization {
 
-// Transitional: lower_to_onednn_int8 (src/quantization/lower.cpp) is being
-// written; until it links, a weak reference that is null, and lower=true is an error.
-__attribute__((weak)) std::shared_ptr<GraphModule> lower_to_onednn_int8(const std::shared_ptr<GraphModule>& reference,
-                                                                        LowerReport* report);
-
 namespace {
 
 /// One line of an error raised by a calibration forward: the root cause
@@ -196,7 +191,6 @@ std::shared_ptr<GraphModule> quantize(const std::shared_ptr<GraphModule>& gm, co
     }
   }
   if (!options.lower) return reference;
-  if (&lower_to_onednn_int8 == nullptr) throw Error("quantize: the oneDNN int8 lowering is not built yet (lower=false)");
   auto lowered = lower_to_onednn_int8(reference, &r.lower);
   r.lowered = true;
   std::map<std::string, const NodeQuantization*> by_name;
