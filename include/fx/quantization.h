@@ -8,6 +8,10 @@
 ///     for (auto& batch : calibration) prepared->forward({batch});
 ///     auto reference = fx::quantization::convert(prepared);   // examples/quantize.cpp
 ///
+/// or all of it in one call, lowered to oneDNN's int8 kernels (quantize.h):
+///
+///     auto int8 = fx::quantization::quantize(gm, {x}, fx::quantization::load_calibration("calib.pt"));
+///
 /// Dynamic quantization of linear layers (no calibration), as quantize_dynamic:
 ///
 ///     auto int8 = fx::quantization::quantize_dynamic(gm);    // fx/quantization/quantize_dynamic.h
@@ -17,4 +21,5 @@
 #include <fx/quantization/observers.h>
 #include <fx/quantization/prepare.h>
 #include <fx/quantization/qconfig.h>
+#include <fx/quantization/quantize.h>
 #include <fx/quantization/quantize_dynamic.h>
