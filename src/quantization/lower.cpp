@@ -72,6 +72,9 @@ class Lowering {
     order.assign(g_.nodes().begin(), g_.nodes().end());
     for (Node* n : order)
       if (!erased_.count(n)) run_on_quint8(n);
+    order.assign(g_.nodes().begin(), g_.nodes().end());
+    for (Node* n : order)
+      if (!erased_.count(n)) binary_on_quint8(n);
     g_.eliminate_dead_code();
     describe();
   }
@@ -177,6 +180,20 @@ class Lowering {
     if (detail::is_relu(gm_, u)) {
       post.activation = onednn::Activation::Relu;
       return true;
+    }
+    if (u->op() == Opcode::CallModule && u->args().size() == 1 && u->kwargs().empty()) {
+      auto attrs = detail::node_module_attributes(gm_, u);
+      if (!attrs) return false;
+      const std::string& t = attrs->type;
+      if (t == "Hardtanh") {
+        const auto lo = attrs->attributes.find("min_val"), hi = attrs->attributes.find("max_val");
+        if (lo == attrs->attributes.end() || hi == attrs->attributes.end()) return false;
+        return onednn::activation_from_aten("hardtanh", {lo->second.toDouble(), hi->second.toDouble()}, "none", post);
+      }
+      static const std::unordered_map<std::string, std::string> aten = {
+          {"ReLU6", "relu6"}, {"SiLU", "silu"}, {"Hardswish", "hardswish"}, {"Sigmoid", "sigmoid"}};
+      auto it = aten.find(t);
+      return it != aten.end() && onednn::activation_from_aten(it->second, {}, "none", post);
     }
     std::string name = aten_name(u);
     if (name.empty() || u->args().empty()) return false;
@@ -448,6 +465,37 @@ class Lowering {
     lowered_name_[lowered] = node_name;
     entry.quantized = true;
     entry.reason = "runs on quint8";
+  }
+
+  /// mul / add(dq(a), dq(b)) [→ relu, for add] → q  ⇒  quantized::mul / add / add_relu (ATen's
+  /// quantized kernels: broadcasting, one rounding), e.g. the squeeze-excitation scaling of
+  /// EfficientNet and the residual adds not fused into a convolution.
+  void binary_on_quint8(Node* n) {
+    const std::string name = aten_name(n);
+    if (name != "mul" && name != "add" && name != "mul_" && name != "add_") return;
+    const ArgList& a = n->args();
+    if (a.size() != 2 || !n->kwargs().empty()) return;
+    NodeQuantization& entry = entry_for(n, n->name());
+    if (entry.quantized) return;  // fused into a convolution already
+    Node* qa = quantized_source(a[0]);
+    Node* qb = quantized_source(a[1]);
+    if (!qa || !qb) return keep(entry, "its inputs are not quantized");
+    std::vector<Node*> chain{n};
+    Node* u = only_user(n);
+    bool relu = false;
+    if (name.front() == 'a' && u && detail::is_relu(gm_, u)) {
+      relu = true;
+      chain.push_back(u);
+      u = only_user(u);
+    }
+    auto out = u ? quant_params(u) : std::nullopt;
+    if (!out) return keep(entry, "its output is not quantized");
+    chain.push_back(u);
+    const std::string target = name.front() == 'm' ? "quantized::mul" : relu ? "quantized::add_relu" : "quantized::add";
+    Node* lowered = replace(chain, target, {qa, qb, out->scale, out->zero_point}, *out, n->name());
+    (void)lowered;
+    entry.quantized = true;
+    entry.reason = std::string("runs on quint8 (") + target + ")";
   }
 
   // ---- the report -------------------------------------------------------------
