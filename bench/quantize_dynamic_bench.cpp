@@ -74,7 +74,9 @@ void BM_QuantizeDynamic_FxInt8(benchmark::State& state) {
 void BM_QuantizeDynamic_Pass(benchmark::State& state) {
   Encoder& e = encoder(1);
   at::set_num_threads(1);
-  for (auto _ : state) benchmark::DoNotOptimize(fx::quantization::quantize_dynamic(e.fp32));
+  fx::quantization::DynamicQuantReport report;
+  for (auto _ : state) benchmark::DoNotOptimize(fx::quantization::quantize_dynamic(e.fp32, {}, &report));
+  state.counters["int8_layers"] = static_cast<double>(report.quantized_layers);
 }
 
 BENCHMARK(BM_QuantizeDynamic_Eager)->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();

@@ -8,6 +8,7 @@
 #include <fx/module_attributes.h>
 #include <fx/quantization/observers.h>
 #include <fx/quantization/qconfig.h>
+#include <fx/tensor_meta.h>
 
 #include <ATen/core/builtin_function.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -116,6 +117,8 @@ bool any_matches(const std::vector<std::string>& keys, const std::vector<std::st
   return false;
 }
 
+bool is_get_attr(const Argument& a) { return a.is_node() && a.to_node()->op() == Opcode::GetAttr; }
+
 bool is_linear_type(const std::string& t) { return t == "Linear" || t == "NonDynamicallyQuantizableLinear"; }
 
 /// A linear layer the pass may quantize.
@@ -125,6 +128,9 @@ struct Layer {
   std::string what;                ///< "Linear", "aten::linear"
   std::vector<std::string> keys;   ///< names options.names / skip match against
   std::vector<std::string> attrs;  ///< get_attr targets the layer reads (functional)
+  const Node* transpose = nullptr;  ///< matmul(x, t(W)): the aten::t node
+  const Node* bias_add = nullptr;   ///< matmul(x, t(W)) + b: the add node, computed by the layer too
+  std::string label;                ///< the report's name of the layer when not what(in → out)
 };
 
 std::string tensor_shape(const at::Tensor& w) {
@@ -140,6 +146,9 @@ class Quantizer {
  private:
   /// The layer `n` is, or nullopt with `why` saying why it is not one.
   std::optional<Layer> layer(const Node* n, std::string& why) const;
+  /// matmul(x, aten::t(W)) [+ b] with W (and b) get_attr: a linear layer as
+  /// libtorch's C++ MultiheadAttention computes its input projection.
+  std::optional<Layer> matmul_layer(const Node* n, std::string& why) const;
 
   std::shared_ptr<GraphModule> gm_;
   const DynamicQuantOptions& o_;
@@ -160,14 +169,19 @@ std::optional<Layer> Quantizer::layer(const Node* n, std::string& why) const {
       return std::nullopt;
     }
     auto m = gm_->get_submodule(n->target());
-    Layer l{n->args()[0], detail::module_tensor(*m, "weight"), detail::module_tensor(*m, "bias"), type,
-            {n->target(), n->name()}, {}};
+    Layer l;
+    l.input = n->args()[0];
+    l.weight = detail::module_tensor(*m, "weight");
+    l.bias = detail::module_tensor(*m, "bias");
+    l.what = type;
+    l.keys = {n->target(), n->name()};
     if (!l.weight.defined() || l.weight.dim() != 2) {
       why = type + " without a 2-d weight";
       return std::nullopt;
     }
     return l;
   }
+  if (n->op() == Opcode::CallFunction && canonical_function(n->target()) == "aten::matmul") return matmul_layer(n, why);
   if (n->op() != Opcode::CallFunction || canonical_function(n->target()) != "aten::linear") {
     why = "not a linear layer";
     return std::nullopt;
@@ -190,17 +204,19 @@ std::optional<Layer> Quantizer::layer(const Node* n, std::string& why) const {
     why = "aten::linear without input or weight";
     return std::nullopt;
   }
-  auto is_attr = [](const Argument& a) { return a.is_node() && a.to_node()->op() == Opcode::GetAttr; };
-  if (!is_attr(*weight)) {
+  if (!is_get_attr(*weight)) {
     why = "aten::linear: weight is not a get_attr (computed at run time)";
     return std::nullopt;
   }
-  if (bias && !bias->is_none() && !is_attr(*bias)) {
+  if (bias && !bias->is_none() && !is_get_attr(*bias)) {
     why = "aten::linear: bias is not a get_attr";
     return std::nullopt;
   }
-  Layer l{*input, gm_->fetch_attr(weight->to_node()->target()), at::Tensor(), "aten::linear", {n->name()}, {}};
-  l.keys.push_back(weight->to_node()->target());
+  Layer l;
+  l.input = *input;
+  l.weight = gm_->fetch_attr(weight->to_node()->target());
+  l.what = "aten::linear";
+  l.keys = {n->name(), weight->to_node()->target()};
   l.attrs.push_back(weight->to_node()->target());
   if (bias && !bias->is_none()) {
     l.bias = gm_->fetch_attr(bias->to_node()->target());
@@ -213,16 +229,70 @@ std::optional<Layer> Quantizer::layer(const Node* n, std::string& why) const {
   return l;
 }
 
+std::optional<Layer> Quantizer::matmul_layer(const Node* n, std::string& why) const {
+  why = "aten::matmul: not x @ W.t() with W a get_attr";
+  if (!o_.functional || n->args().size() != 2 || !n->kwargs().empty() || !n->args()[1].is_node()) {
+    if (!o_.functional) why = "aten::matmul: options.functional is false";
+    return std::nullopt;
+  }
+  const Node* t = n->args()[1].to_node();
+  if (t->op() != Opcode::CallFunction || canonical_function(t->target()) != "aten::t" || t->args().size() != 1 ||
+      !is_get_attr(t->args()[0]))
+    return std::nullopt;
+  const at::Tensor w = gm_->fetch_attr(t->args()[0].to_node()->target());
+  if (w.dim() != 2) return std::nullopt;
+  // The output's rank (tensor_meta): a 1-d input is not a batch of rows.
+  auto meta = n->meta().find("tensor_meta");
+  const auto* m = meta == n->meta().end() ? nullptr : std::any_cast<TensorMetadata>(&meta->second);
+  if (!m || m->shape.size() < 2) {
+    why = m ? "aten::matmul: 1-d input" : "aten::matmul: no tensor_meta (the input's rank is unknown)";
+    return std::nullopt;
+  }
+  const std::string wname = t->args()[0].to_node()->target();
+  Layer l;
+  l.input = n->args()[0];
+  l.weight = w;
+  l.what = "aten::matmul";
+  l.keys = {n->name(), wname};
+  l.attrs = {wname};
+  l.transpose = t;
+  // A bias added right after, to the matmul's only use.
+  if (n->users().size() == 1) {
+    const Node* add = *n->users().begin();
+    if (add->op() == Opcode::CallFunction && canonical_function(add->target()) == "aten::add" &&
+        add->args().size() == 2 && add->kwargs().empty() && add->args()[0].is_node() &&
+        add->args()[0].to_node() == n && is_get_attr(add->args()[1])) {
+      at::Tensor b = gm_->fetch_attr(add->args()[1].to_node()->target());
+      if (b.dim() == 1 && b.size(0) == w.size(0)) {
+        l.bias = b;
+        l.bias_add = add;
+        l.attrs.push_back(add->args()[1].to_node()->target());
+      }
+    }
+  }
+  l.label = "aten::matmul(x, W.t())" + std::string(l.bias_add ? " + b" : "") + " (" + tensor_shape(w) + ")";
+  return l;
+}
+
 std::shared_ptr<GraphModule> Quantizer::run(DynamicQuantReport& report) {
   auto g = std::make_shared<Graph>();
   std::unordered_map<const Node*, Node*> env;
   auto mapped = [&](const Argument& a) { return map_arg(a, [&](Node* n) -> Argument { return env.at(n); }); };
   std::unique_ptr<OnednnEngine> engine;
   std::unordered_set<std::string> dropped;  // get_attr targets of quantized functional layers
+  std::unordered_map<const Node*, Node*> absorbed;  // bias adds → the layer computing them
+  std::unordered_set<const Node*> transposes;       // aten::t of quantized matmul weights
   for (const Node* n : gm_->graph().nodes()) {
     const bool computes =
         n->op() == Opcode::CallModule || n->op() == Opcode::CallFunction || n->op() == Opcode::CallMethod;
     NodeQuantization entry{n->name(), n->target(), false, ""};
+    if (auto a = absorbed.find(n); a != absorbed.end()) {  // a bias add the layer before computes
+      env[n] = a->second;
+      entry.quantized = true;
+      entry.reason = "bias of " + a->second->name();
+      report.nodes.push_back(entry);
+      continue;
+    }
     std::optional<Layer> l;
     if (computes) l = layer(n, entry.reason);
     if (l && !o_.names.empty() && !any_matches(l->keys, o_.names)) {
@@ -250,16 +320,21 @@ std::shared_ptr<GraphModule> Quantizer::run(DynamicQuantReport& report) {
     q->meta() = n->meta();
     env[n] = q;
     dropped.insert(l->attrs.begin(), l->attrs.end());
+    if (l->bias_add) absorbed[l->bias_add] = q;
+    if (l->transpose) transposes.insert(env.at(l->transpose));
     entry.quantized = true;
-    entry.reason = l->what + "(" + tensor_shape(l->weight) + "): weight qint8 " +
+    entry.reason = (l->label.empty() ? l->what + "(" + tensor_shape(l->weight) + ")" : l->label) + ": weight qint8 " +
                    (o_.per_channel ? "torch.per_channel_symmetric" : "torch.per_tensor_symmetric") +
                    ", activations quint8 per call" + (o_.reduce_range ? " (reduce_range)" : "");
     report.nodes.push_back(entry);
     ++report.quantized_layers;
   }
   // The float weights of quantized functional layers are read by nobody now.
-  for (Node* n : g->nodes().to_vector())
-    if (n->op() == Opcode::GetAttr && n->users().empty() && dropped.count(n->target())) g->erase_node(n);
+  for (auto it = g->nodes().to_vector(); !it.empty(); it.pop_back()) {  // last first: t before its get_attr
+    Node* n = it.back();
+    if (!n->users().empty()) continue;
+    if (transposes.count(n) || (n->op() == Opcode::GetAttr && dropped.count(n->target()))) g->erase_node(n);
+  }
   g->lint();
   // Copies only what the new graph uses (torch.fx's GraphModule(root, graph)):
   // new containers along each path, the leaf modules and tensors shared with `gm`.

@@ -13,6 +13,8 @@
 #include <fx/quantization/quantize_dynamic.h>
 #include <fx/serialize.h>
 #include <fx/tensor_file.h>
+#include <fx/trace.h>
+#include <torch/nn/modules/transformercoder.h>
 
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/linear.h>
@@ -284,6 +286,47 @@ TEST(QuantizeDynamic, NamesAndSkip) {
               return r2;
             }()),
             std::vector<std::string>{"linear"});
+}
+
+// A C++ torch::nn::TransformerEncoder traced by fx::symbolic_trace: out_proj,
+// linear1 and linear2 are Linear modules; the input projection of libtorch's C++
+// MultiheadAttention is matmul(x, in_proj_weight.t()) + in_proj_bias, quantized
+// as one layer (the bias add computed by the kernel).
+TEST(QuantizeDynamic, TracedCppTransformerEncoder) {
+  torch::manual_seed(5);
+  auto net = torch::nn::TransformerEncoder(torch::nn::TransformerEncoderOptions(
+      torch::nn::TransformerEncoderLayerOptions(32, 4).dim_feedforward(64).dropout(0.0), 2));
+  net->eval();
+  const at::Tensor x = torch::randn({8, 2, 32});
+  auto gm = fx::symbolic_trace(net, {x});
+  gm->eval();
+  DynamicQuantReport r;
+  auto q = quantize_dynamic(gm, {}, &r);
+  EXPECT_EQ(r.quantized_layers, 8u);
+  for (const auto& n : r.nodes) {
+    if (n.node == "matmul") {
+      EXPECT_EQ(n.reason,
+                "aten::matmul(x, W.t()) + b (32 → 96): weight qint8 torch.per_tensor_symmetric, activations quint8 "
+                "per call (reduce_range)");
+    }
+    if (n.node == "add_") {
+      EXPECT_TRUE(n.quantized);
+      EXPECT_EQ(n.reason, "bias of matmul");
+    }
+  }
+  EXPECT_EQ(count_target(*q, "quantized::linear_dynamic"), 8u);
+  EXPECT_EQ(count_target(*q, "aten::t"), 0u);
+  EXPECT_EQ(count_target(*q, "aten::matmul"), count_target(*gm, "aten::matmul") - 2);
+  at::Tensor eager;
+  {
+    at::NoGradGuard no_grad;
+    eager = net->forward(x);
+  }
+  EXPECT_LT(rel(run(*gm, x), eager), 1e-5);
+  const double err = rel(run(*q, x), eager);
+  std::cout << "traced C++ encoder, 8 layers int8: relative error vs eager fp32 " << err << "\n";
+  EXPECT_LT(err, 0.02);
+  EXPECT_GT(err, 0.0);
 }
 
 TEST(QuantizeDynamic, SaveLoadRoundTrip) {

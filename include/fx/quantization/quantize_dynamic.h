@@ -28,7 +28,11 @@
 /// Layers: call_module nodes of a Linear leaf (a torch::nn::Linear or an
 /// imported TorchScript nn.Linear), and, unless options.functional is false,
 /// call_function aten::linear whose weight (and bias, if any) are get_attr
-/// nodes. Python quantizes only modules; an attention block's in_proj /
+/// nodes, and aten::matmul(x, aten::t(W)) with W a get_attr and an output of
+/// rank >= 2 (known from tensor_meta), with the `aten::add(_)(·, b)` of a
+/// get_attr bias that may follow as its only use computed by the same kernel
+/// (libtorch's C++ MultiheadAttention projects its input so; the report
+/// marks the add "bias of <matmul>"). Python quantizes only modules; an attention block's in_proj /
 /// out_proj (read as tensors by F.multi_head_attention_forward) are
 /// aten::linear calls here, so `functional = false` reproduces Python's
 /// choice exactly.
@@ -59,7 +63,8 @@ struct DynamicQuantOptions {
   /// of linear layers: "Linear", "NonDynamicallyQuantizableLinear"); any other
   /// type is an fx::Error. Empty: no module is quantized.
   std::vector<std::string> module_types{"Linear"};
-  /// Quantize call_function aten::linear nodes whose weight is a get_attr.
+  /// Quantize call_function aten::linear nodes whose weight is a get_attr, and
+  /// aten::matmul(x, aten::t(get_attr)) (+ get_attr bias).
   bool functional = true;
   /// When not empty, quantize only these: a module's qualified name, a
   /// prefix of it ("encoder.layers.0" takes every layer below it), a node's
