@@ -16,6 +16,17 @@
 
 #include <ATen/ops/_empty_affine_quantized.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/clamp.h>
+#include <ATen/ops/conv2d.h>
+#include <ATen/ops/gelu.h>
+#include <ATen/ops/hardswish.h>
+#include <ATen/ops/linear.h>
+#include <ATen/ops/quantize_per_tensor.h>
+#include <ATen/ops/relu.h>
+#include <ATen/ops/sigmoid.h>
+#include <ATen/ops/silu.h>
+#include <ATen/ops/tanh.h>
+#include <ATen/ops/zeros.h>
 
 #include <cmath>
 #include <cstring>
@@ -58,6 +69,28 @@ dnnl::memory s32_scalar(const int32_t& value) {
   return dnnl::memory(dnnl::memory::desc({1}, dt::s32, tag::a), engine(), const_cast<int32_t*>(&value));
 }
 
+/// Whether oneDNN runs u8 x s8 products with VNNI / AMX here (ONEDNN_MAX_CPU_ISA included).
+bool has_int8_dot_product() {
+  using isa = dnnl::cpu_isa;
+  const isa i = dnnl::get_effective_cpu_isa();
+  return i == isa::avx512_core_vnni || i == isa::avx512_core_bf16 || i == isa::avx512_core_amx || i == isa::avx2_vnni;
+}
+
+at::Tensor apply_activation(const at::Tensor& x, const PostOps& p) {
+  switch (p.activation) {
+    case Activation::None: return x;
+    case Activation::Relu: return at::relu(x);
+    case Activation::Clip: return at::clamp(x, p.alpha, p.beta);
+    case Activation::Silu: return at::silu(x);
+    case Activation::Sigmoid: return at::sigmoid(x);
+    case Activation::Hardswish: return at::hardswish(x);
+    case Activation::GeluErf: return at::gelu(x, "none");
+    case Activation::GeluTanh: return at::gelu(x, "tanh");
+    case Activation::Tanh: return at::tanh(x);
+  }
+  return x;
+}
+
 }  // namespace
 
 PackedQOp::PackedQOp(const PackedQState& state, const char* op, int64_t out_channels)
@@ -87,7 +120,7 @@ PackedQOp::PackedQOp(const PackedQState& state, const char* op, int64_t out_chan
   if (s.bias && s.bias->defined()) {
     if (s.bias->dim() != 1 || s.bias->size(0) != out_channels)
       throw Error(std::string(op) + ": the bias must have " + std::to_string(out_channels) + " elements");
-    bias_ = (s.bias->to(at::kDouble) / (ws * s.input.scale)).to(at::kFloat).contiguous();
+    bias_ = (s.bias->to(at::kDouble) / (ws * s.input.scale)).round().clamp(INT32_MIN, INT32_MAX).to(at::kInt).contiguous();
   }
   src_zero_point_ = static_cast<int32_t>(s.input.zero_point);
   dst_zero_point_ = s.output_float ? 0 : static_cast<int32_t>(s.output.zero_point);
@@ -145,6 +178,11 @@ at::Tensor PackedQOp::make_output(at::IntArrayRef sizes, at::MemoryFormat format
   return out;
 }
 
+at::Tensor PackedQOp::float_output(const at::Tensor& y) const {
+  at::Tensor a = apply_activation(y, state_.post_ops);
+  return state_.output_float ? a : at::quantize_per_tensor(a, state_.output.scale, state_.output.zero_point, at::kQUInt8);
+}
+
 void PackedQOp::add_args(std::unordered_map<int, dnnl::memory>& args, const dnnl::memory::desc& bias) const {
   if (bias_.defined()) args.emplace(DNNL_ARG_BIAS, memory_of(bias, bias_));
   if (src_zero_point_ != 0) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, s32_scalar(src_zero_point_));
@@ -179,6 +217,13 @@ PackedQConv::PackedQConv(const PackedQState& state)
   in_channels_ = s.weight.size(1) * p.groups;
   kh_ = s.weight.size(2);
   kw_ = s.weight.size(3);
+  if (src_zero_point_ != 0 && !has_int8_dot_product()) {
+    // Without VNNI, oneDNN's int8 convolutions get a runtime source zero point wrong (seen on
+    // AVX2 / AVX512_CORE, the stem of every network whose input is not after a ReLU): the
+    // reference arithmetic in float instead, exact and slower.
+    float_weight_ = s.weight.to(at::kFloat) * s.weight_scales.to(at::kFloat).view({-1, 1, 1, 1});
+    return;
+  }
   const int64_t g = p.groups;
   at::Tensor plain = s.weight.contiguous();
   if (g == 1)
@@ -212,7 +257,7 @@ std::shared_ptr<const PackedQConv::Kernel> PackedQConv::kernel(at::IntArrayRef s
                         : dims{g, out_channels_ / g, in_channels_ / g, kh_, kw_};
     dnnl::memory::desc wei(wdims, dt::s8, tag::any);
     dnnl::memory::desc bias;
-    if (bias_.defined()) bias = dnnl::memory::desc({out_channels_}, dt::f32, tag::a);
+    if (bias_.defined()) bias = dnnl::memory::desc({out_channels_}, dt::s32, tag::a);
     dims stride(p.stride.begin(), p.stride.end());
     dims dilate{p.dilation[0] - 1, p.dilation[1] - 1};
     dims pad(p.padding.begin(), p.padding.end());
@@ -230,6 +275,16 @@ at::Tensor PackedQConv::run(const at::Tensor& input, const c10::optional<at::Ten
   if (input.dim() != 4 || input.size(1) != in_channels_)
     throw Error("onednn_qconv2d: expected an input [N, " + std::to_string(in_channels_) + ", H, W], got " +
                 sizes_str(input.sizes()));
+  if (float_weight_.defined()) {
+    const ConvParams& p = state_.params;
+    at::Tensor y = at::conv2d(input.dequantize().contiguous(at::MemoryFormat::ChannelsLast), float_weight_,
+                              state_.bias ? *state_.bias : at::Tensor(), p.stride, p.padding, p.dilation, p.groups);
+    if (state_.post_ops.sum) {
+      make_output(y.sizes(), at::MemoryFormat::ChannelsLast, residual, "onednn_qconv2d");  // checks the residual
+      y = y + residual->dequantize();
+    }
+    return float_output(y);
+  }
   at::Tensor x = input.contiguous(at::MemoryFormat::ChannelsLast);
   const std::vector<int64_t> out_sizes = output_sizes(x.sizes());
   auto k = kernel(x.sizes());
@@ -237,12 +292,14 @@ at::Tensor PackedQConv::run(const at::Tensor& input, const c10::optional<at::Ten
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, memory_of(k->src, x)},
                                              {DNNL_ARG_WEIGHTS, k->weights},
                                              {DNNL_ARG_DST, memory_of(k->dst, out)}};
-  add_args(args, dnnl::memory::desc({out_channels_}, dt::f32, tag::a));
+  add_args(args, dnnl::memory::desc({out_channels_}, dt::s32, tag::a));
   execute(k->primitive, args, k->scratchpad_bytes);
   return out;
 }
 
-std::string PackedQConv::implementation(at::IntArrayRef sizes) const { return kernel(sizes)->implementation; }
+std::string PackedQConv::implementation(at::IntArrayRef sizes) const {
+  return float_weight_.defined() ? "aten:float (no VNNI, input zero point)" : kernel(sizes)->implementation;
+}
 
 std::string PackedQConv::str() const {
   const ConvParams& p = state_.params;
@@ -263,6 +320,21 @@ PackedQLinear::PackedQLinear(const PackedQState& state)
   if (s.weight.dim() != 2) throw Error("onednn_qlinear: the weight must be [out_features, in_features]");
   if (s.post_ops.sum) throw Error("onednn_qlinear: no residual sum");
   in_features_ = s.weight.size(1);
+  if (!has_int8_dot_product()) {
+    // Without VNNI, oneDNN's int8 matmul multiplies u8 x s8 pairs into saturating 16-bit sums
+    // (its convolutions halve the weights to avoid that; its gemm does not): the reference
+    // arithmetic in float instead, exact and slower.
+    float_weight_ = s.weight.to(at::kFloat) * s.weight_scales.to(at::kFloat).view({-1, 1});
+    return;
+  }
+  // The input's zero point folded into the bias: sum_k (x_k - zp) w_nk = sum_k x_k w_nk - zp sum_k w_nk.
+  // Exact, and oneDNN's gemm-based int8 matmul (CPUs without VNNI) gets runtime source zero points wrong.
+  if (src_zero_point_ != 0) {
+    at::Tensor compensation = s.weight.to(at::kLong).sum(1) * src_zero_point_;
+    at::Tensor b = bias_.defined() ? bias_.to(at::kLong) : at::zeros({out_channels_}, at::kLong);
+    bias_ = (b - compensation).clamp(INT32_MIN, INT32_MAX).to(at::kInt).contiguous();
+    src_zero_point_ = 0;
+  }
   // The plain [out, in] row-major weight is the {in, out} matrix in layout ba.
   weights_ = std::make_unique<PackedWeights>(s.weight.contiguous(), dims{in_features_, out_channels_}, tag::ba);
 }
@@ -273,7 +345,7 @@ std::shared_ptr<const PackedQLinear::Kernel> PackedQLinear::kernel(int64_t rows)
     dnnl::memory::desc dst({rows, out_channels_}, state_.output_float ? dt::f32 : dt::u8, tag::ab);
     dnnl::memory::desc wei({in_features_, out_channels_}, dt::s8, tag::any);
     dnnl::memory::desc bias;
-    if (bias_.defined()) bias = dnnl::memory::desc({1, out_channels_}, dt::f32, tag::ab);
+    if (bias_.defined()) bias = dnnl::memory::desc({1, out_channels_}, dt::s32, tag::ab);
     dnnl::matmul::desc d(src, wei, bias, dst);
     dnnl::matmul::primitive_desc pd(d, attr(1 << 1), engine());
     return Kernel{dnnl::matmul(pd), weights_->get(pd.weights_desc()), src, dst, pd.scratchpad_desc().get_size(),
@@ -286,6 +358,8 @@ at::Tensor PackedQLinear::run(const at::Tensor& input) const {
   if (input.dim() < 1 || input.size(-1) != in_features_)
     throw Error("onednn_qlinear: expected an input [..., " + std::to_string(in_features_) + "], got " +
                 sizes_str(input.sizes()));
+  if (float_weight_.defined())
+    return float_output(at::linear(input.dequantize(), float_weight_, state_.bias ? *state_.bias : at::Tensor()));
   at::Tensor x = input.contiguous();
   const int64_t rows = x.numel() / in_features_;
   std::vector<int64_t> out_sizes = input.sizes().vec();
@@ -295,12 +369,13 @@ at::Tensor PackedQLinear::run(const at::Tensor& input) const {
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, memory_of(k->src, x)},
                                              {DNNL_ARG_WEIGHTS, k->weights},
                                              {DNNL_ARG_DST, memory_of(k->dst, out)}};
-  add_args(args, dnnl::memory::desc({1, out_channels_}, dt::f32, tag::ab));
+  add_args(args, dnnl::memory::desc({1, out_channels_}, dt::s32, tag::ab));
   execute(k->primitive, args, k->scratchpad_bytes);
   return out;
 }
 
 std::string PackedQLinear::implementation(at::IntArrayRef sizes) const {
+  if (float_weight_.defined()) return "aten:float (no VNNI)";
   int64_t rows = 1;
   for (size_t i = 0; i + 1 < sizes.size(); ++i) rows *= sizes[i];
   return kernel(rows)->implementation;

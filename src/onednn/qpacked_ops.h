@@ -35,6 +35,8 @@ class PackedQOp : public torch::CustomClassHolder {
                          const char* what) const;
   /// Adds the bias (of layout `bias`) and the runtime zero points to `args`.
   void add_args(std::unordered_map<int, dnnl::memory>& args, const dnnl::memory::desc& bias) const;
+  /// The reference arithmetic's end for the float path: activation, then quantize (or not).
+  at::Tensor float_output(const at::Tensor& y) const;
   /// ", relu, scale=…, zero_point=…)": the end of str().
   std::string str_suffix() const;
 
@@ -45,6 +47,9 @@ class PackedQOp : public torch::CustomClassHolder {
   std::vector<float> output_scales_;
   bool real_domain_;  // the activation needs real values: a final linear post-op divides by the output scale
   int32_t src_zero_point_, dst_zero_point_;
+  // Dequantized weights when this CPU's oneDNN int8 kernel would be wrong (no VNNI: linear
+  // layers; convolutions with an input zero point): the float path, else undefined.
+  at::Tensor float_weight_;
 };
 
 /// An int8 2-d convolution (channels_last in and out).

@@ -130,26 +130,33 @@ TEST(QLinearKernel, MatchesReferenceArithmetic) {
   torch::manual_seed(4);
   for (bool relu : {false, true}) {
     for (bool to_float : {false, true}) {
-      PackedQState s;
-      s.kind = fx::onednn::PackedState::Kind::Linear;
-      random_weight(s, {24, 40});
-      s.bias = torch::randn({24}) * 0.3;
-      if (relu) s.post_ops.activation = A::Relu;
-      s.input = {0.02, 128};
-      s.output = {0.05, relu ? 0 : 128};
-      s.output_float = to_float;
-      at::Tensor x = q(torch::randn({5, 40}), s.input);
-      static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("fxcpp::onednn_qlinear", "");
-      auto stack = std::vector<c10::IValue>{x, fx::onednn::pack_int8(s)};
-      op.callBoxed(&stack);
-      at::Tensor got = stack[0].toTensor();
-      at::Tensor ref = torch::linear(x.dequantize(), float_weight(s), *s.bias);
-      if (relu) ref = torch::relu(ref);
-      if (to_float) {
-        ASSERT_EQ(got.scalar_type(), at::kFloat);
-        EXPECT_TRUE(torch::allclose(got, ref, 1e-4, 1e-4)) << (got - ref).abs().max();
-      } else {
-        EXPECT_LE(max_int_diff(got, q(ref, s.output)), 1);
+      for (int64_t zero_point : {0, 128}) {
+        for (bool bias : {false, true}) {
+          PackedQState s;
+          s.kind = fx::onednn::PackedState::Kind::Linear;
+          random_weight(s, {24, 40});
+          if (bias) s.bias = torch::randn({24}) * 0.3;
+          if (relu) s.post_ops.activation = A::Relu;
+          s.input = {0.02, zero_point};
+          s.output = {0.05, relu ? 0 : 128};
+          s.output_float = to_float;
+          at::Tensor x = q(torch::randn({5, 40}), s.input);
+          static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("fxcpp::onednn_qlinear", "");
+          auto stack = std::vector<c10::IValue>{x, fx::onednn::pack_int8(s)};
+          op.callBoxed(&stack);
+          at::Tensor got = stack[0].toTensor();
+          at::Tensor ref = torch::linear(x.dequantize(), float_weight(s), s.bias ? *s.bias : at::Tensor());
+          if (relu) ref = torch::relu(ref);
+          const std::string what = std::string(relu ? "relu" : "none") + (to_float ? " float" : " quint8") +
+                                   " zero point " + std::to_string(zero_point) + (bias ? " bias" : "");
+          if (to_float) {
+            ASSERT_EQ(got.scalar_type(), at::kFloat);
+            // The bias is rounded to the accumulator's int32 units: half a step of input x weight scale.
+            EXPECT_TRUE(torch::allclose(got, ref, 1e-4, 1e-3)) << what << ": " << (got - ref).abs().max();
+          } else {
+            EXPECT_LE(max_int_diff(got, q(ref, s.output)), 1) << what;
+          }
+        }
       }
     }
   }
