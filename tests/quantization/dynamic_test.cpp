@@ -5,6 +5,7 @@
 // test program skips those tests when the files are missing), and the
 // behaviour of the result: report, printing, Interpreter, fx::save, errors.
 #include "fx_paths.h"
+#include "../serialize/serialize_test_util.h"
 
 #include <fx/error.h>
 #include <fx/import.h>
@@ -343,6 +344,47 @@ TEST(QuantizeDynamic, SaveLoadRoundTrip) {
     // The same bytes again: the packed layers are saved as what they are made of.
     EXPECT_EQ(fx::save_to_string(*loaded), bytes);
   }
+}
+
+/// The "dynamic_linear" constants of a document, in node order.
+std::vector<nlohmann::json*> dynamic_linear_constants(nlohmann::json& j) {
+  std::vector<nlohmann::json*> out;
+  if (j.is_object()) {
+    if (j.size() == 1 && j.contains("dynamic_linear")) out.push_back(&j["dynamic_linear"]);
+    for (auto& [k, v] : j.items()) {
+      (void)k;
+      for (auto* p : dynamic_linear_constants(v)) out.push_back(p);
+    }
+  } else if (j.is_array()) {
+    for (auto& v : j)
+      for (auto* p : dynamic_linear_constants(v)) out.push_back(p);
+  }
+  return out;
+}
+
+TEST(QuantizeDynamic, LoadRefusesBadPackedLayers) {
+  const std::string good = fx::save_to_string(*quantize_dynamic(mlp()));
+  const nlohmann::json doc = fx::serialize_test::document_of(good);
+  auto error_with = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json d = doc;
+    auto layers = dynamic_linear_constants(d);
+    EXPECT_EQ(layers.size(), 3u);
+    edit(*layers.at(0));
+    return fx_test::error_of(
+        [&] { fx::load_from_string(fx::serialize_test::with_document(good, d.dump()), "dyn.fx"); });
+  };
+  EXPECT_NO_THROW(fx::load_from_string(good, "dyn.fx"));
+  EXPECT_EQ(error_with([](nlohmann::json& p) { p["axis"] = 1; }),
+            "dyn.fx: node 'fc1': dynamic linear layer: unknown attribute 'axis'");
+  EXPECT_EQ(error_with([](nlohmann::json& p) { p.erase("scales"); }),
+            "dyn.fx: node 'fc1': dynamic linear layer: missing key 'scales'");
+  EXPECT_EQ(error_with([](nlohmann::json& p) { p["weight"] = p["bias"]; }),
+            "dyn.fx: node 'fc1': dynamic linear layer: weight must be a 2-d int8 tensor, got CPUFloatType of 1 "
+            "dimensions");
+  EXPECT_EQ(error_with([](nlohmann::json& p) { p["scales"] = p["zero_points"]; }),
+            "dyn.fx: node 'fc1': dynamic linear layer: scales must be a float64 tensor of 1 elements");
+  EXPECT_EQ(error_with([](nlohmann::json& p) { p["per_channel"] = true; }),
+            "dyn.fx: node 'fc1': dynamic linear layer: scales must be a float64 tensor of 32 elements");
 }
 
 // The encoder, saved and loaded, still gives Python's output.
