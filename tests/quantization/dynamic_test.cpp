@@ -8,6 +8,7 @@
 #include "../serialize/serialize_test_util.h"
 
 #include <fx/error.h>
+#include <fx/export.h>
 #include <fx/import.h>
 #include <fx/interpreter.h>
 #include <fx/module_attributes.h>
@@ -24,6 +25,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <sstream>
 #include <optional>
 #include <set>
 
@@ -385,6 +387,21 @@ TEST(QuantizeDynamic, LoadRefusesBadPackedLayers) {
             "dyn.fx: node 'fc1': dynamic linear layer: scales must be a float64 tensor of 1 elements");
   EXPECT_EQ(error_with([](nlohmann::json& p) { p["per_channel"] = true; }),
             "dyn.fx: node 'fc1': dynamic linear layer: scales must be a float64 tensor of 32 elements");
+}
+
+// fx::to_torchscript keeps libtorch's op and its packed weights (a TorchScript
+// constant; torch.jit.load in Python runs the file too): same output, before
+// and after torch::jit::save / load.
+TEST(QuantizeDynamic, ExportsToTorchScript) {
+  auto q = quantize_dynamic(mlp());
+  const at::Tensor x = mlp_input();
+  torch::jit::Module m = fx::to_torchscript(*q);
+  at::NoGradGuard no_grad;
+  EXPECT_TRUE(at::equal(m.forward({x}).toTensor(), run(*q, x)));
+  std::stringstream file;
+  m.save(file);
+  torch::jit::Module loaded = torch::jit::load(file);
+  EXPECT_TRUE(at::equal(loaded.forward({x}).toTensor(), run(*q, x)));
 }
 
 // The encoder, saved and loaded, still gives Python's output.

@@ -41,7 +41,9 @@
 /// fx::Interpreter, and saves with fx::save: the file holds each packed
 /// layer's int8 weight (integers, scales, zero points) and float bias, and
 /// fx::load packs them again (onednn engine), so the loaded module computes
-/// bit for bit what the saved one did.
+/// bit for bit what the saved one did. fx::to_torchscript exports it (the
+/// packed weights a TorchScript constant): torch::jit::load and Python's
+/// torch.jit.load run the file.
 ///
 /// The engine: packing needs libtorch's onednn quantized engine (Debian's
 /// libtorch has qnnpack and onednn, no fbgemm); quantize_dynamic switches
