@@ -73,7 +73,7 @@ c10::IValue dynamic_linear_from_json(const json& doc, LoadContext& ctx, const st
   const std::set<std::string> keys{"weight", "per_channel", "scales", "zero_points", "bias"};
   for (const auto& item : doc.items())
     if (!keys.count(item.key())) throw ImportError(where + ": unknown attribute '" + item.key() + "'");
-  const at::Tensor w = ctx.tensors.get(field(doc, "weight", where), where + ": weight");
+  const at::Tensor w = ctx.tensors.get(field(doc, "weight", where), where + ": weight").contiguous();
   const bool per_channel = get_bool(doc, "per_channel", where);
   const at::Tensor scales = ctx.tensors.get(field(doc, "scales", where), where + ": scales");
   const at::Tensor zero_points = ctx.tensors.get(field(doc, "zero_points", where), where + ": zero_points");
