@@ -125,8 +125,9 @@ def main():
     save(os.path.join(out, "bad_element.pt"), [(xtr[:8].clone(),), xtr[8:16].clone()])
     with open(os.path.join(out, "digits.calib.pt"), "rb") as f:
         whole = f.read()
-    with open(os.path.join(out, "corrupt.pt"), "wb") as f:
+    with open(os.path.join(out, "corrupt.pt.tmp"), "wb") as f:
         f.write(whole[:len(whole) // 2])
+    os.replace(os.path.join(out, "corrupt.pt.tmp"), os.path.join(out, "corrupt.pt"))
     result = {"fp32_accuracy": fp32, "python_int8_accuracy": int8, "test_images": len(yte),
               "train_images": len(ytr), "train_seconds": round(train_seconds, 2),
               "calibration": [CALIB_BATCHES, CALIB_BATCH]}
