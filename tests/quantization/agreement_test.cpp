@@ -49,7 +49,9 @@ void check_agreement(const std::string& model, bool lower) {
             << "), top-1 agreement " << agree << " (Python " << py_agree << "); " << report.summary() << "\n";
   EXPECT_LE(rel, py_rel * 1.1);
   EXPECT_GE(agree, py_agree - 1e-9);
-  if (lower) EXPECT_GT(report.lower.int8_kernels, 0u);
+  if (lower) {
+    EXPECT_GT(report.lower.int8_kernels, 0u);
+  }
 }
 
 TEST(QuantizationAgreement, resnet18_reference) { check_agreement("resnet18", false); }

@@ -112,6 +112,25 @@ TEST(Quantize, BadInputsAreClearErrors) {
   EXPECT_TRUE(at::equal(gm->forward(x), before));
 }
 
+TEST(Quantize, RefusesPreparedAndQuantizedModulesUnchanged) {
+  auto gm = quant_test::small_net();
+  const at::Tensor x = quant_test::small_input(1);
+  auto prepared = q::prepare(gm, q::get_default_qconfig_mapping("onednn"), {x});
+  {
+    at::NoGradGuard no_grad;
+    prepared->forward({x});
+  }
+  const at::Tensor before = q::convert(prepared)->forward(x);
+  EXPECT_EQ(error_of([&] { q::quantize(prepared, {x}, small_batches(), reference_only()); }),
+            "prepare: the module is already prepared (it has observer 'activation_post_process_0')");
+  // Its observers saw nothing more: the same qparams, the same converted output.
+  EXPECT_TRUE(at::equal(q::convert(prepared)->forward(x), before));
+  auto reference = q::quantize(gm, {x}, small_batches(), reference_only());
+  EXPECT_EQ(error_of([&] { q::quantize(reference, {x}, small_batches(), reference_only()); }),
+            "quantize: the model is already quantized (node 'quantize_per_tensor' calls "
+            "aten::quantize_per_tensor.tensor_qparams)");
+}
+
 TEST(LoadCalibration, TupleOrListOfTuples) {
   const at::Tensor a = at::randn({6, 3}), b = at::randn({6, 2});
   auto one = q::calibration_batches(c10::ivalue::Tuple::create({a, b}), "d.pt");

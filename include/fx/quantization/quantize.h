@@ -91,8 +91,10 @@ struct QuantizeReport {
 /// convert(), and with options.lower lower_to_onednn_int8(): the quantized
 /// module, a new GraphModule (`gm` is never changed). The example inputs are
 /// run through `gm` first (no grad; not for a model in training mode, which
-/// prepare refuses), so that inputs that do not fit are one line. Throws
-/// fx::Error for no calibration batches, a skip name that names no module,
+/// prepare refuses, nor for a prepared one), so that inputs that do not fit
+/// are one line. Throws
+/// fx::Error for no calibration batches, a model that is already quantized
+/// (it computes on quantized tensors), a skip name that names no module,
 /// CalibrationError for example inputs or a calibration batch that do not
 /// run ("quantize: calibration batch 2 of 4 does not run: <cause>"), and
 /// everything prepare / convert / lower refuse (a model in training mode,
