@@ -3,9 +3,12 @@
 // requantisation as output scales, bias, residual sum and activation as
 // post-ops.
 //
-// oneDNN 2.x computes dst = post_ops(output_scale * (src_s32 * wei + bias))
-// + dst_zero_point, with the bias in the accumulator's units, so the bias is
-// stored divided by input_scale * weight_scale. With an activation that is
+// oneDNN 2.x computes dst = post_ops(output_scale * (src_s32 * wei + bias)),
+// with the bias in the accumulator's units (int32: bias / (input_scale *
+// weight_scale), rounded, as ideep passes it); the output zero point is the
+// shift of a final linear post-op, and an input zero point is folded into the
+// bias where no padding reads it (a runtime zero point otherwise): oneDNN's
+// fastest (brgemm) kernels take neither zero point. With an activation that is
 // scale-equivariant (none, relu, clip) the output scales divide by the
 // output's scale directly and post-ops see the output's units; other
 // activations (silu, hardswish, …) need real values: the output scales give
@@ -141,11 +144,15 @@ dnnl::primitive_attr PackedQOp::attr(int scale_mask) const {
     act.beta = static_cast<float>(act.beta * per_output);
   }
   append_activation(ops, act);
+  // The output zero point as the last post-op's shift (round(v + zp) = round(v) + zp): oneDNN's
+  // brgemm convolutions take no destination zero point and would fall back to slower kernels.
+  const float zero_point = static_cast<float>(dst_zero_point_);
   if (real_domain_ && !s.output_float)
-    ops.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, static_cast<float>(1.0 / s.output.scale), 0.f);
+    ops.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, static_cast<float>(1.0 / s.output.scale), zero_point);
+  else if (dst_zero_point_ != 0)
+    ops.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, 1.f, zero_point);
   attr.set_post_ops(ops);
   if (src_zero_point_ != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
-  if (dst_zero_point_ != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
   return attr;
 }
 
@@ -186,7 +193,6 @@ at::Tensor PackedQOp::float_output(const at::Tensor& y) const {
 void PackedQOp::add_args(std::unordered_map<int, dnnl::memory>& args, const dnnl::memory::desc& bias) const {
   if (bias_.defined()) args.emplace(DNNL_ARG_BIAS, memory_of(bias, bias_));
   if (src_zero_point_ != 0) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, s32_scalar(src_zero_point_));
-  if (dst_zero_point_ != 0) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, s32_scalar(dst_zero_point_));
 }
 
 std::string PackedQOp::str_suffix() const {
@@ -223,6 +229,15 @@ PackedQConv::PackedQConv(const PackedQState& state)
     // reference arithmetic in float instead, exact and slower.
     float_weight_ = s.weight.to(at::kFloat) * s.weight_scales.to(at::kFloat).view({-1, 1, 1, 1});
     return;
+  }
+  if (src_zero_point_ != 0 && p.padding == std::vector<int64_t>{0, 0}) {
+    // Without padding every tap reads input data: the input's zero point folds into the bias
+    // (sum (x - zp) w = sum x w - zp sum w) and oneDNN keeps its brgemm kernels, which a runtime
+    // source zero point sends to slower ones (EfficientNet's 1x1 convolutions after SiLU).
+    at::Tensor compensation = s.weight.to(at::kLong).sum({1, 2, 3}) * src_zero_point_;
+    at::Tensor b = bias_.defined() ? bias_.to(at::kLong) : at::zeros({out_channels_}, at::kLong);
+    bias_ = (b - compensation).clamp(INT32_MIN, INT32_MAX).to(at::kInt).contiguous();
+    src_zero_point_ = 0;
   }
   const int64_t g = p.groups;
   at::Tensor plain = s.weight.contiguous();

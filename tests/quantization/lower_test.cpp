@@ -119,6 +119,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(ConvCase{"relu3x3", 16, 32, 3, 1, 1, 1, A::Relu, {0.02, 0}, {0.05, 0}, false},
                       ConvCase{"stem_input_zero_point", 3, 16, 3, 2, 1, 1, A::Relu, {0.02, 128}, {0.05, 0}, false},
                       ConvCase{"no_activation_output_zero_point", 16, 8, 1, 1, 0, 1, A::None, {0.02, 0}, {0.05, 120}, false},
+                      ConvCase{"pointwise_input_zero_point", 16, 24, 1, 1, 0, 1, A::Silu, {0.02, 90}, {0.04, 20}, false},
+                      ConvCase{"depthwise_input_zero_point", 16, 16, 3, 1, 1, 16, A::Silu, {0.02, 90}, {0.04, 20}, false},
                       ConvCase{"depthwise_clip", 16, 16, 3, 1, 1, 16, A::Clip, {0.02, 0}, {0.03, 0}, false},
                       ConvCase{"silu_real_domain", 16, 16, 3, 1, 1, 1, A::Silu, {0.02, 0}, {0.04, 20}, false},
                       ConvCase{"hardswish_real_domain", 8, 16, 1, 1, 0, 1, A::Hardswish, {0.02, 0}, {0.04, 30}, false},
