@@ -79,3 +79,8 @@ fx_cli_quantize_refuses(quantize_quantized_model
                         "^fxcpp quantize: the model is already quantized \\(node 'quantize_per_tensor' calls aten::quantize_per_tensor.tensor_qparams\\)\n$"
                         quantize ${FX_QUANT_CLI_DIR}/digits.int8.fx --calibration ${FX_DIGITS}/digits.calib.pt)
 set_tests_properties(cli.quantize_quantized_model PROPERTIES FIXTURES_REQUIRED "fx_digits;fx_digits_int8")
+add_test(NAME cli.quantize_skip_keeps_float
+         COMMAND ${FX_CLI} quantize ${FX_DIGITS}/digits.trace.pt --calibration ${FX_DIGITS}/digits.calib.pt --skip conv2 --report)
+set_tests_properties(cli.quantize_skip_keeps_float PROPERTIES FIXTURES_REQUIRED fx_digits TIMEOUT 120
+                     ENVIRONMENT "OMP_NUM_THREADS=1" PASS_REGULAR_EXPRESSION
+                     "^conv1  conv1  quantized  int8 oneDNN convolution \\(relu\\)\nconv2  conv2  float  qconfig is None\n[^\n]*\n[^\n]*\nfc  fc  quantized  int8 oneDNN linear\n4 of 5 nodes quantized, 2 int8 kernels, 4 calibration batches \\(256 samples\\)\n$")
