@@ -33,10 +33,12 @@ const std::map<std::string, std::string>& descriptions() {
       {"interpreter", "run through fx::Interpreter instead of the compiled forward"},
       {"optimize", "run fx::optimize_for_inference's module (prepared for the inputs)"},
       {"bf16", "optimise for bfloat16 (oneDNN bf16 kernels, fp32 accumulation); with --optimize or bench"},
-      {"report", "print the optimiser's report on stderr (shown anyway when stderr is a terminal)"},
+      {"report", "print the optimiser's report on stderr (shown anyway when stderr is a terminal); quantize: "
+                 "the per-node table"},
       {"specialize-shapes", "import for the inputs' exact sizes: conditions and loops on sizes fold (shape guards)"},
       {"threads", "intra-op threads, ATen and oneDNN (default 1)"},
-      {"engine", "run only this engine: torchscript, torchscript_opt, fxcpp, fxcpp_opt, fxcpp_opt_bf16, fxcpp_opt_unplanned"},
+      {"engine", "run only this engine: torchscript, torchscript_opt, fxcpp, fxcpp_opt, fxcpp_opt_bf16, "
+                 "fxcpp_opt_unplanned, fxcpp_int8, python_int8"},
       {"batch", "repeat the input along dim 0 to this batch (torch::cat; default 1: as saved)"},
       {"iters", "timed rounds (one forward of each engine per round)"},
       {"seconds", "time budget of the timed rounds, at least --min-rounds (default 2 s)"},
@@ -44,6 +46,14 @@ const std::map<std::string, std::string>& descriptions() {
       {"json", "print the results as one JSON object"},
       {"roofline", "measure the matmul roofline (GFLOP/s of an NxNxN matmul; no MODEL)"},
       {"size", "matrix size N of --roofline (default 1024)"},
+      {"calibration", "int8 calibration data: torch.save of a tuple of forward arguments (samples along dim 0), "
+                      "or a list of such tuples"},
+      {"quantize", "run the int8 quantization (fx::quantization::quantize; calibrated on --calibration, else on "
+                   "the input)"},
+      {"reference", "keep the reference quantized graph (float ops between quantize / dequantize), not lowered"},
+      {"skip", "keep this module float (qualified name or call_module node name)"},
+      {"int8-torchscript", "Python's quantized TorchScript of the model, for --engine python_int8 "
+                           "(python/quantize_baseline.py)"},
   };
   return d;
 }
