@@ -60,21 +60,13 @@ class Lowering {
     if (!any_quantize)
       throw Error("lower_to_onednn_int8: the graph has no quantize_per_tensor node to quint8: convert() a prepared, "
                   "calibrated module first");
-    std::vector<Node*> order(g_.nodes().begin(), g_.nodes().end());
-    for (Node* n : order)
-      if (!erased_.count(n)) lower_layer(n);
-    order.assign(g_.nodes().begin(), g_.nodes().end());
-    for (Node* n : order)
-      if (!erased_.count(n)) fuse_activation(n);
-    order.assign(g_.nodes().begin(), g_.nodes().end());
-    for (Node* n : order)
-      if (!erased_.count(n)) fuse_residual(n);
-    order.assign(g_.nodes().begin(), g_.nodes().end());
-    for (Node* n : order)
-      if (!erased_.count(n)) run_on_quint8(n);
-    order.assign(g_.nodes().begin(), g_.nodes().end());
-    for (Node* n : order)
-      if (!erased_.count(n)) binary_on_quint8(n);
+    phase(&Lowering::lower_layer);
+    phase(&Lowering::fuse_activation);
+    phase(&Lowering::fuse_residual);
+    phase(&Lowering::run_on_quint8);
+    phase(&Lowering::binary_on_quint8);
+    g_.eliminate_dead_code();  // the dequantize nodes the kernels no longer read
+    phase(&Lowering::quantize_for_convolutions);
     g_.eliminate_dead_code();
     describe();
   }
@@ -90,6 +82,15 @@ class Lowering {
   }
 
  private:
+  /// Runs `step` on every node of the graph as it is now, skipping those an earlier step of this
+  /// phase erased (pointers of erased nodes are forgotten between phases: new nodes reuse them).
+  void phase(void (Lowering::*step)(Node*)) {
+    erased_.clear();
+    std::vector<Node*> order(g_.nodes().begin(), g_.nodes().end());
+    for (Node* n : order)
+      if (!erased_.count(n)) (this->*step)(n);
+  }
+
   // ---- reading the reference graph ----------------------------------------
 
   /// A scalar of a literal or a get_attr tensor argument.
@@ -496,6 +497,26 @@ class Lowering {
     (void)lowered;
     entry.quantized = true;
     entry.reason = std::string("runs on quint8 (") + target + ")";
+  }
+
+  /// quantize_per_tensor(x, s, z, quint8) read only by int8 convolutions  ⇒  fxcpp::onednn_quantize(x, s, z):
+  /// quantized straight into channels_last by one oneDNN reorder (what the convolutions read).
+  void quantize_for_convolutions(Node* n) {
+    auto qp = quant_params(n);
+    if (!qp || n->users().empty()) return;
+    for (const Node* u : n->users())
+      if (u->target() != "fxcpp::onednn_qconv2d") return;
+    Node* lowered = nullptr;
+    {
+      InsertPoint at = g_.inserting_before(n);
+      lowered = g_.create_node(Opcode::CallFunction, "fxcpp::onednn_quantize",
+                               {n->args()[0], qp->scale, qp->zero_point}, {}, "quint8_" + n->name());
+    }
+    const std::string name = n->name();
+    n->replace_all_uses_with(lowered);
+    erase_unused({n});
+    quint8_[lowered] = *qp;
+    lowered_name_[lowered] = name;
   }
 
   // ---- the report -------------------------------------------------------------

@@ -164,6 +164,29 @@ TEST(QLinearKernel, MatchesReferenceArithmetic) {
   }
 }
 
+TEST(OnednnQuantize, MatchesQuantizePerTensorInChannelsLast) {
+  static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("fxcpp::onednn_quantize", "");
+  torch::manual_seed(5);
+  for (bool channels_last : {false, true}) {
+    at::Tensor x = torch::randn({2, 3, 17, 19}) * 2;
+    if (channels_last) x = x.contiguous(at::MemoryFormat::ChannelsLast);
+    auto stack = std::vector<c10::IValue>{x, 0.031, int64_t{117}};
+    op.callBoxed(&stack);
+    at::Tensor got = stack[0].toTensor();
+    at::Tensor want = q(x, {0.031, 117});
+    EXPECT_TRUE(got.is_contiguous(at::MemoryFormat::ChannelsLast));
+    EXPECT_EQ(got.q_scale(), 0.031);
+    EXPECT_EQ(got.q_zero_point(), 117);
+    // x * (1 / scale) against x / scale: a tie may round the other way.
+    EXPECT_LE(max_int_diff(got, want), 1);
+    EXPECT_LT((got.int_repr() != want.int_repr()).sum().item<int64_t>(), 5);
+    EXPECT_GT(got.int_repr().eq(255).sum().item<int64_t>(), 0);  // saturates as quantize_per_tensor
+  }
+  auto stack = std::vector<c10::IValue>{torch::ones({1, 1, 2, 2}), 0.0, int64_t{0}};
+  EXPECT_EQ(error_of([&] { op.callBoxed(&stack); }),
+            "onednn_quantize: the scale must be > 0 and the zero point in [0, 255], got scale 0.000000, zero point 0");
+}
+
 TEST(QConvKernel, Errors) {
   PackedQState s;
   random_weight(s, {8, 4, 3, 3});
@@ -213,7 +236,7 @@ TEST(LowerInt8, SmallNetStructureAndValues) {
   // conv1 (+relu) and conv2 with the residual add and relu2 fused, max pool and flatten on
   // quint8; fc int8, its output dequantized and the functional relu in float between dq and q.
   EXPECT_EQ(targets(*lowered),
-            "quantize_per_tensor=aten::quantize_per_tensor.tensor_qparams conv1=fxcpp::onednn_qconv2d "
+            "quantize_per_tensor=fxcpp::onednn_quantize conv1=fxcpp::onednn_qconv2d "
             "pool=aten::max_pool2d conv2=fxcpp::onednn_qconv2d flatten=aten::flatten fc=fxcpp::onednn_qlinear "
             "dequantize_9=dequantize ")
       << lowered->print_readable();
