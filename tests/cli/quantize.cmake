@@ -84,3 +84,11 @@ add_test(NAME cli.quantize_skip_keeps_float
 set_tests_properties(cli.quantize_skip_keeps_float PROPERTIES FIXTURES_REQUIRED fx_digits TIMEOUT 120
                      ENVIRONMENT "OMP_NUM_THREADS=1" PASS_REGULAR_EXPRESSION
                      "^conv1  conv1  quantized  int8 oneDNN convolution \\(relu\\)\nconv2  conv2  float  qconfig is None\n[^\n]*\n[^\n]*\nfc  fc  quantized  int8 oneDNN linear\n4 of 5 nodes quantized, 2 int8 kernels, 4 calibration batches \\(256 samples\\)\n$")
+# --skip by a call_module node's name (layer1_0_conv1) or by a module's qualified
+# name (layer1.0: both its convolutions) on resnet18 (tests/quantization/agreement.cmake).
+add_test(NAME cli.quantize_skip_node_and_module
+         COMMAND sh -c "\"$0\" quantize \"$1/resnet18.agree.pt\" --calibration \"$1/resnet18.agree_calib.pt\" --skip layer1_0_conv1 --report | grep -E '^layer1_0_conv|nodes quantized' && \"$0\" quantize \"$1/resnet18.agree.pt\" --calibration \"$1/resnet18.agree_calib.pt\" --skip layer1.0 --report | grep -E '^layer1_0_conv|nodes quantized'"
+                 ${FX_CLI} ${FX_MODELS_DIR}/quant_agree)
+set_tests_properties(cli.quantize_skip_node_and_module PROPERTIES FIXTURES_REQUIRED fx_quant_agree TIMEOUT 120
+                     ENVIRONMENT "OMP_NUM_THREADS=1" PASS_REGULAR_EXPRESSION
+                     "^layer1_0_conv1  layer1.0.conv1  float  qconfig is None\nlayer1_0_conv2  layer1.0.conv2  quantized  [^\n]*\n39 of 40 nodes quantized, 20 int8 kernels, 4 calibration batches \\(8 samples\\)\nlayer1_0_conv1  layer1.0.conv1  float  qconfig is None\nlayer1_0_conv2  layer1.0.conv2  float  qconfig is None\n37 of 40 nodes quantized, 19 int8 kernels, 4 calibration batches \\(8 samples\\)\n$")
