@@ -63,6 +63,18 @@ def export(models_dir, name):
     return base
 
 
+def int8_kernels(cmd):
+    """The oneDNN int8 convolution implementations a command runs (ONEDNN_VERBOSE=1): "brgconv:avx512_core_amx_int8" ..."""
+    env = dict(os.environ, ONEDNN_VERBOSE="1", OMP_NUM_THREADS="1")
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env).stdout
+    impls = set()
+    for line in out.splitlines():
+        f = line.split(",")
+        if len(f) > 6 and f[1] == "exec" and f[3] == "convolution" and "src_u8" in f[6]:
+            impls.add(f[4])
+    return sorted(impls)
+
+
 def bench(fxcpp, base, batch, seconds):
     cmd = [fxcpp, "bench", base + ".pt", "--input", base + ".input.pt", "--calibration", base + ".calib.pt",
            "--int8-torchscript", base + ".int8.pt", "--threads", "1", "--batch", str(batch), "--seconds",
@@ -76,11 +88,13 @@ def bench(fxcpp, base, batch, seconds):
     return json.loads(out.stdout)
 
 
-def render(results, cpu_name, isa, avx512):
+def render(results, cpu_name, isa, avx512, kernels=None):
     lines = ["## int8 quantization: fxcpp vs Python's int8 (1 thread, 224x224)", "",
              f"CPU: {cpu_name}; int8 instructions: {', '.join(isa) if isa else 'none (no VNNI: int8 runs without it)'}"
              f"{'' if avx512 else '; no AVX-512'}. Medians of interleaved rounds (`fxcpp bench --engine ...`), "
-             "ratios to TorchScript's freeze + optimize_for_inference (TS-opt, fp32).", "",
+             "ratios to TorchScript's freeze + optimize_for_inference (TS-opt, fp32)."
+             + ("".join(f" {who} int8 convolutions (resnet18, ONEDNN_VERBOSE): {', '.join(k) or 'none'}."
+                        for who, k in (kernels or {}).items())), "",
              "| model | batch | TS-opt fp32 ms | fxcpp-opt fp32 | Python int8 (TS) | fxcpp int8 | fxcpp int8 / Python int8 |",
              "|---|---|---|---|---|---|---|"]
     for r in results:
@@ -120,7 +134,15 @@ def main():
             r = bench(fxcpp, base, batch, 1.0 if a.quick else a.seconds)
             r.update({"model": name, "batch": batch})
             results.append(r)
-    md = render(results, cpu_name, isa, avx512)
+    kernels = {}
+    if "resnet18" in a.models:
+        base = export(os.path.join(build, "models"), "resnet18")
+        kernels["fxcpp"] = int8_kernels([fxcpp, "run", base + ".pt", "--input", base + ".input.pt", "--quantize",
+                                         "--calibration", base + ".calib.pt"])
+        kernels["Python"] = int8_kernels([fxcpp, "bench", base + ".pt", "--input", base + ".input.pt",
+                                          "--int8-torchscript", base + ".int8.pt", "--engine", "python_int8",
+                                          "--iters", "1", "--warmup", "0"])
+    md = render(results, cpu_name, isa, avx512, kernels)
     print(md)
     with open(os.path.join(build, "bench_quantize.md"), "w") as f:
         f.write(md)
