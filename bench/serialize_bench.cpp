@@ -10,7 +10,7 @@
 //
 //   OMP_NUM_THREADS=1 build/fx_bench --benchmark_filter=Serialize
 #include "fx_paths.h"
-#include "import/file_checks.h"
+#include "torchscript/file_checks.h"
 
 #include <fx/import.h>
 #include <fx/serialize.h>

@@ -8,7 +8,7 @@
 // fuzz-libs: fxcpp_serialize
 #include "fuzz_target.h"
 
-#include "import/file_checks.h"
+#include "torchscript/file_checks.h"
 
 #include <fx/serialize.h>
 

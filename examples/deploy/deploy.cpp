@@ -1,9 +1,10 @@
 // The deployment side of an optimised model (issue 23): `fxcpp optimize
 // MODEL.pt -o model.fx` once, then an application that only loads and runs
 // model.fx. It links fxcpp_serialize (fx::load) and what that brings (the
-// GraphModule runtime, fxcpp's oneDNN kernels, the file checks), not the
-// optimiser's passes; the kernels and packed weights are made for the CPU it
-// runs on, at the first forward.
+// GraphModule runtime, fxcpp's oneDNN kernels, fxcpp_torchscript's file checks
+// and TorchScript leaves), not the optimiser's passes, the importer or the
+// tracer; the kernels and packed weights are made for the CPU it runs on, at
+// the first forward.
 //
 //   deploy MODEL.fx INPUT.pt [OUTPUT.pt]
 //   deploy --torchscript MODEL.pt INPUT.pt [OUTPUT.pt]
@@ -100,7 +101,7 @@ int main(int argc, char** argv) {
     for (const std::string& lib : mapped_libraries()) {
       struct stat st {};
       stat(lib.c_str(), &st);
-      std::printf("  %-28s %8.1f MB\n", lib.substr(lib.rfind('/') + 1).c_str(),
+      std::printf("  %-30s %8.1f MB\n", lib.substr(lib.rfind('/') + 1).c_str(),
                   static_cast<double>(st.st_size) / (1024.0 * 1024.0));
     }
     if (argc == 4) {

@@ -18,7 +18,7 @@
 // code after it see one and the same object, as in Python.
 #include "import/importer.h"
 
-#include "import/jit_targets.h"
+#include "torchscript/jit_targets.h"
 #include "import/source_position.h"
 
 #include <fx/control_flow.h>

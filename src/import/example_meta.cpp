@@ -13,7 +13,7 @@
 // ImportOptions::specialize_shapes, sizes (x.size(d), x.shape) are known too.
 #include "import/importer.h"
 
-#include "import/leaf_module.h"
+#include "torchscript/leaf_module.h"
 
 #include "execution/map_tensors.h"
 

@@ -1,7 +1,7 @@
 // fx::import_torchscript and the default leaf rule.
 #include <fx/import.h>
 
-#include "import/file_checks.h"
+#include "torchscript/file_checks.h"
 #include "import/importer.h"
 
 #include <torch/csrc/jit/api/module.h>
@@ -9,18 +9,6 @@
 #include <unordered_set>
 
 namespace fx {
-
-std::string demangled_type_name(const torch::jit::Module& module) {
-  std::string name = module.type()->name() ? module.type()->name()->qualifiedName() : "";
-  // "__torch__.torch.nn.modules.conv.___torch_mangle_0.Conv2d" → "__torch__.torch.nn.modules.conv.Conv2d"
-  const std::string mangle = "___torch_mangle_";
-  size_t pos;
-  while ((pos = name.find(mangle)) != std::string::npos) {
-    size_t dot = name.find('.', pos);
-    name.erase(pos, dot == std::string::npos ? std::string::npos : dot - pos + 1);
-  }
-  return name;
-}
 
 bool is_torch_nn_leaf(const torch::jit::Module& /*module*/, const std::string& type_name,
                       const std::string& /*qualified_name*/) {

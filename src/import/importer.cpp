@@ -1,8 +1,8 @@
 // The TorchScript → fx::Graph importer: symbolic execution of forward.
 #include "import/importer.h"
 
-#include "import/jit_targets.h"
-#include "import/leaf_module.h"
+#include "torchscript/jit_targets.h"
+#include "torchscript/leaf_module.h"
 #include "import/source_position.h"
 
 #include <torch/csrc/jit/api/function_impl.h>

@@ -1,8 +1,8 @@
 // One fx Graph → one torch::jit::Graph (the forward method of the exported module).
 #include "serialize/export_internal.h"
 
-#include "import/jit_targets.h"
-#include "import/leaf_module.h"
+#include "torchscript/jit_targets.h"
+#include "torchscript/leaf_module.h"
 
 #include <fx/control_flow.h>
 #include <fx/graph.h>

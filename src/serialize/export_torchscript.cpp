@@ -2,7 +2,7 @@
 // GraphModule as TorchScript modules, each graph as a forward method.
 #include "serialize/export_internal.h"
 
-#include "import/leaf_module.h"
+#include "torchscript/leaf_module.h"
 
 #include <fx/control_flow.h>
 

@@ -2,7 +2,7 @@
 // annotation and serializable meta. Every Argument kind has one tagged JSON
 // form (docs/file_format.md); loading rebuilds the graph node by node in
 // file order, so a reference to a node that is not defined yet is an error.
-#include "import/jit_targets.h"
+#include "torchscript/jit_targets.h"
 #include "serialize/document.h"
 
 #include <fx/shape_guard.h>

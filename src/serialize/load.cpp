@@ -5,10 +5,10 @@
 // checked against the zip directory's CRC-32 as it is read; then the document's
 // format and version, and the whole module tree is built and linted before
 // anything is returned. Every failure is one ImportError line naming the file.
-#include "import/file_checks.h"
+#include "torchscript/file_checks.h"
 #include "serialize/document.h"
 
-#include <fx/import.h>
+#include <fx/torchscript.h>
 
 #include <torch/csrc/jit/serialization/import.h>
 

@@ -5,8 +5,8 @@
 // branch / body GraphModules). A module met again (a leaf a branch graph
 // shares with the root) is a reference to where it was first written.
 // Parameters and buffers point into the tensor table.
-#include "import/file_checks.h"
-#include "import/leaf_module.h"
+#include "torchscript/file_checks.h"
+#include "torchscript/leaf_module.h"
 #include "serialize/document.h"
 
 #include <fx/control_flow.h>

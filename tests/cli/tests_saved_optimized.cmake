@@ -33,12 +33,13 @@ set_tests_properties(cli.optimized_file_inspect_draw_bench PROPERTIES FIXTURES_R
 fx_cli_one_line(optimize_no_output "^fxcpp optimize: -o OUT.fx is required\n$" optimize ${FX_LINEAR})
 
 # The deployment example (examples/deploy): loads and runs the optimised file
-# with fxcpp_serialize's libraries only (not the passes), output byte for byte `fxcpp run`'s.
+# with fxcpp_serialize's libraries only (not the passes, the importer or the tracer), output
+# byte for byte `fxcpp run`'s.
 add_test(NAME cli.deploy_example
          COMMAND sh -c "\"$0\" \"$1\" \"$2/resnet18.input.pt\" \"$3/deploy.out.pt\" && \"$4\" run \"$1\" --input \"$2/resnet18.input.pt\" -o \"$3/run.out.pt\" >/dev/null && cmp \"$3/deploy.out.pt\" \"$3/run.out.pt\" && echo SAME"
                  $<TARGET_FILE:example_deploy> ${FX_SAVED_OPT} ${FX_MODELS_DIR} ${FX_SAVED_OPT_DIR} ${FX_CLI})
 set_tests_properties(cli.deploy_example PROPERTIES FIXTURES_REQUIRED "fx_models_0;fx_saved_optimized" TIMEOUT 120
-                     ENVIRONMENT "OMP_NUM_THREADS=1" FAIL_REGULAR_EXPRESSION "libfxcpp_passes"
+                     ENVIRONMENT "OMP_NUM_THREADS=1" FAIL_REGULAR_EXPRESSION "libfxcpp_passes;libfxcpp_import;libfxcpp_trace"
                      PASS_REGULAR_EXPRESSION "loaded [^\n]*resnet18.opt.fx in [0-9.]+ ms; first forward [0-9.]+ ms, then [0-9.]+ ms; peak resident memory [0-9.]+ MB\n.*libfxcpp_onednn[^\n]*\n.*wrote [^\n]*deploy.out.pt\nSAME")
 # Exported to TorchScript (fxcpp export): Python loads fxcpp's operator library
 # (torch.ops.load_library) and the file (torch.jit.load), and computes the C++ output bit for bit.

@@ -7,7 +7,7 @@
 #include "serialize_test_util.h"
 
 #include "../import/cases.h"
-#include "import/jit_targets.h"
+#include "torchscript/jit_targets.h"
 
 #include <fx/control_flow.h>
 #include <fx/export.h>

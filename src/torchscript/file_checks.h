@@ -12,6 +12,9 @@
 #include <unordered_map>
 #include <vector>
 
+// The namespace is still import_detail: these helpers moved from src/import to
+// src/torchscript (fxcpp_torchscript) so that fx::load needs no importer; the
+// name was kept to limit churn.
 namespace fx::import_detail {
 
 /// One record of a zip archive, as its central directory describes it.

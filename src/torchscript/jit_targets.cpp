@@ -1,5 +1,5 @@
 // call_function targets for TorchScript operators.
-#include "import/jit_targets.h"
+#include "torchscript/jit_targets.h"
 
 #include "targets/registry.h"
 

@@ -23,6 +23,9 @@ namespace torch::jit {
 struct Node;
 }  // namespace torch::jit
 
+// The namespace is still import_detail: these helpers moved from src/import to
+// src/torchscript (fxcpp_torchscript) so that fx::load needs no importer; the
+// name was kept to limit churn.
 namespace fx::import_detail {
 
 /// A call_function target for a TorchScript operator node.

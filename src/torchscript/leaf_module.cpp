@@ -1,7 +1,9 @@
 // Mirrors of TorchScript modules as torch::nn::Modules (leaves call the scripted forward).
-#include "import/leaf_module.h"
+#include "torchscript/leaf_module.h"
 
+#include <fx/graph_module.h>
 #include <fx/module_attributes.h>
+#include <fx/normalize.h>
 
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/ir/constants.h>

@@ -1,5 +1,5 @@
 // Loading TorchScript files, with one-line errors for bad files.
-#include <fx/import.h>
+#include <fx/torchscript.h>
 #include <fx/tensor_file.h>
 
 #include "file_checks.h"

@@ -14,6 +14,9 @@
 #include <string>
 #include <vector>
 
+// The namespace is still import_detail: these helpers moved from src/import to
+// src/torchscript (fxcpp_torchscript) so that fx::load needs no importer; the
+// name was kept to limit churn.
 namespace fx::import_detail {
 
 /// A storage a pickle references by persistent id.

@@ -6,7 +6,7 @@
 // their type with every non-alphanumeric run made one '_'
 // ("prim::ListConstruct.Tensor" holds Tensors, "prim::DictConstruct.Dict_str_Tensor"
 // is a Dict[str, Tensor]); the type is read back from those words.
-#include "import/jit_targets.h"
+#include "torchscript/jit_targets.h"
 
 #include <fx/target.h>
 

@@ -7,7 +7,7 @@
 // TorchScript module's tensors as their parameters and buffers under the same
 // names: the same tensors, never copies.
 
-#include <fx/import.h>
+#include <fx/torchscript.h>
 
 #include <torch/csrc/jit/api/module.h>
 #include <torch/nn/module.h>
@@ -16,6 +16,9 @@
 #include <string>
 #include <vector>
 
+// The namespace is still import_detail: these helpers moved from src/import to
+// src/torchscript (fxcpp_torchscript) so that fx::load needs no importer; the
+// name was kept to limit churn.
 namespace fx::import_detail {
 
 /// A TorchScript leaf module as a torch::nn::Module: forward calls the
