@@ -279,7 +279,9 @@ class Lowering {
     }
     std::vector<Node*> chain{n};
     Node* u = only_user(n);
+    Node* act = nullptr;
     if (u && !quant_params(u) && activation(u, s.post_ops)) {
+      act = u;
       chain.push_back(u);
       u = only_user(u);
     }
@@ -294,6 +296,7 @@ class Lowering {
     } catch (const Error& e) {
       return keep(entry, e.what());
     }
+    if (act) fused_into(act, n->name(), onednn::activation_name(s.post_ops.activation));
     std::string how = std::string(conv ? "int8 oneDNN convolution" : "int8 oneDNN linear") +
                       (s.post_ops.activation != onednn::Activation::None
                            ? " (" + onednn::activation_name(s.post_ops.activation) + ")"
@@ -376,8 +379,10 @@ class Lowering {
     onednn::PackedQState s = states_.at(conv);
     std::vector<Node*> chain{conv, only_user(conv), n};
     Node* u = only_user(n);
+    Node* relu = nullptr;
     if (u && detail::is_relu(gm_, u)) {
       s.post_ops.activation = onednn::Activation::Relu;
+      relu = u;
       chain.push_back(u);
       u = only_user(u);
     }
@@ -395,6 +400,7 @@ class Lowering {
     }
     const ArgList conv_args = conv->args();
     const std::string conv_name = lowered_name_.at(conv);
+    if (relu) fused_into(relu, conv_name, "relu");
     Node* lowered = replace(chain, "fxcpp::onednn_qconv2d", {conv_args[0], Argument::from_ivalue(packed), residual},
                             s.output, conv_name);
     states_[lowered] = s;
@@ -530,6 +536,13 @@ class Lowering {
     e.target = n->target();
     e.reason = "float";
     return e;
+  }
+
+  /// Reports `n` (an activation, not erased yet) as fused into the kernel named `kernel`.
+  void fused_into(const Node* n, const std::string& kernel, const std::string& what) {
+    NodeQuantization& e = entry_for(n, n->name());
+    e.quantized = true;
+    e.reason = "fused into " + kernel + " (" + what + ")";
   }
 
   void keep(NodeQuantization& entry, const std::string& why) {
