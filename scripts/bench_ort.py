@@ -301,9 +301,14 @@ def main():
                                                                    cfg["batch"], time.time() - start))
         entry = {"config": cfg}
         try:
-            entry["result"] = bench_config(fxcpp, ort_dir, models, cfg, argparse.Namespace(
-                warmup=args.warmup, min_rounds=args.min_rounds, max_rounds=args.max_rounds, seconds=seconds,
-                gap_ms=args.gap_ms))
+            opts = argparse.Namespace(warmup=args.warmup, min_rounds=args.min_rounds, max_rounds=args.max_rounds,
+                                      seconds=seconds, gap_ms=args.gap_ms)
+            try:
+                entry["result"] = bench_config(fxcpp, ort_dir, models, cfg, opts)
+            except (RuntimeError, OSError) as e:  # once more: fxcpp may have been relinking (Permission denied)
+                log("  %s; trying again in 20 s" % (str(e).splitlines()[0] if str(e) else type(e).__name__))
+                time.sleep(20)
+                entry["result"] = bench_config(fxcpp, ort_dir, models, cfg, opts)
             data["ort_version"] = entry["result"]["ort_version"]
             e = entry["result"]["engines"]
             log("  ORT %.2f ms, fxcpp-opt %.2f ms, TS-opt %.2f ms" % tuple(
