@@ -19,6 +19,7 @@
 #include <fx/node.h>
 #include <fx/normalize.h>
 #include <fx/onednn.h>
+#include <fx/onednn_int8.h>
 #include <fx/passes.h>
 #include <fx/quantization.h>
 #include <fx/serialize.h>
@@ -26,4 +27,5 @@
 #include <fx/target.h>
 #include <fx/tensor_file.h>
 #include <fx/tensor_meta.h>
+#include <fx/torchscript.h>
 #include <fx/trace.h>

@@ -18,6 +18,7 @@
 
 #include <fx/quantization/convert.h>
 #include <fx/quantization/fuse.h>
+#include <fx/quantization/lower.h>
 #include <fx/quantization/observers.h>
 #include <fx/quantization/prepare.h>
 #include <fx/quantization/qconfig.h>

@@ -71,6 +71,9 @@ struct ConvCase {
   bool residual;
 };
 
+/// gtest names a case by this (not by the bytes of the struct).
+void PrintTo(const ConvCase& c, std::ostream* os) { *os << c.name; }
+
 class QConvKernel : public ::testing::TestWithParam<ConvCase> {};
 
 TEST_P(QConvKernel, MatchesReferenceArithmetic) {
