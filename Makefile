@@ -36,6 +36,7 @@ bench: build
 	/usr/bin/python3 scripts/bench_table.py --build $(BUILD) $(if $(QUICK),--quick)
 	/usr/bin/python3 scripts/bench_optimize.py --build $(BUILD) $(if $(QUICK),--quick)
 	/usr/bin/python3 scripts/bench_cold_start.py --build $(BUILD) $(if $(QUICK),--runs 3)
+	/usr/bin/python3 scripts/bench_pipeline.py --build $(BUILD) $(if $(QUICK),--quick)
 	/usr/bin/python3 scripts/bench_quantize.py --build $(BUILD) $(if $(QUICK),--quick)  # int8: fxcpp vs Python's quantize_fx
 	/usr/bin/python3 scripts/bench_ort.py --build $(BUILD) $(if $(QUICK),--quick)  # optional: skipped, with the reason, without ONNX Runtime
 

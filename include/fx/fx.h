@@ -1,11 +1,12 @@
 #pragma once
 /// \file
 /// The whole public API of fxcpp: the IR, execution, the passes, tracing,
-/// TorchScript import, tensor files, saving, loading, export and quantization. (tests/core/umbrella_test.cpp checks
+/// TorchScript import, tensor files, saving, loading, export, quantization and distributed execution. (tests/core/umbrella_test.cpp checks
 /// that every public header is reachable from here.)
 
 #include <fx/argument.h>
 #include <fx/control_flow.h>
+#include <fx/distributed.h>
 #include <fx/error.h>
 #include <fx/export.h>
 #include <fx/graph.h>

@@ -1,0 +1,867 @@
+// Rendezvous (torchrun's environment, c10d TCPStore / FileStore), one
+// ProcessGroupGloo, and numbered messages of structured values between ranks.
+#include <fx/distributed/process_group.h>
+
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/exception.h>
+
+#include <c10/util/Exception.h>
+#include <glog/logging.h>
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <mutex>
+
+namespace fx::distributed {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// ---- environment ---------------------------------------------------------
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+int env_int(const char* name, int fallback, int min, int max) {
+  const char* v = env(name);
+  if (!v) return fallback;
+  try {
+    size_t used = 0;
+    const long n = std::stol(v, &used);
+    if (used != std::strlen(v) || n < min || n > max) throw std::invalid_argument("");
+    return static_cast<int>(n);
+  } catch (const std::exception&) {
+    throw Error(std::string(name) + "='" + v + "' is not an integer in [" + std::to_string(min) + ", " +
+                std::to_string(max) + "]");
+  }
+}
+
+bool is_loopback(const std::string& addr) {
+  return addr == "localhost" || addr == "::1" || addr.rfind("127.", 0) == 0;
+}
+
+/// The local address of the route to `host` (a UDP "connect" sends nothing).
+std::string route_address(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || !res)
+    throw DistributedError("cannot resolve MASTER_ADDR '" + host + "'");
+  std::string out;
+  for (addrinfo* a = res; a && out.empty(); a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, SOCK_DGRAM, 0);
+    if (fd < 0) continue;
+    sockaddr_storage local{};
+    socklen_t len = sizeof local;
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+      char buf[INET6_ADDRSTRLEN] = {0};
+      const void* src = local.ss_family == AF_INET
+                            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
+                            : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
+      if (inet_ntop(local.ss_family, src, buf, sizeof buf)) out = buf;
+    }
+    ::close(fd);
+  }
+  freeaddrinfo(res);
+  if (out.empty())
+    throw DistributedError("cannot find the local address that reaches MASTER_ADDR '" + host +
+                           "' (set FXCPP_LOCAL_ADDR to this machine's address)");
+  return out;
+}
+
+/// The message of any exception, without libtorch's backtrace, on one line.
+std::string first_line(const std::exception& e) {
+  std::string msg;
+  if (auto* c = dynamic_cast<const c10::Error*>(&e)) msg = c->what_without_backtrace();
+  else msg = e.what();
+  const size_t nl = msg.find('\n');
+  if (nl != std::string::npos) msg.resize(nl);
+  return msg;
+}
+
+bool contains(const std::string& s, const char* what) { return s.find(what) != std::string::npos; }
+
+std::string seconds_text(std::chrono::milliseconds t) {
+  std::ostringstream os;
+  os << static_cast<double>(t.count()) / 1000.0 << " s";
+  return os.str();
+}
+
+// ---- the wire format -----------------------------------------------------
+// A message is piece 0, a header of kHeaderWords int64 words; piece 1, the
+// rest of the value's encoding if it does not fit; then one piece per tensor
+// with data. Gloo matches sends and receives by (peer, tag): the tag is the
+// message's number between the two ranks (19 bits, wrapping) and the piece.
+
+constexpr int64_t kMagic = 0x46584350;  // "FXCP"
+constexpr int64_t kVersion = 1;
+constexpr int64_t kHeaderWords = 64;
+constexpr int64_t kFixedWords = 9;  // magic, version, kind, id, count, encoding words, tensors, text words, flags
+constexpr int64_t kInlineWords = kHeaderWords - kFixedWords;
+constexpr int kPieceBits = 12;
+constexpr int64_t kMaxPieces = (int64_t{1} << kPieceBits) - 3;  // tensors per message (pieces 2 .. 4094)
+constexpr int64_t kProbePiece = (int64_t{1} << kPieceBits) - 1;  // never sent: a receive that only a closed link ends
+constexpr uint64_t kSeqMask = (uint64_t{1} << 19) - 1;
+
+int tag_of(uint64_t seq, int64_t piece) {
+  return static_cast<int>(((seq & kSeqMask) << kPieceBits) | static_cast<uint64_t>(piece));
+}
+
+enum Code : int64_t { kNone = 0, kTensor = 1, kTuple = 2, kList = 3, kInt = 4, kDouble = 5, kBool = 6, kString = 7 };
+enum ListKind : int64_t { kGenericList = 0, kTensorList = 1, kIntList = 2, kDoubleList = 3, kBoolList = 4 };
+
+void encode_string(const std::string& s, std::vector<int64_t>& words) {
+  words.push_back(static_cast<int64_t>(s.size()));
+  for (size_t i = 0; i < s.size(); i += 8) {
+    int64_t w = 0;
+    std::memcpy(&w, s.data() + i, std::min<size_t>(8, s.size() - i));
+    words.push_back(w);
+  }
+}
+
+void encode(const c10::IValue& v, std::vector<int64_t>& words, std::vector<at::Tensor>& tensors) {
+  if (v.isNone()) {
+    words.push_back(kNone);
+  } else if (v.isTensor()) {
+    at::Tensor t = v.toTensor();
+    if (!t.defined()) {
+      words.push_back(kNone);
+      return;
+    }
+    if (t.is_quantized() || t.is_sparse() || !t.device().is_cpu() || t.is_mkldnn())
+      throw DistributedError("cannot send a " + std::string(t.is_quantized() ? "quantized" : t.is_sparse() ? "sparse" : "non-CPU") +
+                             " tensor between ranks (dense CPU tensors only)");
+    t = t.detach();
+    if (t.is_conj() || t.is_neg() || !t.is_non_overlapping_and_dense()) t = t.resolve_conj().resolve_neg().contiguous();
+    words.push_back(kTensor);
+    words.push_back(static_cast<int64_t>(t.scalar_type()));
+    words.push_back(t.dim());
+    for (int64_t s : t.sizes()) words.push_back(s);
+    for (int64_t s : t.strides()) words.push_back(s);
+    tensors.push_back(t);
+  } else if (v.isTuple()) {
+    const auto& items = v.toTupleRef().elements();
+    words.push_back(kTuple);
+    words.push_back(static_cast<int64_t>(items.size()));
+    for (const auto& item : items) encode(item, words, tensors);
+  } else if (v.isList()) {
+    const c10::TypePtr elem = v.type()->containedType(0);
+    int64_t kind = kGenericList;
+    if (elem->kind() == c10::TypeKind::TensorType) kind = kTensorList;
+    else if (elem->kind() == c10::TypeKind::IntType) kind = kIntList;
+    else if (elem->kind() == c10::TypeKind::FloatType) kind = kDoubleList;
+    else if (elem->kind() == c10::TypeKind::BoolType) kind = kBoolList;
+    const auto items = v.toListRef();
+    words.push_back(kList);
+    words.push_back(static_cast<int64_t>(items.size()));
+    words.push_back(kind);
+    for (const auto& item : items) encode(item, words, tensors);
+  } else if (v.isInt()) {
+    words.push_back(kInt);
+    words.push_back(v.toInt());
+  } else if (v.isDouble()) {
+    words.push_back(kDouble);
+    int64_t bits = 0;
+    const double d = v.toDouble();
+    std::memcpy(&bits, &d, sizeof bits);
+    words.push_back(bits);
+  } else if (v.isBool()) {
+    words.push_back(kBool);
+    words.push_back(v.toBool() ? 1 : 0);
+  } else if (v.isString()) {
+    words.push_back(kString);
+    encode_string(v.toStringRef(), words);
+  } else {
+    throw DistributedError("cannot send a value of type " + v.type()->repr_str() +
+                           " between ranks (tensors, tuples, lists, numbers, bools, strings and None can)");
+  }
+}
+
+struct Decoder {
+  const int64_t* p;
+  const int64_t* end;
+  std::vector<at::Tensor>* buffers;  // where each tensor's data arrives, in order
+
+  int64_t next() {
+    if (p >= end) throw DistributedError("malformed message header (truncated encoding)");
+    return *p++;
+  }
+  int64_t count(int64_t max = std::numeric_limits<int32_t>::max()) {
+    const int64_t n = next();
+    if (n < 0 || n > max) throw DistributedError("malformed message header (count " + std::to_string(n) + ")");
+    return n;
+  }
+  std::string string() {
+    const int64_t n = count(end - p > 0 ? (end - p) * 8 : 0);
+    std::string s(static_cast<size_t>(n), '\0');
+    for (int64_t i = 0; i < n; i += 8) {
+      const int64_t w = next();
+      std::memcpy(&s[static_cast<size_t>(i)], &w, static_cast<size_t>(std::min<int64_t>(8, n - i)));
+    }
+    return s;
+  }
+  c10::IValue value() {
+    switch (next()) {
+      case kNone: return c10::IValue();
+      case kTensor: {
+        const int64_t dtype = next();
+        if (dtype < 0 || dtype >= static_cast<int64_t>(c10::ScalarType::NumOptions))
+          throw DistributedError("malformed message header (dtype " + std::to_string(dtype) + ")");
+        const int64_t dim = count(64);
+        std::vector<int64_t> sizes(static_cast<size_t>(dim)), strides(static_cast<size_t>(dim));
+        for (auto& s : sizes) s = count();
+        for (auto& s : strides) s = count();
+        at::Tensor t = at::empty_strided(sizes, strides, at::TensorOptions().dtype(static_cast<c10::ScalarType>(dtype)));
+        buffers->push_back(t);
+        return t;
+      }
+      case kTuple: {
+        const int64_t n = count();
+        std::vector<c10::IValue> items;
+        items.reserve(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) items.push_back(value());
+        return c10::ivalue::Tuple::create(std::move(items));
+      }
+      case kList: {
+        const int64_t n = count();
+        const int64_t kind = next();
+        std::vector<c10::IValue> items;
+        items.reserve(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) items.push_back(value());
+        switch (kind) {
+          case kTensorList: {
+            c10::List<at::Tensor> l;
+            for (auto& i : items) l.push_back(i.toTensor());
+            return l;
+          }
+          case kIntList: {
+            c10::List<int64_t> l;
+            for (auto& i : items) l.push_back(i.toInt());
+            return l;
+          }
+          case kDoubleList: {
+            c10::List<double> l;
+            for (auto& i : items) l.push_back(i.toDouble());
+            return l;
+          }
+          case kBoolList: {
+            c10::List<bool> l;
+            for (auto& i : items) l.push_back(i.toBool());
+            return l;
+          }
+          default: {
+            c10::impl::GenericList l(c10::AnyType::get());
+            for (auto& i : items) l.push_back(std::move(i));
+            return l;
+          }
+        }
+      }
+      case kInt: return next();
+      case kDouble: {
+        const int64_t bits = next();
+        double d = 0;
+        std::memcpy(&d, &bits, sizeof d);
+        return d;
+      }
+      case kBool: return next() != 0;
+      case kString: return string();
+      default: throw DistributedError("malformed message header (unknown value code)");
+    }
+  }
+};
+
+at::Tensor flat_view(const at::Tensor& t) { return t.as_strided({t.numel()}, {1}, t.storage_offset()); }
+
+// ---- c10d logging --------------------------------------------------------
+
+}  // namespace
+
+bool rendezvous_env_present() { return env("RANK") || env("WORLD_SIZE"); }
+
+RendezvousOptions rendezvous_from_env() {
+  RendezvousOptions o;
+  if (!env("WORLD_SIZE")) throw Error("WORLD_SIZE is not set (the rendezvous needs MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE)");
+  if (!env("RANK")) throw Error("RANK is not set (the rendezvous needs MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE)");
+  o.world_size = env_int("WORLD_SIZE", 1, 1, 1 << 16);
+  o.rank = env_int("RANK", 0, 0, o.world_size - 1);
+  o.local_rank = env_int("LOCAL_RANK", o.rank, 0, 1 << 16);
+  if (const char* a = env("MASTER_ADDR")) o.master_addr = a;
+  o.master_port = env_int("MASTER_PORT", 29500, 1, 65535);
+  if (const char* f = env("FXCPP_STORE_FILE")) o.store_file = f;
+  if (const char* h = env("FXCPP_STORE_HOSTED")) o.store_hosted = std::string(h) == "1";
+  if (const char* h = env("TORCHELASTIC_USE_AGENT_STORE")) o.store_hosted = o.store_hosted || std::string(h) == "True";
+  if (const char* l = env("FXCPP_LOCAL_ADDR")) o.local_addr = l;
+  if (const char* i = env("GLOO_SOCKET_IFNAME")) o.interface = i;
+  o.timeout = std::chrono::seconds(env_int("FXCPP_DIST_TIMEOUT", 300, 1, 86400));
+  return o;
+}
+
+void quiet_c10d_logging() { FLAGS_minloglevel = google::GLOG_FATAL; }
+
+// ---- StoreServer -----------------------------------------------------------
+
+namespace {
+
+[[noreturn]] void port_in_use(const std::string& addr, int port) {
+  throw DistributedError("MASTER_PORT " + std::to_string(port) + " on " + addr +
+                         " is in use (another rendezvous or program listens there): choose another port");
+}
+
+c10::intrusive_ptr<c10d::TCPStore> make_tcp_store(const std::string& addr, int port, bool server,
+                                                 std::chrono::milliseconds timeout, const std::string& who) {
+  c10d::TCPStoreOptions o;
+  o.port = static_cast<std::uint16_t>(port);
+  o.isServer = server;
+  o.waitWorkers = false;
+  o.timeout = timeout;
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(addr, o);
+  } catch (const std::exception& e) {
+    const std::string msg = first_line(e);
+    if (contains(msg, "Address already in use") || contains(msg, "failed to listen")) port_in_use(addr, port);
+    if (dynamic_cast<const c10d::TimeoutError*>(&e) || contains(msg, "timed out") || contains(msg, "Timeout"))
+      throw DistributedError(who + ": no rendezvous at " + addr + ":" + std::to_string(port) + " within " +
+                             seconds_text(timeout) + " (is rank 0 or fxcpp launch running there, with the same MASTER_ADDR and MASTER_PORT?)");
+    throw DistributedError(who + ": cannot reach the rendezvous at " + addr + ":" + std::to_string(port) + ": " + msg);
+  }
+}
+
+}  // namespace
+
+struct StoreServer::Impl {
+  c10::intrusive_ptr<c10d::TCPStore> store;
+};
+
+StoreServer::StoreServer(const std::string& addr, int port, std::chrono::milliseconds timeout)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->store = make_tcp_store(addr, port, true, timeout, "store server");
+}
+StoreServer::~StoreServer() = default;
+int StoreServer::port() const { return impl_->store->getPort(); }
+
+// ---- PendingSend / PendingRecv ---------------------------------------------
+
+namespace {
+
+/// What a send or receive needs to report errors.
+struct Context {
+  int rank = 0;
+  std::chrono::milliseconds timeout{0};
+};
+
+std::string lost_text(int me, int peer, const std::string& what) {
+  return "rank " + std::to_string(me) + ": lost rank " + std::to_string(peer) + " while " + what +
+         " (its connection closed: the process ended or was killed)";
+}
+
+bool is_closed(const std::string& msg) {
+  return contains(msg, "closed") || contains(msg, "reset") || contains(msg, "Broken pipe") || contains(msg, "EOF") ||
+         contains(msg, "Connection refused");
+}
+
+[[noreturn]] void fail(const Context& c, int peer, const std::string& what, const std::exception& e) {
+  if (dynamic_cast<const DistributedError*>(&e)) throw;
+  const std::string msg = first_line(e);
+  const std::string me = "rank " + std::to_string(c.rank);
+  const std::string other = "rank " + std::to_string(peer);
+  if (is_closed(msg)) throw DistributedError(lost_text(c.rank, peer, what), peer, what);
+  if (contains(msg, "imed out") || contains(msg, "imeout"))
+    throw DistributedError(me + ": " + other + " did not answer within " + seconds_text(c.timeout) + " while " + what +
+                           " (it hangs, or the timeout is too short)");
+  throw DistributedError(me + ": " + what + " failed (" + other + "): " + msg);
+}
+
+void wait_work(const c10::intrusive_ptr<c10d::Work>& work, const Context& c, int peer, const std::string& what) {
+  try {
+    if (!work->wait(c.timeout)) throw std::runtime_error("timed out");
+  } catch (const std::exception& e) {
+    fail(c, peer, what, e);
+  }
+}
+
+}  // namespace
+
+struct PendingSend::Impl {
+  Context context;
+  int peer = 0;
+  std::string what;
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  std::vector<at::Tensor> keep;  // header words and the tensors, alive until sent
+  int64_t bytes = 0;
+  bool waited = false;
+};
+
+/// Sends abandoned by a failed run: their works and buffers stay alive until
+/// the process ends, so Gloo never reads memory that was freed (and the
+/// failing process never waits for a peer that may be gone).
+void PendingSend::abandon(std::unique_ptr<Impl> send) {
+  static std::mutex mutex;
+  static auto* graveyard = new std::vector<std::unique_ptr<Impl>>();  // never destroyed
+  std::lock_guard<std::mutex> lock(mutex);
+  graveyard->push_back(std::move(send));
+}
+
+PendingSend::PendingSend() = default;
+PendingSend::~PendingSend() {
+  if (impl_ && !impl_->waited) abandon(std::move(impl_));
+}
+PendingSend::PendingSend(PendingSend&&) noexcept = default;
+PendingSend& PendingSend::operator=(PendingSend&& other) noexcept {
+  if (this != &other) {
+    PendingSend old(std::move(*this));
+    impl_ = std::move(other.impl_);
+  }
+  return *this;
+}
+void PendingSend::wait() {
+  if (!impl_ || impl_->waited) return;
+  impl_->waited = true;
+  try {
+    for (const auto& w : impl_->works)
+      wait_work(w, impl_->context, impl_->peer, "sending " + impl_->what + " to rank " + std::to_string(impl_->peer));
+  } catch (...) {
+    abandon(std::move(impl_));
+    throw;
+  }
+}
+
+bool PendingSend::wait_for(std::chrono::milliseconds limit) {
+  if (!impl_ || impl_->waited) return true;
+  Context c = impl_->context;
+  c.timeout = limit;
+  const std::string what = "sending " + impl_->what + " to rank " + std::to_string(impl_->peer);
+  try {
+    for (const auto& w : impl_->works) wait_work(w, c, impl_->peer, what);
+  } catch (const DistributedError& e) {
+    abandon(std::move(impl_));
+    if (e.lost_rank() >= 0) throw;
+    return false;  // not received within the limit
+  }
+  impl_->waited = true;
+  return true;
+}
+int64_t PendingSend::bytes() const { return impl_ ? impl_->bytes : 0; }
+
+struct PendingRecv::Impl {
+  Context context;
+  c10d::ProcessGroupGloo* pg = nullptr;
+  int peer = 0;
+  uint64_t seq = 0;
+  std::string what;
+  at::Tensor header;
+  c10::intrusive_ptr<c10d::Work> header_work;
+  bool done = false;
+  std::atomic<bool> aborted{false};
+};
+
+PendingRecv::PendingRecv() = default;
+PendingRecv::~PendingRecv() = default;
+PendingRecv::PendingRecv(PendingRecv&&) noexcept = default;
+PendingRecv& PendingRecv::operator=(PendingRecv&&) noexcept = default;
+
+void PendingRecv::abort() {
+  if (!impl_ || impl_->aborted.exchange(true)) return;
+  try {
+    impl_->header_work->abort();
+  } catch (...) {
+  }
+}
+
+Message PendingRecv::wait(RecvTiming* timing) {
+  if (!impl_ || impl_->done) throw Error("PendingRecv::wait: nothing to receive (already received)");
+  impl_->done = true;
+  Impl& r = *impl_;
+  const std::string what = "receiving " + r.what + " from rank " + std::to_string(r.peer);
+  const auto start = Clock::now();
+  auto abandoned = [&] {
+    return DistributedError("rank " + std::to_string(r.context.rank) + ": abandoned " + what + " (the run failed)");
+  };
+  if (r.aborted) throw abandoned();
+  try {
+    wait_work(r.header_work, r.context, r.peer, what);
+  } catch (const DistributedError&) {
+    if (r.aborted) throw abandoned();
+    throw;
+  }
+  if (r.aborted) throw abandoned();
+  const double wait_ms = ms_since(start);
+  const auto transfer_start = Clock::now();
+  const int64_t* h = r.header.data_ptr<int64_t>();
+  if (h[0] != kMagic || h[1] != kVersion)
+    throw DistributedError("rank " + std::to_string(r.context.rank) + ": rank " + std::to_string(r.peer) +
+                           " sent a message of another format while " + what + " (a different fxcpp version?)");
+  Message m;
+  const int64_t kind = h[2];
+  if (kind != static_cast<int64_t>(MessageKind::Data) && kind != static_cast<int64_t>(MessageKind::Stop) &&
+      kind != static_cast<int64_t>(MessageKind::Error))
+    throw DistributedError("malformed message header (kind " + std::to_string(kind) + ") while " + what);
+  m.kind = static_cast<MessageKind>(kind);
+  m.id = h[3];
+  m.count = h[4];
+  m.flags = h[8];
+  const int64_t words = h[5], ntensors = h[6], text_words = h[7];
+  if (words < 0 || ntensors < 0 || ntensors > kMaxPieces || text_words < 0 || text_words > words)
+    throw DistributedError("malformed message header while " + what);
+  std::vector<int64_t> encoding(h + kFixedWords, h + kFixedWords + std::min(words, kInlineWords));
+  if (words > kInlineWords) {
+    at::Tensor rest = at::empty({words - kInlineWords}, at::kLong);
+    std::vector<at::Tensor> v{rest};
+    try {
+      wait_work(r.pg->recv(v, r.peer, tag_of(r.seq, 1)), r.context, r.peer, what);
+    } catch (const DistributedError&) {
+      throw;
+    }
+    const int64_t* p = rest.data_ptr<int64_t>();
+    encoding.insert(encoding.end(), p, p + (words - kInlineWords));
+  }
+  std::vector<at::Tensor> buffers;
+  Decoder d{encoding.data(), encoding.data() + encoding.size(), &buffers};
+  if (text_words > 0) m.text = d.string();
+  m.value = d.value();
+  if (static_cast<int64_t>(buffers.size()) != ntensors)
+    throw DistributedError("malformed message header (tensor count) while " + what);
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  int64_t bytes = 0;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    if (buffers[i].numel() == 0) continue;
+    std::vector<at::Tensor> v{flat_view(buffers[i])};
+    bytes += buffers[i].numel() * static_cast<int64_t>(buffers[i].element_size());
+    try {
+      works.push_back(r.pg->recv(v, r.peer, tag_of(r.seq, static_cast<int64_t>(i) + 2)));
+    } catch (const std::exception& e) {
+      fail(r.context, r.peer, what, e);
+    }
+  }
+  for (const auto& w : works) wait_work(w, r.context, r.peer, what);
+  if (timing) {
+    timing->wait_ms = wait_ms;
+    timing->transfer_ms = ms_since(transfer_start);
+    timing->bytes = bytes;
+  }
+  return m;
+}
+
+// ---- ProcessGroup ------------------------------------------------------------
+
+struct ProcessGroup::Impl {
+  RendezvousOptions options;
+  c10::intrusive_ptr<c10d::Store> store;  // the shared store
+  c10::intrusive_ptr<c10d::Store> keys;   // fxcpp's keys in it
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+  std::vector<uint64_t> send_seq, recv_seq;
+  Context context() const { return Context{options.rank, options.timeout}; }
+};
+
+ProcessGroup::ProcessGroup() : impl_(std::make_unique<Impl>()) {}
+ProcessGroup::~ProcessGroup() = default;
+
+std::shared_ptr<ProcessGroup> ProcessGroup::create(const RendezvousOptions& o) {
+  if (o.world_size < 1) throw Error("world size " + std::to_string(o.world_size) + " (WORLD_SIZE must be at least 1)");
+  if (o.rank < 0 || o.rank >= o.world_size)
+    throw Error("rank " + std::to_string(o.rank) + " is outside [0, " + std::to_string(o.world_size) + ") (RANK, WORLD_SIZE)");
+  std::shared_ptr<ProcessGroup> group(new ProcessGroup());
+  Impl& g = *group->impl_;
+  g.options = o;
+  const std::string who = "rank " + std::to_string(o.rank);
+  if (!o.store_file.empty()) {
+    try {
+      g.store = c10::make_intrusive<c10d::FileStore>(o.store_file, o.world_size);
+    } catch (const std::exception& e) {
+      throw DistributedError(who + ": cannot open the FileStore " + o.store_file + ": " + first_line(e));
+    }
+    g.store->setTimeout(o.timeout);
+  } else {
+    g.store = make_tcp_store(o.master_addr, o.master_port, o.rank == 0 && !o.store_hosted, o.timeout, who);
+  }
+  g.keys = c10::make_intrusive<c10d::PrefixStore>("fxcpp", g.store);
+  auto pg_options = c10d::ProcessGroupGloo::Options::create(o.timeout);
+  try {
+    if (!o.interface.empty()) {
+      pg_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(o.interface));
+    } else {
+      std::string local = o.local_addr;
+      if (local.empty()) local = is_loopback(o.master_addr) ? "127.0.0.1" : route_address(o.master_addr, o.master_port);
+      pg_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(local));
+    }
+  } catch (const DistributedError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw DistributedError(who + ": cannot make the Gloo device: " + first_line(e));
+  }
+  try {
+    g.pg = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("gloo", g.store), o.rank,
+                                                       o.world_size, pg_options);
+  } catch (const std::exception& e) {
+    const std::string msg = first_line(e);
+    if (contains(msg, "imeout") || contains(msg, "imed out"))
+      throw DistributedError(who + ": the other ranks did not all join within " + seconds_text(o.timeout) +
+                             " (WORLD_SIZE=" + std::to_string(o.world_size) + ")");
+    throw DistributedError(who + ": cannot connect to the other ranks: " + msg);
+  }
+  g.send_seq.assign(static_cast<size_t>(o.world_size), 0);
+  g.recv_seq.assign(static_cast<size_t>(o.world_size), 0);
+  return group;
+}
+
+int ProcessGroup::rank() const { return impl_->options.rank; }
+int ProcessGroup::world_size() const { return impl_->options.world_size; }
+std::chrono::milliseconds ProcessGroup::timeout() const { return impl_->options.timeout; }
+std::string ProcessGroup::who() const { return "rank " + std::to_string(rank()); }
+std::string ProcessGroup::store_address() const {
+  if (!impl_->options.store_file.empty()) return impl_->options.store_file;
+  return impl_->options.master_addr + ":" + std::to_string(impl_->options.master_port);
+}
+
+PendingSend ProcessGroup::send(const Message& message, int dst, const std::string& what) {
+  if (dst < 0 || dst >= world_size() || dst == rank())
+    throw Error(who() + ": cannot send to rank " + std::to_string(dst));
+  std::vector<int64_t> encoding;
+  std::vector<at::Tensor> tensors;
+  int64_t text_words = 0;
+  if (!message.text.empty()) {
+    encode_string(message.text, encoding);
+    text_words = static_cast<int64_t>(encoding.size());
+  }
+  try {
+    encode(message.value, encoding, tensors);
+  } catch (const DistributedError& e) {
+    throw DistributedError(who() + ": " + what + ": " + e.what());
+  }
+  if (static_cast<int64_t>(tensors.size()) > kMaxPieces)
+    throw DistributedError(who() + ": " + what + " holds " + std::to_string(tensors.size()) + " tensors; at most " +
+                           std::to_string(kMaxPieces) + " can cross in one message");
+  const uint64_t seq = impl_->send_seq[static_cast<size_t>(dst)]++;
+  PendingSend out;
+  out.impl_ = std::make_unique<PendingSend::Impl>();
+  PendingSend::Impl& s = *out.impl_;
+  s.context = impl_->context();
+  s.peer = dst;
+  s.what = what;
+  at::Tensor header = at::zeros({kHeaderWords}, at::kLong);
+  int64_t* h = header.data_ptr<int64_t>();
+  h[0] = kMagic;
+  h[1] = kVersion;
+  h[2] = static_cast<int64_t>(message.kind);
+  h[3] = message.id;
+  h[4] = message.count;
+  h[5] = static_cast<int64_t>(encoding.size());
+  h[6] = static_cast<int64_t>(tensors.size());
+  h[7] = text_words;
+  h[8] = message.flags;
+  std::copy(encoding.begin(), encoding.begin() + std::min<int64_t>(kInlineWords, h[5]), h + kFixedWords);
+  auto post = [&](const at::Tensor& t, int64_t piece) {
+    std::vector<at::Tensor> v{t};
+    try {
+      s.works.push_back(impl_->pg->send(v, dst, tag_of(seq, piece)));
+    } catch (const std::exception& e) {
+      fail(s.context, dst, "sending " + what + " to rank " + std::to_string(dst), e);
+    }
+    s.keep.push_back(t);
+  };
+  post(header, 0);
+  if (h[5] > kInlineWords) {
+    at::Tensor rest = at::empty({h[5] - kInlineWords}, at::kLong);
+    std::copy(encoding.begin() + kInlineWords, encoding.end(), rest.data_ptr<int64_t>());
+    post(rest, 1);
+  }
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].numel() == 0) continue;
+    s.bytes += tensors[i].numel() * static_cast<int64_t>(tensors[i].element_size());
+    post(flat_view(tensors[i]), static_cast<int64_t>(i) + 2);
+    s.keep.push_back(tensors[i]);
+  }
+  return out;
+}
+
+PendingRecv ProcessGroup::post_recv(int src, const std::string& what) {
+  if (src < 0 || src >= world_size() || src == rank())
+    throw Error(who() + ": cannot receive from rank " + std::to_string(src));
+  PendingRecv out;
+  out.impl_ = std::make_unique<PendingRecv::Impl>();
+  PendingRecv::Impl& r = *out.impl_;
+  r.context = impl_->context();
+  r.pg = impl_->pg.get();
+  r.peer = src;
+  r.seq = impl_->recv_seq[static_cast<size_t>(src)]++;
+  r.what = what;
+  r.header = at::empty({kHeaderWords}, at::kLong);
+  std::vector<at::Tensor> v{r.header};
+  try {
+    r.header_work = impl_->pg->recv(v, src, tag_of(r.seq, 0));
+  } catch (const std::exception& e) {
+    fail(r.context, src, "receiving " + what + " from rank " + std::to_string(src), e);
+  }
+  return out;
+}
+
+Message ProcessGroup::recv(int src, RecvTiming* timing, const std::string& what) {
+  return post_recv(src, what).wait(timing);
+}
+
+void ProcessGroup::set(const std::string& key, const std::string& value) {
+  try {
+    impl_->keys->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+  } catch (const std::exception& e) {
+    throw DistributedError(who() + ": cannot write '" + key + "' to the store at " + store_address() + ": " +
+                           first_line(e));
+  }
+}
+
+std::string ProcessGroup::get(const std::string& key, const std::string& what) {
+  try {
+    const std::vector<uint8_t> v = impl_->keys->get(key);
+    return std::string(v.begin(), v.end());
+  } catch (const std::exception& e) {
+    const std::string msg = first_line(e);
+    if (contains(msg, "imeout") || contains(msg, "imed out"))
+      throw DistributedError(who() + ": waited " + seconds_text(timeout()) + " for " + what);
+    throw DistributedError(who() + ": lost the store at " + store_address() + " while waiting for " + what + " (" +
+                           msg + ")");
+  }
+}
+
+bool ProcessGroup::has(const std::string& key) {
+  try {
+    return impl_->keys->check({key});
+  } catch (const std::exception& e) {
+    throw DistributedError(who() + ": lost the store at " + store_address() + ": " + first_line(e));
+  }
+}
+
+void ProcessGroup::barrier(const std::string& what) {
+  try {
+    auto work = impl_->pg->barrier();
+    if (!work->wait(timeout())) throw std::runtime_error("timed out");
+  } catch (const std::exception& e) {
+    const std::string msg = first_line(e);
+    if (contains(msg, "imeout") || contains(msg, "imed out"))
+      throw DistributedError(who() + ": the other ranks did not reach " + what + " within " + seconds_text(timeout()));
+    throw DistributedError(who() + ": " + what + " failed (a rank was lost: " + msg + ")");
+  }
+}
+
+int ProcessGroup::first_lost_peer(std::chrono::milliseconds probe) {
+  for (int r = 0; r < world_size(); ++r) {
+    if (r == rank()) continue;
+    at::Tensor t = at::empty({1}, at::kLong);
+    std::vector<at::Tensor> v{t};
+    try {
+      auto work = impl_->pg->recv(v, r, tag_of(kSeqMask, kProbePiece));
+      try {
+        work->wait(probe);
+      } catch (const std::exception& e) {
+        if (is_closed(first_line(e))) return r;
+        try {
+          work->abort();
+        } catch (...) {
+        }
+      }
+    } catch (const std::exception& e) {
+      if (is_closed(first_line(e))) return r;
+    }
+  }
+  return -1;
+}
+
+DistributedError ProcessGroup::lost(int peer, const std::string& doing) const {
+  return DistributedError(lost_text(rank(), peer, doing), peer, doing);
+}
+
+// ---- comparisons -------------------------------------------------------------
+
+namespace {
+
+bool same_scalar(const c10::IValue& a, const c10::IValue& b) {
+  if (a.isNone() || b.isNone()) return a.isNone() && b.isNone();
+  if (a.isInt() && b.isInt()) return a.toInt() == b.toInt();
+  if (a.isBool() && b.isBool()) return a.toBool() == b.toBool();
+  if (a.isDouble() && b.isDouble()) {
+    const double x = a.toDouble(), y = b.toDouble();
+    return std::memcmp(&x, &y, sizeof x) == 0;
+  }
+  if (a.isString() && b.isString()) return a.toStringRef() == b.toStringRef();
+  return a.isSameIdentity(b);
+}
+
+std::vector<c10::IValue> items_of(const c10::IValue& v) {
+  std::vector<c10::IValue> out;
+  if (v.isTuple())
+    for (const auto& e : v.toTupleRef().elements()) out.push_back(e);
+  else
+    for (const auto& e : v.toListRef()) out.push_back(e);
+  return out;
+}
+
+}  // namespace
+
+bool bitwise_equal(const c10::IValue& a, const c10::IValue& b) {
+  if (a.isTensor() && b.isTensor()) {
+    const at::Tensor& x = a.toTensor();
+    const at::Tensor& y = b.toTensor();
+    if (x.defined() != y.defined()) return false;
+    if (!x.defined()) return true;
+    if (x.scalar_type() != y.scalar_type() || x.sizes() != y.sizes()) return false;
+    const at::Tensor cx = x.contiguous(), cy = y.contiguous();
+    return std::memcmp(cx.data_ptr(), cy.data_ptr(), static_cast<size_t>(cx.numel()) * cx.element_size()) == 0;
+  }
+  if (a.isTuple() && b.isTuple()) {
+    const auto& x = a.toTupleRef().elements();
+    const auto& y = b.toTupleRef().elements();
+    if (x.size() != y.size()) return false;
+    for (size_t i = 0; i < x.size(); ++i)
+      if (!bitwise_equal(x[i], y[i])) return false;
+    return true;
+  }
+  if (a.isList() && b.isList()) {
+    const auto x = a.toListRef();
+    const auto y = b.toListRef();
+    if (x.size() != y.size()) return false;
+    for (size_t i = 0; i < x.size(); ++i)
+      if (!bitwise_equal(x[i], y[i])) return false;
+    return true;
+  }
+  if (a.isTensor() || b.isTensor() || a.isTuple() || b.isTuple() || a.isList() || b.isList()) return false;
+  return same_scalar(a, b);
+}
+
+double max_abs_difference(const c10::IValue& a, const c10::IValue& b) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  if (a.isTensor() && b.isTensor()) {
+    const at::Tensor& x = a.toTensor();
+    const at::Tensor& y = b.toTensor();
+    if (!x.defined() || !y.defined()) return x.defined() == y.defined() ? 0.0 : kInf;
+    if (x.sizes() != y.sizes()) return kInf;
+    if (x.numel() == 0) return 0.0;
+    return (x.to(at::kDouble) - y.to(at::kDouble)).abs().max().item<double>();
+  }
+  auto seq = [&](const std::vector<c10::IValue>& x, const std::vector<c10::IValue>& y) {
+    if (x.size() != y.size()) return kInf;
+    double m = 0;
+    for (size_t i = 0; i < x.size(); ++i) m = std::max(m, max_abs_difference(x[i], y[i]));
+    return m;
+  };
+  if (a.isTuple() && b.isTuple()) return seq(items_of(a), items_of(b));
+  if (a.isList() && b.isList()) return seq(items_of(a), items_of(b));
+  return same_scalar(a, b) ? 0.0 : kInf;
+}
+
+}  // namespace fx::distributed

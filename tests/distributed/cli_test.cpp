@@ -1,0 +1,174 @@
+// The command line, as separate processes on 127.0.0.1: `fxcpp launch`
+// with `fxcpp pipeline` / `fxcpp data-parallel` (bit for bit with one
+// process), stage files, and the failures: a rank killed mid-run, a port in
+// use, a world size that does not match the stages, a stage file of another
+// model. Each failure is one clear line per process, and nothing hangs.
+#include "dist_test_util.h"
+
+#include <fx/serialize.h>
+#include <fx/tensor_file.h>
+
+#include <algorithm>
+
+namespace {
+
+using namespace dist_test;
+
+/// A small model and its inputs as files (shared by the tests of this file).
+class Cli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    fx::save(*small_resnet(0), *dir_ / "model.fx");
+    fx::save(*small_resnet(5), *dir_ / "other.fx");  // same structure, other weights
+    fx::save_value(*dir_ / "input.pt", images(1));
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static std::string path(const std::string& name) { return *dir_ / name; }
+  static TempDir* dir_;
+};
+TempDir* Cli::dir_ = nullptr;
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST_F(Cli, LaunchPipelineOfTwoAndThreeRanksBitForBit) {
+  for (const char* stages : {"2", "3"}) {
+    Child c = run({"fxcpp", "launch", "--nproc", stages, "--", "fxcpp", "pipeline", path("model.fx"), "--input",
+                   path("input.pt"), "--stages", stages, "--microbatches", "4", "--batch", "8", "--check"});
+    EXPECT_EQ(exit_status(c), 0) << c.output;
+    EXPECT_NE(c.output.find("bitwise equal to one process on the same microbatches: yes"), std::string::npos) << c.output;
+    EXPECT_NE(c.output.find("boundary 0 -> 1: "), std::string::npos) << c.output;
+    EXPECT_NE(c.output.find("tensor [8, 10] Float"), std::string::npos) << c.output;
+  }
+}
+
+TEST_F(Cli, OptimizedPipelineEqualsTheWholeModelOptimized) {
+  Child c = run({"fxcpp", "launch", "--nproc", "2", "--", "fxcpp", "pipeline", path("model.fx"), "--input",
+                 path("input.pt"), "--stages", "2", "--microbatches", "2", "--batch", "4", "--optimize", "--check",
+                 "--balance", "flops", "--json"});
+  EXPECT_EQ(exit_status(c), 0) << c.output;
+  EXPECT_NE(c.output.find("\"bitwise_equal\":true"), std::string::npos) << c.output;
+  EXPECT_NE(c.output.find("\"optimize\":true"), std::string::npos) << c.output;
+  EXPECT_NE(c.output.find("\"whole_model_bitwise_equal\":true"), std::string::npos) << c.output;
+}
+
+TEST_F(Cli, DataParallelOverThreeRanks) {
+  Child c = run({"fxcpp", "launch", "--nproc", "3", "--", "fxcpp", "data-parallel", path("model.fx"), "--input",
+                 path("input.pt"), "--batch", "7", "--check"});
+  EXPECT_EQ(exit_status(c), 0) << c.output;
+  EXPECT_NE(c.output.find("data parallel: " + path("model.fx") + " on 3 ranks, batch 7"), std::string::npos) << c.output;
+  EXPECT_NE(c.output.find("bitwise equal to one process on the same shards: yes"), std::string::npos) << c.output;
+}
+
+TEST_F(Cli, StageFilesEachRankLoadsItsOwn) {
+  TempDir stages;
+  Child plan = run({"fxcpp", "pipeline-plan", path("model.fx"), "--input", path("input.pt"), "--stages", "2",
+                    "--batch", "4", "--runs", "1", "-o", stages.path});
+  ASSERT_EQ(exit_status(plan), 0) << plan.output;
+  EXPECT_NE(plan.output.find("simulated on 2 machines"), std::string::npos) << plan.output;
+  Child c = run({"fxcpp", "launch", "--nproc", "2", "--", "fxcpp", "pipeline", stages.path, "--input",
+                 path("input.pt"), "--stages", "2", "--batch", "4", "--check"});
+  EXPECT_EQ(exit_status(c), 0) << c.output;
+  EXPECT_NE(c.output.find("bitwise equal to the same stages run in one process on the same microbatches: yes"),
+            std::string::npos)
+      << c.output;
+
+  // A stage file of another model: one line, from rank 0, exit status 2.
+  TempDir other;
+  Child other_plan = run({"fxcpp", "pipeline-plan", path("other.fx"), "--input", path("input.pt"), "--stages", "2",
+                          "--batch", "4", "--runs", "1", "-o", other.path});
+  ASSERT_EQ(exit_status(other_plan), 0) << other_plan.output;
+  ASSERT_EQ(std::system(("cp '" + other / "stage_1.fx" + "' '" + stages / "stage_1.fx" + "'").c_str()), 0);
+  Child bad = run({"fxcpp", "launch", "--nproc", "2", "--", "fxcpp", "pipeline", stages.path, "--input",
+                   path("input.pt"), "--stages", "2"});
+  EXPECT_EQ(exit_status(bad), 2) << bad.output;
+  ASSERT_EQ(lines(bad.output).size(), 1u) << bad.output;
+  EXPECT_EQ(bad.output.rfind("fxcpp pipeline: " + stages / "stage_1.fx" + " was split from another model than rank 0's " +
+                                 stages / "stage_0.fx" + " (model fingerprints ",
+                             0),
+            0u)
+      << bad.output;
+}
+
+TEST_F(Cli, WorldSizeThatDoesNotMatchTheStages) {
+  Child c = run({"fxcpp", "launch", "--nproc", "3", "--", "fxcpp", "pipeline", path("model.fx"), "--input",
+                 path("input.pt"), "--stages", "2"});
+  EXPECT_EQ(exit_status(c), 2);
+  EXPECT_EQ(c.output, "fxcpp pipeline: WORLD_SIZE is 3 but --stages 2 needs 2 ranks (one per stage)\n");
+  // Without a rendezvous: how to start the ranks.
+  Child alone = run({"fxcpp", "pipeline", path("model.fx"), "--input", path("input.pt"), "--stages", "2"});
+  EXPECT_EQ(exit_status(alone), 2);
+  EXPECT_EQ(alone.output,
+            "fxcpp pipeline: --stages 2 needs 2 ranks: start them with `fxcpp launch --nproc 2 -- fxcpp pipeline ...`, "
+            "or set MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE for each (see docs/distributed.md)\n");
+}
+
+TEST_F(Cli, PortInUse) {
+  Listener busy;
+  const std::string port = std::to_string(busy.port);
+  Child c = run({"fxcpp", "launch", "--nproc", "2", "--master-port", port, "--", "fxcpp", "pipeline", path("model.fx"),
+                 "--input", path("input.pt"), "--stages", "2"});
+  EXPECT_EQ(exit_status(c), 2);
+  EXPECT_EQ(c.output, "fxcpp launch: MASTER_PORT " + port +
+                          " on 127.0.0.1 is in use (another rendezvous or program listens there): choose another port\n");
+  // A rank 0 started by hand, serving the store itself.
+  Child r0 = run({"fxcpp", "pipeline", path("model.fx"), "--input", path("input.pt"), "--stages", "2"},
+                 {"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port, "RANK=0", "WORLD_SIZE=2"});
+  EXPECT_NE(exit_status(r0), 0);
+  EXPECT_EQ(r0.output, "fxcpp pipeline: MASTER_PORT " + port +
+                           " on 127.0.0.1 is in use (another rendezvous or program listens there): choose another port\n");
+}
+
+TEST_F(Cli, RankKilledMidRunTheOthersStop) {
+  // Rank 1 of 3 kills itself (SIGKILL) after its 3rd microbatch; --runs keeps the pipeline busy.
+  Child c = run({"fxcpp", "launch", "--nproc", "3", "--timeout", "20", "--", "fxcpp", "pipeline", path("model.fx"),
+                 "--input", path("input.pt"), "--stages", "3", "--microbatches", "4", "--batch", "8", "--runs", "100000"},
+                {"FXCPP_TEST_KILL_RANK=1", "FXCPP_TEST_KILL_AT=3"}, std::chrono::seconds(40));
+  EXPECT_EQ(exit_status(c), 128 + SIGKILL) << c.output;
+  EXPECT_LT(c.seconds, 20.0) << c.output;
+  EXPECT_EQ(count(c.output, "fxcpp launch: rank 1 (pid "), 1u) << c.output;
+  EXPECT_NE(c.output.find(") was killed by signal 9 (Killed); waiting for the other ranks to stop"), std::string::npos) << c.output;
+  // Ranks 0 and 2 each say once that they lost rank 1, and stop on their own.
+  EXPECT_EQ(count(c.output, "fxcpp pipeline: rank 0: lost rank 1 while "), 1u) << c.output;
+  EXPECT_EQ(count(c.output, "fxcpp pipeline: rank 2: lost rank 1 while "), 1u) << c.output;
+  EXPECT_EQ(count(c.output, "stopped rank"), 0u) << c.output;
+  EXPECT_EQ(lines(c.output).size(), 3u) << c.output;
+}
+
+TEST_F(Cli, RankKilledByAnotherProgramTheOthersStop) {
+  // Two ranks started by hand (torchrun's environment, no launcher); rank 1's pid is killed from outside.
+  const std::string port = std::to_string(free_port());
+  const std::vector<std::string> args = {"fxcpp", "pipeline", path("model.fx"), "--input", path("input.pt"),
+                                         "--stages", "2", "--batch", "4", "--runs", "100000", "--timeout", "20"};
+  Child r0 = start(args, {"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port, "RANK=0", "WORLD_SIZE=2"});
+  Child r1 = start(args, {"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port, "RANK=1", "WORLD_SIZE=2"});
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  ::kill(r1.pid, SIGKILL);  // the crash guard's process: the rank dies with it
+  finish(r1, std::chrono::seconds(5));
+  finish(r0, std::chrono::seconds(40));
+  EXPECT_EQ(exit_status(r0), 1) << r0.output;
+  EXPECT_LT(r0.seconds, 25.0);
+  ASSERT_EQ(lines(r0.output).size(), 1u) << r0.output;
+  EXPECT_EQ(r0.output.rfind("fxcpp pipeline: rank 0: lost rank 1 while ", 0), 0u) << r0.output;
+}
+
+TEST_F(Cli, PingPongAndPlanJson) {
+  Child c = run({"fxcpp", "launch", "--nproc", "2", "--", "fxcpp", "pingpong", "--sizes", "4K,1M", "--iters", "3"});
+  EXPECT_EQ(exit_status(c), 0) << c.output;
+  EXPECT_NE(c.output.find("pingpong between rank 0 and rank 1"), std::string::npos) << c.output;
+  EXPECT_NE(c.output.find("1.00 MB"), std::string::npos) << c.output;
+  Child plan = run({"fxcpp", "pipeline-plan", path("model.fx"), "--input", path("input.pt"), "--stages", "3",
+                    "--batch", "6", "--runs", "1", "--balance", "flops", "--json", "--bandwidth", "1"});
+  EXPECT_EQ(exit_status(plan), 0) << plan.output;
+  EXPECT_NE(plan.output.find("\"stages\":3"), std::string::npos) << plan.output;
+  EXPECT_NE(plan.output.find("\"bubble_fraction\":"), std::string::npos) << plan.output;
+}
+
+}  // namespace

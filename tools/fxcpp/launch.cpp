@@ -1,0 +1,225 @@
+// fxcpp launch --nproc N [--master-port P] [--timeout S] -- PROGRAM ARGS...:
+// starts N local ranks of PROGRAM on 127.0.0.1, as `torchrun --standalone
+// --nproc-per-node N` does: the launcher hosts the c10d TCPStore (port 0: a
+// free one, or --master-port), and each rank gets MASTER_ADDR, MASTER_PORT,
+// RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE (and OMP_NUM_THREADS=1 if
+// unset, as torchrun sets it). When a rank fails, the others are given the
+// timeout to notice and exit on their own, then stopped: the launcher never
+// waits forever. Its exit status is the first failing rank's.
+#include "command.h"
+#include "distributed_io.h"
+
+#include <fx/error.h>
+
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <thread>
+
+extern char** environ;
+
+namespace fx::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+volatile std::sig_atomic_t interrupted = 0;
+void on_signal(int sig) { interrupted = sig; }
+
+/// This very program (/proc/self/exe), or "" if unknown.
+std::string self_exe() {
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  return n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string();
+}
+
+/// `program` as execvp finds it; "fxcpp" is this very program (the ranks run
+/// the fxcpp that launched them, whatever PATH holds).
+std::string resolve(const std::string& program) {
+  if (program == "fxcpp" && !self_exe().empty()) return self_exe();
+  if (program.find('/') != std::string::npos) return program;
+  if (const char* path = std::getenv("PATH")) {
+    std::string p = path;
+    size_t start = 0;
+    while (start <= p.size()) {
+      const size_t colon = p.find(':', start);
+      const std::string dir = p.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+      const std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
+      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+      if (colon == std::string::npos) break;
+      start = colon + 1;
+    }
+  }
+  throw Error("cannot find the program '" + program + "' (not on PATH)");
+}
+
+struct Rank {
+  pid_t pid = -1;
+  bool running = false;
+  int status = 0;
+};
+
+std::string describe_status(int status) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return std::string("was killed by signal ") + std::to_string(sig) + " (" + strsignal(sig) + ")";
+  }
+  return "exited with status " + std::to_string(WEXITSTATUS(status));
+}
+
+int exit_code(int status) { return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status); }
+
+int run_launch(const std::vector<std::string>& argv) {
+  // Everything after `--` is the rank's command line.
+  auto dashes = std::find(argv.begin(), argv.end(), "--");
+  std::vector<std::string> own(argv.begin(), dashes);
+  std::vector<std::string> program(dashes == argv.end() ? dashes : dashes + 1, argv.end());
+  ModelArgs args = parse_dist_args(
+      "launch", own,
+      {{"nproc", "N", "ranks to start on this machine (WORLD_SIZE)"},
+       {"master-port", "PORT", "the rendezvous port (default: a free one)"},
+       {"master-addr", "ADDR", "the address the rendezvous listens on and the ranks use (default 127.0.0.1)"},
+       {"timeout", "SECONDS", "how long a rank waits for a peer before giving up (FXCPP_DIST_TIMEOUT; default 300), "
+                              "and how long the launcher lets ranks exit after one failed"}},
+      true);
+  if (!args.model.empty()) program.insert(program.begin(), args.model);  // `launch --nproc 2 prog ...` without `--`
+  if (program.empty()) throw Error("no program to launch (fxcpp launch --nproc N -- fxcpp pipeline MODEL ...)");
+  if (!args.has("nproc")) throw Error("--nproc N is required");
+  const int nproc = args.get_int("nproc", 1);
+  if (nproc > 1024) throw Error("--nproc " + std::to_string(nproc) + " is more ranks than one machine should run");
+  const std::string addr = args.get("master-addr", "127.0.0.1");
+  const int port = args.has("master-port") ? args.get_int("master-port", 29500, 1) : 0;
+  if (port > 65535) throw Error("--master-port expects a port number (1-65535), got " + std::to_string(port));
+  const double timeout_s = args.get_positive("timeout", 300);
+  const std::string exe = resolve(program[0]);
+
+  distributed::quiet_c10d_logging();
+  set_activity("hosting the rendezvous on " + addr);
+  distributed::StoreServer store(addr, port, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+  const int actual_port = store.port();
+
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGHUP, on_signal);
+  std::cout.flush();
+  std::cerr.flush();
+  std::vector<Rank> ranks(static_cast<size_t>(nproc));
+  char real[PATH_MAX];
+  const bool own_program = program[0] == "fxcpp" || (::realpath(exe.c_str(), real) && std::string(real) == self_exe());
+  for (int r = 0; r < nproc; ++r) {
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) {
+      const std::string kv = *e;
+      const std::string key = kv.substr(0, kv.find('='));
+      static const char* replaced[] = {"MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+                                       "FXCPP_STORE_HOSTED", "FXCPP_LAUNCHED", "FXCPP_STORE_FILE"};
+      if (std::find(std::begin(replaced), std::end(replaced), key) != std::end(replaced)) continue;
+      if (key == "FXCPP_DIST_TIMEOUT" && args.has("timeout")) continue;
+      env.push_back(kv);
+    }
+    env.push_back("MASTER_ADDR=" + addr);
+    env.push_back("MASTER_PORT=" + std::to_string(actual_port));
+    env.push_back("RANK=" + std::to_string(r));
+    env.push_back("LOCAL_RANK=" + std::to_string(r));
+    env.push_back("WORLD_SIZE=" + std::to_string(nproc));
+    env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(nproc));
+    env.push_back("FXCPP_STORE_HOSTED=1");
+    env.push_back("FXCPP_LAUNCHED=1");
+    if (args.has("timeout")) env.push_back("FXCPP_DIST_TIMEOUT=" + std::to_string(static_cast<int64_t>(timeout_s + 0.999)));
+    if (!std::getenv("OMP_NUM_THREADS")) env.push_back("OMP_NUM_THREADS=1");
+    // An fxcpp rank runs in-process (no crash guard): its pid is the rank's,
+    // and the launcher reports its signal.
+    if (own_program) env.push_back("FXCPP_NO_CRASH_GUARD=1");
+    std::vector<char*> cargv, cenv;
+    for (auto& a : program) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    for (auto& e : env) cenv.push_back(e.data());
+    cenv.push_back(nullptr);
+    const pid_t pid = ::fork();
+    if (pid < 0) throw Error(std::string("cannot start rank ") + std::to_string(r) + ": " + std::strerror(errno));
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // the launcher gone: the rank goes too
+      std::signal(SIGINT, SIG_DFL);
+      std::signal(SIGTERM, SIG_DFL);
+      std::signal(SIGHUP, SIG_DFL);
+      ::execve(exe.c_str(), cargv.data(), cenv.data());
+      std::fprintf(stderr, "fxcpp launch: cannot run %s: %s\n", exe.c_str(), std::strerror(errno));
+      std::_Exit(127);
+    }
+    ranks[static_cast<size_t>(r)].pid = pid;
+    ranks[static_cast<size_t>(r)].running = true;
+  }
+  set_activity("");
+
+  // Wait for the ranks. After the first failure (or a signal), the others
+  // get the timeout to exit on their own, then SIGTERM, then SIGKILL.
+  int first_failure = -1;
+  Clock::time_point deadline = Clock::time_point::max();
+  bool terminated = false, killed = false;
+  std::vector<int> stopped;
+  const auto grace = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000) + 2000);
+  for (;;) {
+    int running = 0;
+    for (const Rank& r : ranks) running += r.running;
+    if (running == 0) break;
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      for (size_t r = 0; r < ranks.size(); ++r) {
+        if (ranks[r].pid != pid) continue;
+        ranks[r].running = false;
+        ranks[r].status = status;
+        const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        if (failed && first_failure < 0 && !terminated) {
+          first_failure = static_cast<int>(r);
+          // A rank that exited with a status said why itself; a signal needs saying.
+          if (WIFSIGNALED(status))
+            std::cerr << "fxcpp launch: rank " << r << " (pid " << pid << ") " << describe_status(status)
+                      << "; waiting for the other ranks to stop\n";
+          deadline = Clock::now() + grace;
+        }
+      }
+      continue;
+    }
+    if (interrupted && !terminated) {
+      deadline = Clock::now();
+    }
+    if (Clock::now() >= deadline && !terminated) {
+      terminated = true;
+      for (size_t r = 0; r < ranks.size(); ++r)
+        if (ranks[r].running) {
+          stopped.push_back(static_cast<int>(r));
+          ::kill(ranks[r].pid, SIGTERM);
+        }
+      deadline = Clock::now() + std::chrono::seconds(3);
+    } else if (terminated && !killed && Clock::now() >= deadline) {
+      killed = true;
+      for (const Rank& r : ranks)
+        if (r.running) ::kill(r.pid, SIGKILL);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!stopped.empty() && !interrupted) {
+    std::cerr << "fxcpp launch: stopped rank";
+    for (size_t i = 0; i < stopped.size(); ++i) std::cerr << (i ? ", " : (stopped.size() > 1 ? "s " : " ")) << stopped[i];
+    std::cerr << ", still running " << std::chrono::duration<double>(grace).count() << " s after rank " << first_failure
+              << " failed\n";
+  }
+  if (interrupted) return 128 + static_cast<int>(interrupted);
+  if (first_failure >= 0) return exit_code(ranks[static_cast<size_t>(first_failure)].status);
+  return 0;
+}
+
+}  // namespace
+
+FX_COMMAND("launch", "launch --nproc N [--master-port P] [--timeout S] -- PROGRAM ARGS...",
+           "start N local ranks of a distributed command on 127.0.0.1 (as torchrun --standalone)", run_launch);
+
+}  // namespace fx::cli
