@@ -35,6 +35,18 @@ double number(const json& doc, const char* key, const std::string& where) {
   return v.get<double>();
 }
 
+/// The activation, its alpha / beta and the sum flag of a packed operator's document.
+onednn::PostOps post_ops(const json& doc, const std::string& where) {
+  onednn::PostOps p;
+  const std::string activation = get_string(doc, "activation", where);
+  if (!onednn::activation_from_name(activation, p.activation))
+    throw ImportError(where + ": unknown activation '" + activation + "'");
+  p.alpha = static_cast<float>(number(doc, "alpha", where));
+  p.beta = static_cast<float>(number(doc, "beta", where));
+  p.sum = get_bool(doc, "sum", where);
+  return p;
+}
+
 json qparams_json(const onednn::QuantParams& q) { return json::array({q.scale, q.zero_point}); }
 
 onednn::QuantParams qparams(const json& doc, const char* key, const std::string& where) {
@@ -87,12 +99,7 @@ c10::IValue int8_from_json(const json& doc, LoadContext& ctx, const std::string&
   s.weight = ctx.tensors.get(field(doc, "weight", where), where + ": weight");
   s.weight_scales = ctx.tensors.get(field(doc, "weight_scales", where), where + ": weight_scales");
   if (const json& bias = field(doc, "bias", where); !bias.is_null()) s.bias = ctx.tensors.get(bias, where + ": bias");
-  const std::string activation = get_string(doc, "activation", where);
-  if (!onednn::activation_from_name(activation, s.post_ops.activation))
-    throw ImportError(where + ": unknown activation '" + activation + "'");
-  s.post_ops.alpha = static_cast<float>(number(doc, "alpha", where));
-  s.post_ops.beta = static_cast<float>(number(doc, "beta", where));
-  s.post_ops.sum = get_bool(doc, "sum", where);
+  s.post_ops = post_ops(doc, where);
   s.input = qparams(doc, "input", where);
   s.output = qparams(doc, "output", where);
   s.residual = qparams(doc, "residual", where);
@@ -146,12 +153,7 @@ c10::IValue packed_from_json(const json& doc, LoadContext& ctx, const std::strin
     if (!keys.count(item.key())) throw ImportError(where + ": unknown attribute '" + item.key() + "' of " + op);
   s.weight = ctx.tensors.get(field(doc, "weight", where), where + ": weight");
   if (const json& bias = field(doc, "bias", where); !bias.is_null()) s.bias = ctx.tensors.get(bias, where + ": bias");
-  const std::string activation = get_string(doc, "activation", where);
-  if (!onednn::activation_from_name(activation, s.post_ops.activation))
-    throw ImportError(where + ": unknown activation '" + activation + "'");
-  s.post_ops.alpha = static_cast<float>(number(doc, "alpha", where));
-  s.post_ops.beta = static_cast<float>(number(doc, "beta", where));
-  s.post_ops.sum = get_bool(doc, "sum", where);
+  s.post_ops = post_ops(doc, where);
   s.post_ops.residual_inplace = get_bool(doc, "residual_inplace", where);
   s.dtype = dtype_from_name(get_string(doc, "dtype", where), where + ": dtype");
   s.output_dtype = dtype_from_name(get_string(doc, "output_dtype", where), where + ": output_dtype");
