@@ -64,10 +64,13 @@ dnnl::stream& stream() {
   return s;
 }
 
-void* scratchpad(size_t bytes) {
-  thread_local std::vector<uint8_t> buffer;
-  if (buffer.size() < bytes) buffer.resize(bytes);
-  return buffer.data();
+void* scratchpad(size_t bytes, int slot) {
+  constexpr size_t kAlign = 64;
+  thread_local std::vector<uint8_t> buffers[3];
+  std::vector<uint8_t>& buffer = buffers[slot];
+  if (buffer.size() < bytes + kAlign) buffer.resize(bytes + kAlign);
+  const auto address = reinterpret_cast<uintptr_t>(buffer.data());
+  return buffer.data() + (kAlign - address % kAlign) % kAlign;
 }
 
 dnnl::memory::data_type data_type(c10::ScalarType t) {
@@ -138,10 +141,12 @@ at::Tensor make_output(at::IntArrayRef sizes, const at::TensorOptions& options, 
   return out;
 }
 
-PackedWeights::PackedWeights(at::Tensor plain, dnnl::memory::dims dims, dnnl::memory::format_tag tag)
+PackedWeights::PackedWeights(at::Tensor plain, dnnl::memory::dims dims, dnnl::memory::format_tag tag,
+                             bool keep_plain)
     : plain_(std::move(plain)),
       plain_md_(dims, plain_.scalar_type() == at::kChar ? dnnl::memory::data_type::s8 : dnnl::memory::data_type::f32,
-                tag) {}
+                tag),
+      keep_plain_(keep_plain) {}
 
 dnnl::memory PackedWeights::get(const dnnl::memory::desc& md) {
   {
@@ -169,12 +174,12 @@ dnnl::memory PackedWeights::get(const dnnl::memory::desc& md) {
   } else {
     packed = dnnl::memory(md, engine());
   }
-  dnnl::memory source = packed_.empty() ? memory_of(plain_md_, plain_) : packed_.front().second;
+  dnnl::memory source = plain_.defined() ? memory_of(plain_md_, plain_) : packed_.front().second;
   dnnl::stream s(engine());
   dnnl::reorder(source, packed).execute(s, source, packed);
   s.wait();
   packed_.emplace_back(md, packed);
-  plain_ = at::Tensor();  // later layouts are made from the first
+  if (!keep_plain_) plain_ = at::Tensor();  // later layouts are made from the first
   return packed;
 }
 

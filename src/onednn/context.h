@@ -19,9 +19,11 @@ namespace fx::onednn::detail {
 const dnnl::engine& engine();
 /// This thread's stream on engine().
 dnnl::stream& stream();
-/// This thread's scratchpad of at least `bytes` (valid until the next call
-/// on this thread).
-void* scratchpad(size_t bytes);
+/// This thread's scratchpad of at least `bytes`, 64-byte aligned (valid
+/// until the next call on this thread for the same `slot`). Slot 0 is the
+/// primitives' scratchpad (execute); slots 1 and 2 hold a kernel's
+/// activations in a blocked layout while it runs.
+void* scratchpad(size_t bytes, int slot = 0);
 
 /// oneDNN's data type for f32 / bf16; throws fx::Error for others.
 dnnl::memory::data_type data_type(c10::ScalarType t);
@@ -60,7 +62,9 @@ at::Tensor matmul(const at::Tensor& self, const at::Tensor& other);
 class PackedWeights {
  public:
   /// `plain` is contiguous f32 or int8 (torch.int8) with oneDNN dims `dims` and format `tag`.
-  PackedWeights(at::Tensor plain, dnnl::memory::dims dims, dnnl::memory::format_tag tag);
+  /// `keep_plain`: keep the plain tensor after the first layout is made
+  /// (a Winograd layout can only be made from it, and not read back).
+  PackedWeights(at::Tensor plain, dnnl::memory::dims dims, dnnl::memory::format_tag tag, bool keep_plain = false);
   /// The weights in layout `md` (made on first request).
   dnnl::memory get(const dnnl::memory::desc& md);
   /// Bytes held by the packed copies.
@@ -76,6 +80,7 @@ class PackedWeights {
   dnnl::memory::desc plain_md_;
   std::vector<std::pair<dnnl::memory::desc, dnnl::memory>> packed_;
   std::vector<std::shared_ptr<void>> buffers_;  // the huge-page buffers of large packed copies
+  bool keep_plain_;
 };
 
 /// A small thread-safe cache of kernels by key (input shape and layout).

@@ -37,7 +37,8 @@ std::shared_ptr<const PackedLinear::Kernel> PackedLinear::kernel(int64_t rows, c
     if (bias_.defined()) bias = dnnl::memory::desc({1, out_features_}, dnnl::memory::data_type::f32, tag::ab);
     dnnl::matmul::desc d(src, wei, bias, dst);
     dnnl::matmul::primitive_desc pd(d, make_attr(post_ops_), engine());
-    return Kernel{dnnl::matmul(pd), weights_->get(pd.weights_desc()), src, dst, pd.scratchpad_desc().get_size()};
+    return Kernel{dnnl::matmul(pd), weights_->get(pd.weights_desc()), src, dst, pd.scratchpad_desc().get_size(),
+                  pd.impl_info_str()};
   });
 }
 
@@ -64,6 +65,15 @@ at::Tensor PackedLinear::run(const at::Tensor& input, const c10::optional<at::Te
                  memory_of(dnnl::memory::desc({1, out_features_}, dnnl::memory::data_type::f32, tag::ab), bias_));
   execute(k->primitive, args, k->scratchpad_bytes);
   return out;
+}
+
+std::string PackedLinear::implementation(at::IntArrayRef sizes) const {
+  if (sizes.empty() || sizes.back() != in_features_) {
+    std::ostringstream os;
+    os << "onednn_linear: expected an input [..., " << in_features_ << "], got " << sizes;
+    throw Error(os.str());
+  }
+  return kernel(c10::multiply_integers(sizes.begin(), sizes.end() - 1), dtype_)->impl;
 }
 
 PackedState PackedLinear::state() const {

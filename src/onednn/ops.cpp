@@ -83,4 +83,8 @@ void set_output_dtype(const c10::IValue& packed, c10::ScalarType dtype) {
 
 std::string describe(const c10::IValue& packed) { return packed_op(packed, "describe").str(); }
 
+std::string implementation(const c10::IValue& packed, at::IntArrayRef sizes) {
+  return packed_op(packed, "implementation").implementation(sizes);
+}
+
 }  // namespace fx::onednn

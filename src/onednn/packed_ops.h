@@ -18,6 +18,8 @@ class PackedOp : public torch::CustomClassHolder {
   virtual std::string str() const = 0;
   /// What the op is made of (fx::onednn::packed_state).
   virtual PackedState state() const = 0;
+  /// The oneDNN implementation of the kernel for a float input of `sizes` (fx::onednn::implementation).
+  virtual std::string implementation(at::IntArrayRef sizes) const = 0;
 
  protected:
   PackedOp(PostOps post_ops, c10::ScalarType dtype, const char* op);
@@ -32,6 +34,7 @@ class PackedOp : public torch::CustomClassHolder {
     dnnl::memory weights;
     dnnl::memory::desc src, dst;
     size_t scratchpad_bytes;
+    std::string impl;  // pd.impl_info_str()
   };
 
   PostOps post_ops_;
@@ -49,13 +52,30 @@ class PackedConv : public PackedOp {
   at::Tensor run(const at::Tensor& input, const c10::optional<at::Tensor>& residual) const;
   std::string str() const override;
   PackedState state() const override;
+  std::string implementation(at::IntArrayRef sizes) const override;
 
  private:
-  using Kernel = PackedOp::Kernel<dnnl::convolution_forward>;
+  /// A kernel for one input shape. The tensors are channels_last (src, dst);
+  /// a Winograd kernel computes in oneDNN's blocked layouts (blocked_src,
+  /// blocked_dst), reached by the reorders.
+  struct Kernel : PackedOp::Kernel<dnnl::convolution_forward> {
+    bool blocked = false;
+    dnnl::memory::desc blocked_src, blocked_dst;
+    dnnl::reorder into_src, into_dst, out_of_dst;
+  };
   /// Input sizes, whether the input is channels_last, input dtype.
   using Key = std::tuple<std::vector<int64_t>, bool, c10::ScalarType>;
   std::shared_ptr<const Kernel> kernel(at::IntArrayRef sizes, bool channels_last, c10::ScalarType src_dtype) const;
+  /// Whether params_.winograd may apply (float32, 3×3, stride 1, dilation 1,
+  /// groups 1, channels multiples of 16); winograd() then checks the shape.
+  bool winograd_fits() const;
+  /// The Winograd primitive for `d` (F(4×4, 3×3) preferred), or none when
+  /// params_.winograd is off or oneDNN has none for these shapes and post-ops.
+  c10::optional<dnnl::convolution_forward::primitive_desc> winograd(const std::vector<int64_t>& in,
+                                                                    const std::vector<int64_t>& out) const;
   std::vector<int64_t> output_sizes(at::IntArrayRef sizes) const;
+  /// Checks `input` is [N, in_channels, H, W].
+  void check_input(const at::Tensor& input) const;
 
   int64_t out_channels_, in_channels_, kh_, kw_;
   ConvParams params_;
@@ -71,6 +91,7 @@ class PackedLinear : public PackedOp {
   at::Tensor run(const at::Tensor& input, const c10::optional<at::Tensor>& residual) const;
   std::string str() const override;
   PackedState state() const override;
+  std::string implementation(at::IntArrayRef sizes) const override;
 
  private:
   using Kernel = PackedOp::Kernel<dnnl::matmul>;

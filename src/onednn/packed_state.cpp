@@ -49,6 +49,7 @@ PickledState pickled(const PackedState& s) {
   numbers.insert(numbers.end(), {static_cast<double>(s.params.groups), s.post_ops.alpha, s.post_ops.beta,
                                  s.post_ops.sum ? 1.0 : 0.0, s.post_ops.residual_inplace ? 1.0 : 0.0,
                                  static_cast<double>(s.dtype), static_cast<double>(s.output_dtype)});
+  if (s.params.winograd) numbers.push_back(1.0);  // a 14th number (states of old files have 13)
   return {{s.kind == PackedState::Kind::Conv2d ? "conv2d" : "linear", activation_name(s.post_ops.activation)},
           std::move(tensors), std::move(numbers)};
 }
@@ -56,7 +57,7 @@ PickledState pickled(const PackedState& s) {
 template <class Op>
 c10::intrusive_ptr<Op> unpickled(PickledState p) {
   const auto& [names, tensors, numbers] = p;
-  if (names.size() != 2 || tensors.empty() || tensors.size() > 2 || numbers.size() != 13)
+  if (names.size() != 2 || tensors.empty() || tensors.size() > 2 || (numbers.size() != 13 && numbers.size() != 14))
     throw Error("packed oneDNN operator: a pickled state of another form");
   PackedState s;
   const std::string& op = names[0];
@@ -69,6 +70,7 @@ c10::intrusive_ptr<Op> unpickled(PickledState p) {
   s.params.padding = {integer(2), integer(3)};
   s.params.dilation = {integer(4), integer(5)};
   s.params.groups = integer(6);
+  s.params.winograd = numbers.size() == 14 && numbers[13] != 0;
   if (!activation_from_name(names[1], s.post_ops.activation))
     throw Error("packed oneDNN operator: unknown activation '" + names[1] + "'");
   s.post_ops.alpha = static_cast<float>(numbers[7]);

@@ -46,8 +46,8 @@ Argument ints(const std::vector<int64_t>& v) {
 
 class Lowering {
  public:
-  Lowering(GraphModule& gm, c10::ScalarType dtype, OneDnnLowering& counts)
-      : gm_(gm), dtype_(dtype), counts_(counts), order_(gm.graph()) {}
+  Lowering(GraphModule& gm, c10::ScalarType dtype, bool winograd, OneDnnLowering& counts)
+      : gm_(gm), dtype_(dtype), winograd_(winograd), counts_(counts), order_(gm.graph()) {}
 
   /// Whether lower() erased `n` (fused into an earlier node).
   bool erased(const Node* n) const { return erased_.count(n) > 0; }
@@ -67,6 +67,7 @@ class Lowering {
     if (a.size() > 2 && !a[2].is_none()) b = gm_.fetch_attr(a[2].to_node()->target());
     if (w.scalar_type() != at::kFloat || w.dim() != (conv ? 4 : 2)) return false;
     onednn::ConvParams params;
+    params.winograd = winograd_;
     if (conv) {
       if (a.size() > 4 && a[4].kind() == Argument::Kind::String) return false;  // padding="same"
       if (a.size() > 3) params.stride = int_list(a[3]);
@@ -212,6 +213,7 @@ class Lowering {
 
   GraphModule& gm_;
   c10::ScalarType dtype_;
+  bool winograd_;
   OneDnnLowering& counts_;
   NodeOrder order_;
   std::unordered_set<const Node*> erased_;
@@ -236,7 +238,8 @@ void keep_float_at_boundaries(Graph& g) {
 
 }  // namespace
 
-PassResult lower_to_onednn(std::shared_ptr<GraphModule> gm, c10::ScalarType dtype, OneDnnLowering* counts) {
+PassResult lower_to_onednn(std::shared_ptr<GraphModule> gm, c10::ScalarType dtype, OneDnnLowering* counts,
+                           bool winograd) {
   if (!gm) throw PassError("lower_to_onednn: no module given");
   if (dtype != c10::ScalarType::Float && dtype != c10::ScalarType::BFloat16)
     throw PassError(std::string("lower_to_onednn: dtype must be torch.float32 or torch.bfloat16, not ") +
@@ -245,7 +248,7 @@ PassResult lower_to_onednn(std::shared_ptr<GraphModule> gm, c10::ScalarType dtyp
   Graph& g = gm->graph();
   g.lint();
   OneDnnLowering local;
-  Lowering lowering(*gm, dtype, counts ? *counts : local);
+  Lowering lowering(*gm, dtype, winograd, counts ? *counts : local);
   std::vector<Node*> order = g.nodes().to_vector();
   bool modified = false;
   for (Node* n : order) {

@@ -87,7 +87,7 @@ void optimize_graph(GraphModule& m, const OptimizeOptions& options, const std::v
   }
   if (options.use_onednn) {
     OneDnnLowering lowered;
-    lower_to_onednn(out, options.dtype, &lowered);
+    lower_to_onednn(out, options.dtype, &lowered, options.winograd);
     r.onednn_convs += lowered.convs;
     r.onednn_linears += lowered.linears;
     r.onednn_matmuls += lowered.matmuls;

@@ -57,7 +57,9 @@ onednn::QuantParams qparams(const json& doc, const char* key, const std::string&
 }
 
 json conv_params(const onednn::ConvParams& p) {
-  return {{"stride", p.stride}, {"padding", p.padding}, {"dilation", p.dilation}, {"groups", p.groups}};
+  json out = {{"stride", p.stride}, {"padding", p.padding}, {"dilation", p.dilation}, {"groups", p.groups}};
+  if (p.winograd) out["winograd"] = true;  // absent: false (files before it have none)
+  return out;
 }
 
 onednn::ConvParams conv_params(const json& doc, const std::string& where) {
@@ -66,6 +68,7 @@ onednn::ConvParams conv_params(const json& doc, const std::string& where) {
   p.padding = int_pair(doc, "padding", where);
   p.dilation = int_pair(doc, "dilation", where);
   p.groups = get_int(doc, "groups", where);
+  if (doc.contains("winograd")) p.winograd = get_bool(doc, "winograd", where);
   return p;
 }
 
@@ -143,7 +146,7 @@ c10::IValue packed_from_json(const json& doc, LoadContext& ctx, const std::strin
                                 "dtype", "output_dtype"};
   if (op == "conv2d") {
     s.kind = PackedState::Kind::Conv2d;
-    keys.insert({"stride", "padding", "dilation", "groups"});
+    keys.insert({"stride", "padding", "dilation", "groups", "winograd"});
   } else if (op == "linear") {
     s.kind = PackedState::Kind::Linear;
   } else {

@@ -42,7 +42,8 @@ set_tests_properties(cli.run_optimize_traced PROPERTIES FIXTURES_REQUIRED fx_mod
 # the process's peak resident memory is reported).
 foreach(variant "json_fp32;;" "json_bf16;--bf16;--bf16" "engine_opt;--engine fxcpp_opt;--engines fxcpp_opt"
                 "engine_ts_opt_fxcpp;--engine fxcpp --engine=torchscript_opt;--engines torchscript_opt,fxcpp"
-                "engine_unplanned;--engine fxcpp_opt_unplanned --engine torchscript --engine fxcpp_opt;--engines torchscript,fxcpp_opt,fxcpp_opt_unplanned")
+                "engine_unplanned;--engine fxcpp_opt_unplanned --engine torchscript --engine fxcpp_opt;--engines torchscript,fxcpp_opt,fxcpp_opt_unplanned"
+                "engine_direct;--engine fxcpp_opt_direct --engine fxcpp_opt --engine torchscript;--engines torchscript,fxcpp_opt,fxcpp_opt_direct")
   list(GET variant 0 name)
   list(GET variant 1 flags)
   list(GET variant 2 check)
@@ -83,6 +84,8 @@ fx_cli_one_line(bench_seconds_zero "^fxcpp bench: --seconds expects a number > 0
 fx_cli_one_line(bench_roofline_with_model "^fxcpp bench: --roofline takes no MODEL\n$" bench ${FX_LINEAR} --roofline)
 fx_cli_one_line(run_bf16_without_optimize "^fxcpp run: --bf16 goes with --optimize\n$"
                 run ${FX_LINEAR} --input ${FX_LINEAR_IN} --bf16)
+fx_cli_one_line(run_no_winograd_without_optimize "^fxcpp run: --no-winograd goes with --optimize\n$"
+                run ${FX_LINEAR} --input ${FX_LINEAR_IN} --no-winograd)
 
 # profile --optimize: the optimised graph's nodes are timed (its oneDNN kernels
 # in the per-op table), at the --batch asked; --bf16 needs --optimize.
@@ -100,7 +103,7 @@ add_test(NAME cli.bench_engine_table
 set_tests_properties(cli.bench_engine_table PROPERTIES FIXTURES_REQUIRED fx_models_0 TIMEOUT 120
                      PASS_REGULAR_EXPRESSION "\nfxcpp optimized +[0-9.]+ +[0-9.]+ +— +[0-9.]+ +— +[0-9.]+  \\(optimize_for_inference\\)\n\nfxcpp optimized: optimised in .*\npeak resident memory of the process: [0-9.]+ MB \\(this engine alone\\)\n$")
 fx_cli_one_line(bench_engine_unknown
-                "^fxcpp bench: --engine: unknown engine 'tensorrt' \\(valid: torchscript, torchscript_opt, fxcpp, fxcpp_opt, fxcpp_opt_bf16, fxcpp_opt_unplanned, fxcpp_int8, python_int8\\)\n$"
+                "^fxcpp bench: --engine: unknown engine 'tensorrt' \\(valid: torchscript, torchscript_opt, fxcpp, fxcpp_opt, fxcpp_opt_bf16, fxcpp_opt_unplanned, fxcpp_int8, python_int8, fxcpp_opt_direct\\)\n$"
                 bench ${FX_LINEAR} --input ${FX_LINEAR_IN} --engine tensorrt)
 fx_cli_one_line(bench_engine_roofline "^fxcpp bench: --engine goes with a MODEL, not --roofline\n$"
                 bench --roofline --engine fxcpp)

@@ -208,8 +208,8 @@ TEST(OptimizeForInference, PackedArgumentsDescribeTheFusedKernel) {
     if (n->target().rfind("fxcpp::onednn_", 0) == 0) kernels.push_back(fx::onednn::describe(n->args()[1].to_constant()));
   EXPECT_EQ(kernels, (std::vector<std::string>{
                          "Conv2d(3, 16, kernel=(3, 3), stride=[2, 2], padding=[1, 1], relu)",
-                         "Conv2d(16, 16, kernel=(3, 3), padding=[1, 1], relu)",
-                         "Conv2d(16, 16, kernel=(3, 3), padding=[1, 1], +=residual, relu)",
+                         "Conv2d(16, 16, kernel=(3, 3), padding=[1, 1], winograd, relu)",
+                         "Conv2d(16, 16, kernel=(3, 3), padding=[1, 1], winograd, +=residual, relu)",
                          "Conv2d(16, 16, kernel=(3, 3), padding=[1, 1], groups=16, clip(0, 6))",
                          "Conv2d(16, 4, kernel=(1, 1), silu)",
                          "Conv2d(4, 16, kernel=(1, 1), sigmoid)",
@@ -601,6 +601,89 @@ TEST(LowerToOneDnn, KernelErrorsNameTheOperator) {
             "onednn_conv2d: expected an input [N, 3, H, W], got [1, 5, 8, 8]\n\n"
             "While executing %onednn_conv2d : [#users=1] = call_function[target=fxcpp::onednn_conv2d](args = (%x, "
             "Conv2d(3, 4, kernel=(3, 3), bias=False)), kwargs = {})");
+}
+
+// Winograd convolutions (ConvParams::winograd): a 3×3 stride-1 convolution
+// of 16-multiple channels uses oneDNN's Winograd kernel where its output is
+// at least 14×14 and the direct one below that, for one packed operator;
+// both agree with ATen's conv2d (bias, residual sum, ReLU); the weights read
+// back exactly (the plain copy is kept: a Winograd layout cannot be read
+// back), and the flag survives packed_state / pack.
+TEST(LowerToOneDnn, WinogradConvolutionsAgreeWithTheDirectOnes) {
+  torch::manual_seed(0);
+  at::NoGradGuard no_grad;
+  const at::Tensor w = at::randn({32, 16, 3, 3}) / 12, b = at::randn({32});
+  fx::onednn::ConvParams params;
+  params.padding = {1, 1};
+  params.winograd = true;
+  fx::onednn::PostOps post;
+  post.sum = true;
+  post.activation = fx::onednn::Activation::Relu;
+  const c10::IValue wino = fx::onednn::pack_conv2d(w, b, params, post, at::kFloat);
+  params.winograd = false;
+  const c10::IValue direct = fx::onednn::pack_conv2d(w, b, params, post, at::kFloat);
+  EXPECT_EQ(fx::onednn::describe(wino), "Conv2d(16, 32, kernel=(3, 3), padding=[1, 1], winograd, +residual, relu)");
+  EXPECT_EQ(fx::onednn::describe(direct), "Conv2d(16, 32, kernel=(3, 3), padding=[1, 1], +residual, relu)");
+  const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("fxcpp::onednn_conv2d", "");
+  auto conv = [&](const at::Tensor& x, const c10::IValue& packed, const at::Tensor& r) {
+    std::vector<c10::IValue> stack{x, packed, r};
+    op.callBoxed(&stack);
+    return stack.back().toTensor();
+  };
+  for (int64_t size : {28, 7, 14, 15}) {
+    const std::vector<int64_t> sizes{2, 16, size, size};
+    const std::string impl = fx::onednn::implementation(wino, sizes);
+    EXPECT_EQ(impl.find("wino") != std::string::npos, size >= 14) << size << ": " << impl;
+    EXPECT_EQ(fx::onednn::implementation(direct, sizes).find("wino"), std::string::npos);
+    at::Tensor x = at::randn(sizes).relu(), r = at::randn({2, 32, size, size});
+    at::Tensor want = at::relu(at::conv2d(x, w, b, 1, 1) + r);
+    at::Tensor got = conv(x, wino, r), got_direct = conv(x, direct, r);
+    EXPECT_LE(relative_error(got, want), 1e-5) << size;
+    EXPECT_LE(relative_error(got_direct, want), 1e-5) << size;
+    EXPECT_TRUE(got.is_contiguous(at::MemoryFormat::ChannelsLast));
+    EXPECT_TRUE(conv(x, wino, r).equal(got)) << size;  // deterministic
+    if (size < 14) {
+      EXPECT_TRUE(got.equal(got_direct)) << size;
+    }
+  }
+  const fx::onednn::PackedState state = fx::onednn::packed_state(wino);
+  EXPECT_TRUE(state.params.winograd);
+  EXPECT_TRUE(state.weight.equal(w));
+  EXPECT_EQ(fx::onednn::describe(fx::onednn::pack(state)), fx::onednn::describe(wino));
+  EXPECT_EQ(error_of([&] { fx::onednn::implementation(wino, {2, 8, 14, 14}); }),
+            "onednn_conv2d: expected an input [N, 16, H, W], got [2, 8, 14, 14]");
+  // Not for strided, grouped or 8-channel convolutions, nor bf16 kernels.
+  params.winograd = true;
+  post = {};
+  for (auto [weight, stride, groups] : {std::tuple{at::randn({32, 16, 3, 3}), 2, 1},
+                                        std::tuple{at::randn({32, 8, 3, 3}), 1, 2},
+                                        std::tuple{at::randn({8, 8, 3, 3}), 1, 1}}) {
+    params.stride = {stride, stride};
+    params.groups = groups;
+    const c10::IValue p = fx::onednn::pack_conv2d(weight, c10::nullopt, params, post, at::kFloat);
+    EXPECT_EQ(fx::onednn::describe(p).find("winograd"), std::string::npos) << fx::onednn::describe(p);
+    EXPECT_EQ(fx::onednn::implementation(p, {1, weight.size(1) * groups, 28, 28}).find("wino"), std::string::npos);
+  }
+  params.stride = {1, 1};
+  params.groups = 1;
+  const c10::IValue bf16 = fx::onednn::pack_conv2d(w, b, params, post, at::kBFloat16);
+  EXPECT_EQ(fx::onednn::implementation(bf16, {1, 16, 28, 28}).find("wino"), std::string::npos);
+}
+
+// OptimizeOptions::winograd off: no convolution of the optimised graph may use it.
+TEST(OptimizeForInference, WinogradCanBeTurnedOff) {
+  Traced t = traced_tiny_net();
+  for (bool winograd : {true, false}) {
+    fx::OptimizeOptions options;
+    options.winograd = winograd;
+    options.example_inputs = {at::randn({1, 3, 32, 32})};
+    auto opt = fx::optimize_for_inference(t.gm, options);
+    size_t marked = 0;
+    for (const fx::Node* n : opt->graph().nodes())
+      if (n->target() == "fxcpp::onednn_conv2d")
+        marked += fx::onednn::describe(n->args()[1].to_constant()).find("winograd") != std::string::npos;
+    EXPECT_EQ(marked, winograd ? 2u : 0u);
+  }
 }
 
 }  // namespace

@@ -32,13 +32,14 @@ const std::map<std::string, std::string>& descriptions() {
       {"no-code", "do not print the generated code"},
       {"interpreter", "run through fx::Interpreter instead of the compiled forward"},
       {"optimize", "run fx::optimize_for_inference's module (prepared for the inputs)"},
+      {"no-winograd", "optimise without oneDNN's Winograd 3x3 convolutions (all direct); with --optimize or optimize"},
       {"bf16", "optimise for bfloat16 (oneDNN bf16 kernels, fp32 accumulation); with --optimize or bench"},
       {"report", "print the optimiser's report on stderr (shown anyway when stderr is a terminal); quantize: "
                  "the per-node table"},
       {"specialize-shapes", "import for the inputs' exact sizes: conditions and loops on sizes fold (shape guards)"},
       {"threads", "intra-op threads, ATen and oneDNN (default 1)"},
       {"engine", "run only this engine: torchscript, torchscript_opt, fxcpp, fxcpp_opt, fxcpp_opt_bf16, "
-                 "fxcpp_opt_unplanned, fxcpp_int8, python_int8"},
+                 "fxcpp_opt_unplanned, fxcpp_int8, python_int8, fxcpp_opt_direct"},
       {"batch", "repeat the input along dim 0 to this batch (torch::cat; default 1: as saved)"},
       {"iters", "timed rounds (one forward of each engine per round)"},
       {"seconds", "time budget of the timed rounds, at least --min-rounds (default 2 s)"},

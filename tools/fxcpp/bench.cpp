@@ -75,7 +75,8 @@ struct Engine {
 /// The engines' JSON names, in the order they run and print.
 const std::vector<std::string>& engine_names() {
   static const std::vector<std::string> names = {"torchscript", "torchscript_opt", "fxcpp", "fxcpp_opt",
-                                                 "fxcpp_opt_bf16", "fxcpp_opt_unplanned", "fxcpp_int8", "python_int8"};
+                                                 "fxcpp_opt_bf16", "fxcpp_opt_unplanned", "fxcpp_int8", "python_int8",
+                                                 "fxcpp_opt_direct"};
   return names;
 }
 
@@ -403,17 +404,19 @@ std::vector<Engine> prepare_engines(const ModelArgs& args, const std::vector<std
                            [py, &inputs] { return py->forward(inputs); }, ms_since(t0));
   }
 
-  // The optimised engines: fp32, bf16, and fp32 without the memory plan
-  // (only when asked for: it measures what the plan is worth).
+  // The optimised engines: fp32, bf16, and fp32 without the memory plan or
+  // without Winograd convolutions (only when asked for: they measure what
+  // the plan and Winograd are worth).
   struct Variant {
     size_t slot;
-    bool bf16, plan_memory;
+    bool bf16, plan_memory, winograd;
     const char *label, *prepare;
   };
   const Variant variants[] = {
-      {3, false, true, "fxcpp optimized", "optimize_for_inference"},
-      {4, true, true, "fxcpp optimized bf16", "optimize_for_inference bf16"},
-      {5, false, false, "fxcpp opt, no mem plan", "optimize_for_inference, plan_memory off"}};
+      {3, false, true, true, "fxcpp optimized", "optimize_for_inference"},
+      {4, true, true, true, "fxcpp optimized bf16", "optimize_for_inference bf16"},
+      {5, false, false, true, "fxcpp opt, no mem plan", "optimize_for_inference, plan_memory off"},
+      {8, false, true, false, "fxcpp opt, direct conv", "optimize_for_inference, winograd off"}};
   size_t optimised_left = 0;
   for (const Variant& v : variants) optimised_left += want(engine_names()[v.slot]) ? 1 : 0;
   for (const Variant& v : variants) {
@@ -424,7 +427,7 @@ std::vector<Engine> prepare_engines(const ModelArgs& args, const std::vector<std
     // Its last use moves the imported module in: its parameters are freed
     // before the optimised module packs its weights (optimize_model).
     const bool last_use = !want("fxcpp") && --optimised_left == 0;
-    auto opt = optimize_model(last_use ? std::move(gm) : gm, inputs, v.bf16, &report, v.plan_memory);
+    auto opt = optimize_model(last_use ? std::move(gm) : gm, inputs, v.bf16, &report, v.plan_memory, v.winograd);
     if (!setup.report) setup.report = report;  // fp32's when it runs
     slots[v.slot] = make_engine(engine_names()[v.slot], v.label, v.prepare,
                                 [opt, &inputs] { return opt->forward(inputs); }, ms_since(t0));

@@ -7,9 +7,10 @@
 namespace fx::cli {
 
 std::shared_ptr<GraphModule> optimize_model(std::shared_ptr<GraphModule> gm, const std::vector<c10::IValue>& inputs,
-                                            bool bf16, OptimizeReport* report, bool plan_memory) {
+                                            bool bf16, OptimizeReport* report, bool plan_memory, bool winograd) {
   OptimizeOptions options;
   options.plan_memory = plan_memory;
+  options.winograd = winograd;
   options.example_inputs = inputs;
   if (bf16) options.dtype = at::kBFloat16;
   // The first forward (kernels made, weights packed) runs here, after `gm`

@@ -15,10 +15,11 @@ namespace fx::cli {
 /// (bf16) bfloat16; fills `report`. Its first forward (on `inputs`) runs
 /// once `gm` is released: a caller that moves its only reference in frees
 /// the original parameters before the weights are packed (lower peak
-/// memory); report->optimize_ms includes that forward. `plan_memory`:
-/// OptimizeOptions::plan_memory.
+/// memory); report->optimize_ms includes that forward. `plan_memory`,
+/// `winograd`: OptimizeOptions::plan_memory, ::winograd.
 std::shared_ptr<GraphModule> optimize_model(std::shared_ptr<GraphModule> gm, const std::vector<c10::IValue>& inputs,
-                                            bool bf16, OptimizeReport* report, bool plan_memory = true);
+                                            bool bf16, OptimizeReport* report, bool plan_memory = true,
+                                            bool winograd = true);
 
 /// "optimised in 12.3 ms: 71 -> 50 nodes; 20 modules frozen, ..." (one line).
 std::string report_line(const OptimizeReport& r);

@@ -17,9 +17,10 @@ namespace {
 
 int run_profile(const std::vector<std::string>& argv) {
   ModelArgs args = parse_model_args(argv, {"input", "top", "runs", "warmup", "trace", "threads", "batch"},
-                                    {"optimize", "bf16"});
+                                    {"optimize", "bf16", "no-winograd"});
   if (!args.has("input")) throw Error("--input IN.pt is required");
   if (args.has("bf16") && !args.has("optimize")) throw Error("--bf16 goes with --optimize");
+  if (args.has("no-winograd") && !args.has("optimize")) throw Error("--no-winograd goes with --optimize");
   set_threads(args);
   const int top = args.get_int("top", 20);
   const int runs = args.get_int("runs", 5);
@@ -32,7 +33,7 @@ int run_profile(const std::vector<std::string>& argv) {
   if (args.has("optimize")) {
     set_activity("optimising " + args.model + " for " + args.get("input"));
     OptimizeReport report;
-    gm = optimize_model(gm, inputs, args.has("bf16"), &report);
+    gm = optimize_model(gm, inputs, args.has("bf16"), &report, /*plan_memory=*/true, !args.has("no-winograd"));
     std::cerr << "fxcpp profile: " << report_line(report) << "\n";
   }
 

@@ -40,12 +40,13 @@ void describe(std::ostream& os, const c10::IValue& v, const std::string& indent)
 int run_run(const std::vector<std::string>& argv) {
   ModelArgs args =
       parse_model_args(argv, {"input", "output", "calibration"},
-                       {"interpreter", "optimize", "bf16", "report", "specialize-shapes", "quantize"});
+                       {"interpreter", "optimize", "bf16", "report", "specialize-shapes", "quantize", "no-winograd"});
   if (!args.has("input")) throw Error("--input IN.pt is required");
   if (args.has("calibration") && !args.has("quantize")) throw Error("--calibration goes with --quantize");
   if (args.has("quantize") && args.has("optimize")) throw Error("--quantize and --optimize: give one of them");
   if ((args.has("bf16") || (args.has("report") && !args.has("quantize"))) && !args.has("optimize"))
     throw Error(std::string("--") + (args.has("bf16") ? "bf16" : "report") + " goes with --optimize");
+  if (args.has("no-winograd") && !args.has("optimize")) throw Error("--no-winograd goes with --optimize");
   if (args.has("output")) check_output_path(args.get("output"), "--output");
   auto [gm, inputs] = import_model_with_inputs(args.model, args.get("input"), args.has("specialize-shapes"));
   torch::NoGradGuard no_grad;
@@ -54,7 +55,8 @@ int run_run(const std::vector<std::string>& argv) {
     OptimizeReport report;
     // Moved in: the imported module (its original parameters) is freed
     // before the optimised one packs its weights.
-    gm = optimize_model(std::move(gm), inputs, args.has("bf16"), &report);
+    gm = optimize_model(std::move(gm), inputs, args.has("bf16"), &report, /*plan_memory=*/true,
+                        !args.has("no-winograd"));
     if (args.has("report") || progress_enabled()) std::cerr << "fxcpp run: " << report_line(report) << "\n";
   }
   if (args.has("quantize")) {

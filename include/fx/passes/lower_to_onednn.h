@@ -56,7 +56,11 @@ struct OneDnnLowering {
 /// at::kBFloat16 (kernels in bf16, fp32 accumulation; a kernel returns bf16
 /// only when all its users are oneDNN kernels, float32 otherwise, so the
 /// rest of the graph keeps its dtypes). Fills `counts` when given.
+/// `winograd`: float32 3×3 convolutions may use oneDNN's Winograd algorithm
+/// (onednn::ConvParams::winograd: resnet18 9% faster at batch 1, 15% at
+/// batch 8; results within ~3e-6 of the direct algorithm relative to the
+/// output's scale).
 PassResult lower_to_onednn(std::shared_ptr<GraphModule> gm, c10::ScalarType dtype = c10::ScalarType::Float,
-                           OneDnnLowering* counts = nullptr);
+                           OneDnnLowering* counts = nullptr, bool winograd = true);
 
 }  // namespace fx

@@ -62,6 +62,12 @@ struct OptimizeOptions {
   bool fold_batch_norm = true;
   /// Lower conv/linear/matmul to oneDNN (false: freeze and fold only).
   bool use_onednn = true;
+  /// float32 3×3 convolutions (stride 1, channels multiples of 16, outputs
+  /// of at least 14×14) use oneDNN's Winograd algorithm: resnet18 9% faster
+  /// at batch 1, 15% at batch 8; results within ~3e-6 of the direct
+  /// algorithm relative to the output's scale (lower_to_onednn,
+  /// onednn::ConvParams::winograd). Off: every convolution is direct.
+  bool winograd = true;
   /// Run element-wise ops in place where their input is dead (fx::reinplace).
   bool reinplace = true;
   /// Keep freed memory in the process (glibc mallopt: no trimming, no mmap
