@@ -365,12 +365,9 @@ class Lowering {
     // The convolution to fuse: a lowered one without activation, read only through this add.
     Node* conv = nullptr;
     Node* residual = nullptr;
-    for (auto [c, r, d] : {std::tuple{q0, q1, a[0].to_node()}, std::tuple{q1, q0, a[1].to_node()}}) {
-      auto it = states_.find(c);
-      if (it == states_.end() || it->second.kind != onednn::PackedState::Kind::Conv2d ||
-          it->second.post_ops.activation != onednn::Activation::None || it->second.post_ops.sum)
-        continue;
-      if (c->users().size() != 1 || d->users().size() != 1 || c == r) continue;
+    for (auto [i, r] : {std::pair{size_t{0}, q1}, std::pair{size_t{1}, q0}}) {
+      Node* c = fusable_kernel(a[i]);
+      if (!c || states_.at(c).kind != onednn::PackedState::Kind::Conv2d || c == r) continue;
       conv = c;
       residual = r;
       break;
