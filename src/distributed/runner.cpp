@@ -7,8 +7,10 @@
 #include <nlohmann/json.hpp>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <future>
 #include <thread>
 
@@ -87,6 +89,50 @@ std::vector<c10::IValue> tuple_items(const c10::IValue& v) {
   return std::vector<c10::IValue>(e.begin(), e.end());
 }
 
+/// A microbatch (or shard) computed since `t0`: its time and count, then the
+/// runner's on_microbatch hook.
+void count_microbatch(RankTimes& t, Clock::time_point t0, const std::function<void(int64_t)>& on_microbatch) {
+  t.compute_ms += ms_since(t0);
+  ++t.microbatches;
+  if (on_microbatch) on_microbatch(t.microbatches);
+}
+
+/// A runner's destructor: on rank 0, stops the other ranks if stop() was not
+/// called, swallowing any error.
+template <typename Runner>
+void stop_if_running(Runner& runner, const std::shared_ptr<ProcessGroup>& group, bool stopped) {
+  if (group && group->rank() == 0 && !stopped) {
+    try {
+      runner.stop();
+    } catch (...) {
+    }
+  }
+}
+
+/// A runner's reset_times(): fresh times for this rank; rank 0 has every
+/// other rank reset too at the start of its next run.
+void reset_rank_times(RankTimes& t, bool& reset_pending, const std::shared_ptr<ProcessGroup>& group) {
+  t = RankTimes();
+  t.rank = group ? group->rank() : 0;
+  reset_pending = group && group->rank() == 0;
+}
+
+/// A runner's stop(): only rank 0 stops (else throws `not_rank_0`), and only
+/// once. The stop message goes to rank 1 (which passes it on), or with
+/// `every_rank` to each other rank, and each send is waited for: after a
+/// failure (`aborted`) a peer may be gone or hung, so not for long.
+void stop_ranks(const std::shared_ptr<ProcessGroup>& group, bool& stopped, bool aborted, bool every_rank,
+                const char* not_rank_0) {
+  if (group && group->rank() != 0) throw Error(not_rank_0);
+  if (stopped) return;
+  stopped = true;
+  if (!group) return;
+  const int end = every_rank ? group->world_size() : std::min(group->world_size(), 2);
+  std::vector<PendingSend> sends;
+  for (int r = 1; r < end; ++r) sends.push_back(group->send(stop_message(aborted), r, "the stop message"));
+  for (auto& s : sends) s.wait_for(aborted ? std::chrono::milliseconds(5000) : group->timeout());
+}
+
 }  // namespace
 
 // ---- RankTimes ---------------------------------------------------------------
@@ -159,29 +205,12 @@ PipelineRunner::PipelineRunner(std::shared_ptr<ProcessGroup> group, PipelineStag
   times_.rank = group_->rank();
 }
 
-PipelineRunner::~PipelineRunner() {
-  if (group_ && group_->rank() == 0 && !stopped_) {
-    try {
-      stop();
-    } catch (...) {
-    }
-  }
-}
+PipelineRunner::~PipelineRunner() { stop_if_running(*this, group_, stopped_); }
 
-void PipelineRunner::reset_times() {
-  times_ = RankTimes();
-  times_.rank = group_ ? group_->rank() : 0;
-  reset_pending_ = group_ && group_->rank() == 0;
-}
+void PipelineRunner::reset_times() { reset_rank_times(times_, reset_pending_, group_); }
 
 void PipelineRunner::stop() {
-  if (group_ && group_->rank() != 0) throw Error("PipelineRunner::stop: only rank 0 stops the pipeline");
-  if (stopped_) return;
-  stopped_ = true;
-  if (!group_ || group_->world_size() == 1) return;
-  // After a failure a peer may be gone or hung: do not wait long for it.
-  group_->send(stop_message(broken_), 1, "the stop message")
-      .wait_for(broken_ ? std::chrono::milliseconds(5000) : group_->timeout());
+  stop_ranks(group_, stopped_, broken_, /*every_rank=*/false, "PipelineRunner::stop: only rank 0 stops the pipeline");
 }
 
 c10::IValue PipelineRunner::run(const std::vector<c10::IValue>& inputs, int64_t microbatches) {
@@ -209,9 +238,7 @@ std::vector<c10::IValue> PipelineRunner::run_stream(const std::vector<std::vecto
     for (auto& mb : mbs) {
       const auto t0 = Clock::now();
       outputs.push_back(stage_.module->forward(std::move(mb)));
-      times_.compute_ms += ms_since(t0);
-      ++times_.microbatches;
-      if (on_microbatch_) on_microbatch_(times_.microbatches);
+      count_microbatch(times_, t0, on_microbatch_);
     }
   } else {
     // The outputs are received on a thread of their own while this one
@@ -259,9 +286,7 @@ std::vector<c10::IValue> PipelineRunner::run_stream(const std::vector<std::vecto
         }
         throw DistributedError(why);
       }
-      times_.compute_ms += ms_since(t0);
-      ++times_.microbatches;
-      if (on_microbatch_) on_microbatch_(times_.microbatches);
+      count_microbatch(times_, t0, on_microbatch_);
       const int64_t flags = i == 0 && reset_pending_ ? kResetTimes : 0;
       sends.push_back(group_->send(data(i, m, std::move(y), flags), 1, "microbatch " + std::to_string(i) + "'s activations"));
     }
@@ -384,9 +409,7 @@ bool PipelineRunner::serve() {
                                    dst, "an error report"));
       continue;
     }
-    times_.compute_ms += ms_since(t0);
-    ++times_.microbatches;
-    if (on_microbatch_) on_microbatch_(times_.microbatches);
+    count_microbatch(times_, t0, on_microbatch_);
     sends.push_back(group_->send(data(msg.id, msg.count, std::move(y), msg.flags), dst, mb + sending));
     if (msg.id == msg.count - 1) {
       wait_all(sends, times_);  // the run's last microbatch: its sends complete before the next run
@@ -403,29 +426,12 @@ DataParallelRunner::DataParallelRunner(std::shared_ptr<ProcessGroup> group, std:
   times_.rank = group_ ? group_->rank() : 0;
 }
 
-DataParallelRunner::~DataParallelRunner() {
-  if (group_ && group_->rank() == 0 && !stopped_) {
-    try {
-      stop();
-    } catch (...) {
-    }
-  }
-}
+DataParallelRunner::~DataParallelRunner() { stop_if_running(*this, group_, stopped_); }
 
-void DataParallelRunner::reset_times() {
-  times_ = RankTimes();
-  times_.rank = group_ ? group_->rank() : 0;
-  reset_pending_ = group_ && group_->rank() == 0;
-}
+void DataParallelRunner::reset_times() { reset_rank_times(times_, reset_pending_, group_); }
 
 void DataParallelRunner::stop() {
-  if (group_ && group_->rank() != 0) throw Error("DataParallelRunner::stop: only rank 0 stops the others");
-  if (stopped_) return;
-  stopped_ = true;
-  if (!group_) return;
-  std::vector<PendingSend> sends;
-  for (int r = 1; r < group_->world_size(); ++r) sends.push_back(group_->send(stop_message(broken_), r, "the stop message"));
-  for (auto& s : sends) s.wait_for(broken_ ? std::chrono::milliseconds(5000) : group_->timeout());
+  stop_ranks(group_, stopped_, broken_, /*every_rank=*/true, "DataParallelRunner::stop: only rank 0 stops the others");
 }
 
 c10::IValue DataParallelRunner::run(const std::vector<c10::IValue>& inputs) {
@@ -459,9 +465,7 @@ c10::IValue DataParallelRunner::run(const std::vector<c10::IValue>& inputs) {
     }
     throw DistributedError(why);
   }
-  times_.compute_ms += ms_since(t0);
-  ++times_.microbatches;
-  if (on_microbatch_) on_microbatch_(times_.microbatches);
+  count_microbatch(times_, t0, on_microbatch_);
   std::string error;
   for (int r = 1; r < world; ++r) {
     RecvTiming t;
@@ -520,9 +524,7 @@ bool DataParallelRunner::serve() {
                                    0, "an error report"));
       continue;
     }
-    times_.compute_ms += ms_since(t0);
-    ++times_.microbatches;
-    if (on_microbatch_) on_microbatch_(times_.microbatches);
+    count_microbatch(times_, t0, on_microbatch_);
     ++times_.runs;
     sends.push_back(group_->send(data(msg.id, msg.count, std::move(y)), 0, "its shard's output"));
   }
