@@ -31,7 +31,6 @@ BUILD/models/NAME.bench.pt (+ NAME.bench.input.pt) on first use.
 import argparse
 import datetime
 import json
-import math
 import os
 import platform
 import subprocess
@@ -39,6 +38,8 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from bench_table import geomean, fmt_ms, fmt_ratio, load_average, load_note, log, print_saved, save_run  # noqa: E402
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "vit_b_16"]
 REFERENCE_BLAS_DIR = "/usr/lib/x86_64-linux-gnu/blas"  # Debian's netlib libblas.so.3
 BLAS_LABEL = {"openblas": "OpenBLAS", "reference": "reference"}
@@ -61,10 +62,6 @@ def skip_reason(cfg):
     if cfg["model"] == "vit_b_16" and cfg["threads"] != 1:
         return "vit_b_16, reference BLAS at 2 threads"
     return None
-
-
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
 
 
 def child_env(blas):
@@ -239,17 +236,6 @@ def engine(result, key):
     return None
 
 
-def geomean(values):
-    values = [v for v in values if v and v > 0]
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
-
-
-def fmt_ms(v):
-    if v is None:
-        return "—"
-    return "%.1f" % v if v >= 10 else "%.2f" % v
-
-
 def fmt_prepare(v):
     return "%.0f" % v if v >= 10 else "%.1f" % v
 
@@ -270,16 +256,10 @@ def fmt_pyfx(py):
     return "fails (%s)" % py["error"] if "error" in py else fmt_ms(py["median_ms"])
 
 
-def fmt_ratio(v):
-    return "—" if v is None else "%.2f" % v
-
-
 def render(data):
     """The markdown document of a run (data: what main() saved)."""
     roof = {int(k): v for k, v in data["roofline"].items()}
-    load = ""
-    if data.get("load_start") is not None:
-        load = " Load average (1 min) %.1f at the start, %.1f at the end." % (data["load_start"], data["load_end"])
+    load = load_note(data)
     lines = ["Measured %s on %s (%s logical CPUs), libtorch %s; `%s`, wall time %.1f min.%s" %
              (data["date"], data["cpu"], data["cpus"], data["torch"], data["command"], data["wall_s"] / 60, load), "",
              "One `fxcpp bench` child process per row; in it the four engines run interleaved round-robin "
@@ -349,15 +329,6 @@ def render(data):
     return "\n".join(lines) + "\n"
 
 
-def load_average():
-    """The 1-minute load average (other work on the machine skews every row, threads 2 most)."""
-    try:
-        with open("/proc/loadavg") as f:
-            return float(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def cpu_name():
     try:
         with open("/proc/cpuinfo") as f:
@@ -386,11 +357,7 @@ def main():
     md_path = os.path.join(args.build, "bench_optimize.md")
     json_path = os.path.join(args.build, "bench_optimize.json")
     if args.render:
-        if not os.path.exists(json_path):
-            sys.exit("%s: no results yet (run without --render first)" % json_path)
-        with open(json_path) as f:
-            text = render(json.load(f))
-        print(text, end="")
+        print_saved(json_path, render)
         return 0
     fxcpp = os.path.join(args.build, "fxcpp")
     if not os.access(fxcpp, os.X_OK):
@@ -429,15 +396,7 @@ def main():
                 entry["pyfx"] = pyfx(models_dir, cfg["model"], seconds)
         data["results"].append(entry)
     data["memory"] = memory_table(fxcpp, models_dir, args.models)
-    data["wall_s"] = time.time() - start
-    data["load_end"] = load_average()
-    with open(json_path, "w") as f:
-        json.dump(data, f, indent=1)
-    text = render(data)
-    with open(md_path, "w") as f:
-        f.write(text)
-    print(text, end="")
-    log("wrote %s and %s" % (md_path, json_path))
+    save_run(data, start, json_path, md_path, render)
     failed = any("error" in r for r in data["results"]) or any(
         isinstance(v, dict) for peaks in data["memory"].values() for v in peaks.values())
     return 1 if failed else 0

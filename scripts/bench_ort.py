@@ -25,21 +25,18 @@ BUILD/bench_ort.md and BUILD/bench_ort.json (--render re-prints the markdown).
 import argparse
 import datetime
 import json
-import math
 import os
 import subprocess
 import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from bench_table import geomean, fmt_ms, fmt_ratio, load_average, load_note, log, print_saved, save_run  # noqa: E402
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "vit_b_16"]
 ENGINES = [("ort", "ORT"), ("fxcpp_opt", "fxcpp-opt"), ("torchscript_opt", "TS-opt")]
 ISA_FLAGS = ["avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8"]
 TARGET_RATIO = 0.90  # issue 24: fxcpp-opt at most 0.90x ORT
-
-
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
 
 
 def child_env():
@@ -62,14 +59,6 @@ def cpu_info():
     except OSError:
         pass
     return name, [f for f in ISA_FLAGS if f in flags]
-
-
-def load_average():
-    try:
-        with open("/proc/loadavg") as f:
-            return float(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 class Worker:
@@ -166,25 +155,10 @@ def bench_config(fxcpp, ort_dir, models, cfg, args):
             w.close()
 
 
-def geomean(values):
-    values = [v for v in values if v and v > 0]
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
-
-
-def fmt_ms(v):
-    return "—" if v is None else ("%.1f" % v if v >= 10 else "%.2f" % v)
-
-
-def fmt_ratio(v):
-    return "—" if v is None else "%.2f" % v
-
-
 def render(data):
     roof = {int(k): v for k, v in data["roofline"].items()}
     isa = ", ".join(data["isa"]) or "none of " + ", ".join(ISA_FLAGS)
-    load = ""
-    if data.get("load_start") is not None:
-        load = " Load average (1 min) %.1f at the start, %.1f at the end." % (data["load_start"], data["load_end"])
+    load = load_note(data)
     lines = ["Measured %s on %s (%s logical CPUs; %s%s), libtorch %s, ONNX Runtime %s (npm onnxruntime-node, CPU "
              "execution provider); `%s` (in `make bench`), wall time %.1f min.%s" % (
                  data["date"], data["cpu"], data["cpus"], isa, "" if "amx_tile" in data["isa"] else "; no AMX",
@@ -260,10 +234,7 @@ def main():
     args = ap.parse_args()
     md_path, json_path = os.path.join(args.build, "bench_ort.md"), os.path.join(args.build, "bench_ort.json")
     if args.render:
-        if not os.path.exists(json_path):
-            sys.exit("%s: no results yet (run without --render first)" % json_path)
-        with open(json_path) as f:
-            print(render(json.load(f)), end="")
+        print_saved(json_path, render)
         return 0
     fxcpp = os.path.join(args.build, "fxcpp")
     if not os.access(fxcpp, os.X_OK):
@@ -317,15 +288,7 @@ def main():
             entry["error"] = str(e).splitlines()[0] if str(e) else type(e).__name__
             log("  " + entry["error"])
         data["results"].append(entry)
-    data["wall_s"] = time.time() - start
-    data["load_end"] = load_average()
-    with open(json_path, "w") as f:
-        json.dump(data, f, indent=1)
-    text = render(data)
-    with open(md_path, "w") as f:
-        f.write(text)
-    print(text, end="")
-    log("wrote %s and %s" % (md_path, json_path))
+    save_run(data, start, json_path, md_path, render)
     return 1 if any("error" in r for r in data["results"]) else 0
 
 
