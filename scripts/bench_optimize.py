@@ -39,7 +39,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from bench_table import geomean, fmt_ms, fmt_ratio, load_average, load_note, log, print_saved, save_run  # noqa: E402
+from bench_markdown import geomean, fmt_ms, fmt_ratio, load_average, load_note, log, print_saved, save_run  # noqa: E402
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "vit_b_16"]
 REFERENCE_BLAS_DIR = "/usr/lib/x86_64-linux-gnu/blas"  # Debian's netlib libblas.so.3
 BLAS_LABEL = {"openblas": "OpenBLAS", "reference": "reference"}

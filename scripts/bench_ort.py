@@ -32,7 +32,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from bench_table import geomean, fmt_ms, fmt_ratio, load_average, load_note, log, print_saved, save_run  # noqa: E402
+from bench_markdown import geomean, fmt_ms, fmt_ratio, load_average, load_note, log, print_saved, save_run  # noqa: E402
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "vit_b_16"]
 ENGINES = [("ort", "ORT"), ("fxcpp_opt", "fxcpp-opt"), ("torchscript_opt", "TS-opt")]
 ISA_FLAGS = ["avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8"]

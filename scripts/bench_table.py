@@ -1,65 +1,186 @@
-"""The markdown of the bench scripts (bench_optimize.py, bench_ort.py): their
-number formats, the load-average note of a run, saving a run (BUILD/NAME.json
-and the markdown in BUILD/NAME.md) and re-printing it (--render).
+#!/usr/bin/env python3
+"""`make bench`: fxcpp's Google Benchmark programs beside Python torch.fx.
+
+Runs python/pyfx_baseline.py (the shared Python torch.fx baseline, copied into the repo) with Debian's system python3 (the one
+python3-torch installs into) and build/fx_bench in one go, then prints one
+markdown table with both numbers and their ratio (Python / fxcpp: above 1
+means fxcpp is faster). The table is also written to BUILD/bench.md.
+
+    python3 scripts/bench_table.py [--build build] [--quick]
 """
+import argparse
 import json
-import math
 import os
+import subprocess
 import sys
-import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BASELINE = os.path.join(ROOT, "python", "pyfx_baseline.py")  # a copy of ../shared/bench/pyfx_baseline.py
+SYSTEM_PYTHON = "/usr/bin/python3"  # python3-torch lives here, not in pyenv's python3
+
+# (row label, fx_bench benchmark, what to read, scale to the unit, python key path, unit)
+# what to read: a counter name, "time" (wall ms) or "cpu" (CPU ms: robust on a shared machine). Counters "per_node"/"per_op" are
+# seconds. python key path: keys into pyfx_baseline's JSON; None when Python has
+# no such figure.
+ROWS = [
+    ("build add chain, 1k nodes", "BM_BuildAddChain/1000", "per_node", 1e9, ["build_ns_per_node", "1000"], "ns/node"),
+    ("build add chain, 16k nodes", "BM_BuildAddChain/16000", "per_node", 1e9, ["build_ns_per_node", "16000"], "ns/node"),
+    ("build add chain, 1M nodes", "BM_BuildAddChain/1000000", "per_node", 1e9, None, "ns/node"),
+    ("lint, 16k nodes", "BM_Lint", "time", 1, ["lint_ms"], "ms"),
+    ("python_code, 16k nodes", "BM_PythonCode", "time", 1, ["codegen_ms"], "ms"),
+    ("graph_copy, 16k nodes", "BM_GraphCopy", "time", 1, ["graph_copy_ms"], "ms"),
+    ("eliminate_dead_code, 16k nodes", "BM_EliminateDeadCode", "time", 1, ["dce_ms"], "ms"),
+    ("2k-add chain: eager (C++ at::add loop / Python loop)", "BM_Chain_Eager", "per_op", 1e6,
+     ["chain_us_per_op", "eager"], "µs/op"),
+    ("2k-add chain: TorchScript (C++ torch::jit)", "BM_Chain_TorchScript", "per_op", 1e6, None, "µs/op"),
+    ("2k-add chain: GraphModule forward", "BM_Chain_GraphModule", "per_op", 1e6, ["chain_us_per_op", "graph_module"],
+     "µs/op"),
+    ("2k-add chain: Interpreter run", "BM_Chain_Interpreter", "per_op", 1e6, ["chain_us_per_op", "interpreter"], "µs/op"),
+    ("symbolic_trace resnet50 (fxcpp runs one eager forward)", "BM_Trace_ResNet50/iterations:7", "time", 1,
+     ["trace_ms", "resnet50"], "ms"),
+    ("import resnet50 .pt (vs Python symbolic_trace)", "BM_ImportTorchScript/resnet50", "time", 1,
+     ["trace_ms", "resnet50"], "ms"),
+    ("import mobilenet_v2 .pt (vs Python symbolic_trace)", "BM_ImportTorchScript/mobilenet_v2", "time", 1,
+     ["trace_ms", "mobilenet_v2"], "ms"),
+    # Passes (python/bench/passes_baseline.py)
+    ("CSEPass, 1k-node duplicate chain", "BM_CSE_Chain/1000", "cpu", 1, ["passes", "cse_ms", "1000"], "ms"),
+    ("CSEPass, 10k-node duplicate chain", "BM_CSE_Chain/10000", "cpu", 1, ["passes", "cse_ms", "10000"], "ms"),
+    ("CSEPass, 100k-node duplicate chain", "BM_CSE_Chain/100000", "cpu", 1, None, "ms"),
+    ("CSEPass, ResNet-50 graph", "BM_CSE_ResNet50", "cpu", 1, ["passes", "cse_resnet50_ms"], "ms"),
+    # python/bench/shape_prop_baseline.py: resnet50, 224x224
+    ("resnet50 eager forward (the reference)", "BM_ShapePropForward/min_time:2.000", "cpu", 1, ["shape_prop", "forward_ms"], "ms"),
+    ("ShapeProp resnet50, real data", "BM_ShapePropReal/min_time:2.000", "cpu", 1, ["shape_prop", "shape_prop_ms"], "ms"),
+    ("ShapeProp resnet50, meta (no data)", "BM_ShapePropMeta/min_time:2.000", "cpu", 1, ["shape_prop", "shape_prop_meta_ms"], "ms"),
+    # python/bench/foldnorm_baseline.py
+    ("split_const_subgraphs, 1k nodes", "BM_ConstFold/1000", "cpu", 1, ["foldnorm", "const_fold_1000_ms"], "ms"),
+    ("split_const_subgraphs, 10k nodes", "BM_ConstFold/10000", "cpu", 1, ["foldnorm", "const_fold_10000_ms"], "ms"),
+    ("split_const_subgraphs, resnet50", "BM_ConstFoldResNet50", "cpu", 1, ["foldnorm", "const_fold_resnet50_ms"], "ms"),
+    ("NormalizeArgs, 1k nodes", "BM_Normalize/1000", "cpu", 1, ["foldnorm", "normalize_1000_ms"], "ms"),
+    ("NormalizeArgs, 10k nodes", "BM_Normalize/10000", "cpu", 1, ["foldnorm", "normalize_10000_ms"], "ms"),
+    ("NormalizeArgs, resnet50", "BM_NormalizeResNet50", "cpu", 1, ["foldnorm", "normalize_resnet50_ms"], "ms"),
+    # python/bench/split_baseline.py (CPU time on both sides)
+    ("split_module resnet50 (20 nodes per part)", "BM_SplitModuleResnet50", "cpu", 1,
+     ["split", "split_module_resnet50_ms"], "ms"),
+    ("split_module, 1k-node chain", "BM_SplitModuleChain/1000", "cpu", 1, ["split", "split_module_chain_1000_ms"], "ms"),
+    ("split_module, 10k-node chain", "BM_SplitModuleChain/10000", "cpu", 1, ["split", "split_module_chain_10000_ms"],
+     "ms"),
+    ("split_module, 100k-node chain", "BM_SplitModuleChain/100000", "cpu", 1, None, "ms"),
+    ("CapabilityBasedPartitioner, 1k chain", "BM_PartitionerChain/1000", "cpu", 1,
+     ["split", "partitioner_chain_1000_ms"], "ms"),
+    ("CapabilityBasedPartitioner, 1k ladder", "BM_PartitionerLadder/1000", "cpu", 1,
+     ["split", "partitioner_ladder_1000_ms"], "ms"),
+    ("CapabilityBasedPartitioner, 1k side outputs", "BM_PartitionerSideOutputs/1000", "cpu", 1,
+     ["split", "partitioner_side_outputs_1000_ms"], "ms"),
+    ("CapabilityBasedPartitioner, 100k chain", "BM_PartitionerChain/100000", "cpu", 1, None, "ms"),
+    ("GraphModule construction, 10k get_attr targets", "BM_GraphModuleConstruct/10000", "cpu", 1, None, "ms"),
+    # python/bench/subgraph_rewriter_baseline.py: conv2d -> batch_norm -> relu replaced by conv2d -> relu
+    ("replace_pattern, 1k-node synthetic", "BM_ReplacePattern_Synthetic/nodes:1000/recompile:0", "cpu", 1,
+     ["subgraph_rewriter", "synthetic_ms", "1000"], "ms"),
+    ("replace_pattern, 10k-node synthetic", "BM_ReplacePattern_Synthetic/nodes:10000/recompile:0", "cpu", 1,
+     ["subgraph_rewriter", "synthetic_ms", "10000"], "ms"),
+    ("replace_pattern, 100k-node synthetic", "BM_ReplacePattern_Synthetic/nodes:100000/recompile:0", "cpu", 1, None, "ms"),
+    ("replace_pattern, resnet50 (33 matches)", "BM_ReplacePattern_ResNet50/recompile:0", "cpu", 1,
+     ["subgraph_rewriter", "resnet50_ms"], "ms"),
+    ("replace_pattern + recompile, resnet50", "BM_ReplacePattern_ResNet50/recompile:1", "cpu", 1,
+     ["subgraph_rewriter", "resnet50_ms"], "ms"),
+]
+PASS_BASELINES = os.path.join(ROOT, "python", "bench")
 
 
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
+def run_python(build, quick):
+    out = os.path.join(build, "pyfx_baseline.json")
+    chain = os.path.join(build, "chain.pt")
+    cmd = [SYSTEM_PYTHON, BASELINE, "--json", out, "--export-chain", chain]
+    if quick:
+        cmd.append("--quick")
+    print("+", " ".join(cmd), file=sys.stderr)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    with open(out) as f:
+        return json.load(f), chain
 
 
-def load_average():
-    """The 1-minute load average (other work on the machine skews every row, threads 2 most)."""
-    try:
-        with open("/proc/loadavg") as f:
-            return float(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
+def run_pass_baselines(quick):
+    """Every python/bench/NAME_baseline.py prints one JSON object: {NAME: {...}}."""
+    out = {}
+    for f in sorted(os.listdir(PASS_BASELINES)):
+        if not f.endswith("_baseline.py"):
+            continue
+        cmd = [SYSTEM_PYTHON, os.path.join(PASS_BASELINES, f)] + (["--quick"] if quick else [])
+        print("+", " ".join(cmd), file=sys.stderr)
+        text = subprocess.run(cmd, check=True, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1")).stdout
+        out[f[: -len("_baseline.py")]] = json.loads(text[text.index("{"):])
+    return out
 
 
-def geomean(values):
-    values = [v for v in values if v and v > 0]
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+def run_fx(build, chain):
+    out = os.path.join(build, "fx_bench.json")
+    env = dict(os.environ, FX_CHAIN_PT=chain, OMP_NUM_THREADS="1")
+    cmd = [os.path.join(build, "fx_bench"), "--benchmark_format=json", "--benchmark_out=" + out,
+           "--benchmark_out_format=json"]
+    print("+", " ".join(cmd), file=sys.stderr)
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+    with open(out) as f:
+        data = json.load(f)
+    scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+    results = {}
+    for b in data["benchmarks"]:
+        name = b["name"]
+        if b.get("run_type") == "aggregate":
+            if b.get("aggregate_name") != "min":
+                continue
+            name = b["run_name"].split("/repeats:")[0]  # repeated benchmarks report their minimum
+        r = dict(b)
+        r["time"] = b["real_time"] * scale[b["time_unit"]]  # ms
+        r["cpu"] = b["cpu_time"] * scale[b["time_unit"]]  # ms of this thread's CPU
+        results[name] = r
+    return results
 
 
-def fmt_ms(v):
-    return "—" if v is None else ("%.1f" % v if v >= 10 else "%.2f" % v)
+def lookup(d, path):
+    for k in path:
+        if not isinstance(d, dict) or k not in d:
+            return None
+        d = d[k]
+    return d
 
 
-def fmt_ratio(v):
-    return "—" if v is None else "%.2f" % v
+def fmt(v):
+    if v is None:
+        return "—"
+    return f"{v:.3g}" if v < 1000 else f"{v:,.0f}"
 
 
-def load_note(data):
-    """" Load average (1 min) A at the start, B at the end." of a run that recorded it, else ""."""
-    if data.get("load_start") is None:
-        return ""
-    return " Load average (1 min) %.1f at the start, %.1f at the end." % (data["load_start"], data["load_end"])
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--quick", action="store_true", help="pyfx_baseline --quick")
+    args = ap.parse_args()
+    py, chain = run_python(args.build, args.quick)
+    py.update(run_pass_baselines(args.quick))
+    fx = run_fx(args.build, chain)
+    lines = [
+        f"Python torch.fx {py.get('torch')} (Python {py.get('python')}) vs fxcpp, one run, single thread.",
+        "",
+        "| workload | unit | Python torch.fx | fxcpp | Python / fxcpp |",
+        "|---|---|---|---|---|",
+    ]
+    for label, name, counter, scale, path, unit in ROWS:
+        r = fx.get(name)
+        fv = None if r is None or r.get(counter) is None else r[counter] * scale
+        pv = lookup(py, path) if path else None
+        ratio = f"{pv / fv:.1f}×" if pv and fv else "—"
+        lines.append(f"| {label} | {unit} | {fmt(pv)} | {fmt(fv)} | {ratio} |")
+    if "BM_Chain_Eager" in fx:
+        eager = fx["BM_Chain_Eager"]["per_op"]
+        lines.append("")
+        lines.append("fxcpp per-op cost relative to the eager C++ at::add loop: " + ", ".join(
+            f"{n[len('BM_Chain_'):]} {fx[n]['per_op'] / eager:.2f}×" for n in
+            ["BM_Chain_TorchScript", "BM_Chain_GraphModule", "BM_Chain_Interpreter"] if n in fx))
+    table = "\n".join(lines)
+    print(table)
+    with open(os.path.join(args.build, "bench.md"), "w") as f:
+        f.write(table + "\n")
 
 
-def print_saved(json_path, render):
-    """--render: prints render() of the run saved in json_path (exits when there is none)."""
-    if not os.path.exists(json_path):
-        sys.exit("%s: no results yet (run without --render first)" % json_path)
-    with open(json_path) as f:
-        print(render(json.load(f)), end="")
-
-
-def save_run(data, start, json_path, md_path, render):
-    """Ends a run begun at `start` (time.time()): its wall time and the load
-    average now go into data, saved to json_path; render(data) goes to md_path
-    and stdout."""
-    data["wall_s"] = time.time() - start
-    data["load_end"] = load_average()
-    with open(json_path, "w") as f:
-        json.dump(data, f, indent=1)
-    text = render(data)
-    with open(md_path, "w") as f:
-        f.write(text)
-    print(text, end="")
-    log("wrote %s and %s" % (md_path, json_path))
+if __name__ == "__main__":
+    main()
