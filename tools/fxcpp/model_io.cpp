@@ -245,4 +245,25 @@ int set_threads(const ModelArgs& args) {
   return threads;
 }
 
+void describe_value(std::ostream& os, const c10::IValue& v, const std::string& indent) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    os << indent << "tensor " << t.sizes() << " " << t.scalar_type();
+    if (t.numel() > 0 && t.is_floating_point()) {
+      at::Tensor d = t.detach().to(at::kDouble);
+      os << "  min " << d.min().item<double>() << "  max " << d.max().item<double>() << "  mean "
+         << d.mean().item<double>();
+    }
+    os << "\n";
+  } else if (v.isTuple()) {
+    os << indent << "tuple of " << v.toTupleRef().elements().size() << "\n";
+    for (const auto& e : v.toTupleRef().elements()) describe_value(os, e, indent + "  ");
+  } else if (v.isList()) {
+    os << indent << "list of " << v.toListRef().size() << "\n";
+    for (const auto& e : v.toListRef()) describe_value(os, e, indent + "  ");
+  } else {
+    os << indent << v << "\n";
+  }
+}
+
 }  // namespace fx::cli

@@ -7,6 +7,7 @@
 
 #include <fx/graph_module.h>
 
+#include <iosfwd>
 #include <map>
 #include <memory>
 #include <string>
@@ -85,6 +86,12 @@ std::vector<c10::IValue> load_model_inputs(GraphModule& gm, const std::string& p
 /// matched to the placeholders with fx::bind_inputs (a tuple's items, a
 /// list for a List[...] first input, a dict's entries by name), then checked.
 std::vector<c10::IValue> model_inputs(GraphModule& gm, const c10::IValue& value, const std::string& path);
+
+/// Prints a model's output `v` for the run commands (run, pipeline), one
+/// line per value after `indent`: a tensor's sizes and dtype (with min, max
+/// and mean when it is a non-empty floating-point one), a tuple or list as
+/// its length with its items indented below it, anything else as it prints.
+void describe_value(std::ostream& os, const c10::IValue& v, const std::string& indent = "");
 
 /// Every tensor input repeated `batch` times along dim 0 (--batch N).
 std::vector<c10::IValue> batched(const std::vector<c10::IValue>& inputs, int batch);

@@ -42,27 +42,6 @@ bool is_directory(const std::string& path) {
 
 std::string stage_file(const std::string& dir, int k) { return dir + "/stage_" + std::to_string(k) + ".fx"; }
 
-void describe(std::ostream& os, const c10::IValue& v, const std::string& indent) {
-  if (v.isTensor()) {
-    const at::Tensor& t = v.toTensor();
-    os << indent << "tensor " << t.sizes() << " " << t.scalar_type();
-    if (t.numel() > 0 && t.is_floating_point()) {
-      at::Tensor d = t.detach().to(at::kDouble);
-      os << "  min " << d.min().item<double>() << "  max " << d.max().item<double>() << "  mean "
-         << d.mean().item<double>();
-    }
-    os << "\n";
-  } else if (v.isTuple()) {
-    os << indent << "tuple of " << v.toTupleRef().elements().size() << "\n";
-    for (const auto& e : v.toTupleRef().elements()) describe(os, e, indent + "  ");
-  } else if (v.isList()) {
-    os << indent << "list of " << v.toListRef().size() << "\n";
-    for (const auto& e : v.toListRef()) describe(os, e, indent + "  ");
-  } else {
-    os << indent << v << "\n";
-  }
-}
-
 const std::vector<DistOption>& pipeline_options() {
   static const std::vector<DistOption> o = {
       {"input", "IN.pt", "inputs file (torch.save of a tensor, or a tuple/list of them); read by rank 0"},
@@ -357,7 +336,7 @@ int run_pipeline_command(const std::vector<std::string>& argv) {
       std::cout << j.dump() << "\n";
       return args.has("check") && !bitwise ? kRunFailed : 0;
     }
-    describe(std::cout, out, "");
+    describe_value(std::cout, out);
     std::printf("\npipeline: %s, %d stage%s on %d rank%s%s, batch %lld as %d microbatch%s, %d thread%s per rank%s\n",
                 args.model.c_str(), stages, stages == 1 ? "" : "s", rank.world, rank.world == 1 ? "" : "s",
                 rank.group ? (" (Gloo, store " + rank.group->store_address() + ")").c_str() : "",

@@ -16,27 +16,6 @@
 namespace fx::cli {
 namespace {
 
-void describe(std::ostream& os, const c10::IValue& v, const std::string& indent) {
-  if (v.isTensor()) {
-    const at::Tensor& t = v.toTensor();
-    os << indent << "tensor " << t.sizes() << " " << t.scalar_type();
-    if (t.numel() > 0 && t.is_floating_point()) {
-      at::Tensor d = t.detach().to(at::kDouble);
-      os << "  min " << d.min().item<double>() << "  max " << d.max().item<double>() << "  mean "
-         << d.mean().item<double>();
-    }
-    os << "\n";
-  } else if (v.isTuple()) {
-    os << indent << "tuple of " << v.toTupleRef().elements().size() << "\n";
-    for (const auto& e : v.toTupleRef().elements()) describe(os, e, indent + "  ");
-  } else if (v.isList()) {
-    os << indent << "list of " << v.toListRef().size() << "\n";
-    for (const auto& e : v.toListRef()) describe(os, e, indent + "  ");
-  } else {
-    os << indent << v << "\n";
-  }
-}
-
 int run_run(const std::vector<std::string>& argv) {
   ModelArgs args =
       parse_model_args(argv, {"input", "output", "calibration"},
@@ -79,7 +58,7 @@ int run_run(const std::vector<std::string>& argv) {
   } catch (const std::exception& e) {
     return report_run_error("run", args.model, args.get("input"), e);
   }
-  describe(std::cout, out, "");
+  describe_value(std::cout, out);
   if (args.has("output")) {
     save_value(args.get("output"), out);
     std::cout << "wrote " << args.get("output") << "\n";
