@@ -1,6 +1,8 @@
-// Argument parsing of the model subcommands, with CLI11: --name value and
-// --name=value, -i/-o short forms, `--` to end options, per-command --help.
-#include "model_io.h"
+// Argument parsing of the subcommands, with CLI11: --name value and
+// --name=value, -i/-o short forms, `--` to end options, per-command --help
+// (parse_options; parse_model_args, and the distributed commands'
+// parse_dist_args, build on it).
+#include "args.h"
 
 #include <fx/error.h>
 #include <fx/load_library.h>
@@ -105,25 +107,26 @@ double ModelArgs::get_positive(const std::string& name, double fallback) const {
   }
 }
 
-ModelArgs parse_model_args(const std::vector<std::string>& args, const std::vector<std::string>& flags,
-                           const std::vector<std::string>& switches, bool model_optional,
-                           const std::vector<std::string>& repeatable) {
-  const std::string name = current ? std::string("fxcpp ") + current->name : "fxcpp";
-  CLI::App app(current ? current->summary : "", name);
+ModelArgs parse_options(const std::vector<std::string>& args, const Command* command, const std::string& program,
+                        const std::string& model_help, const std::vector<OptionSpec>& options, bool model_optional,
+                        const std::vector<std::string>& repeatable) {
+  CLI::App app(command ? command->summary : "", program);
   app.set_help_flag("-h,--help", "show this help and exit");
-  app.footer(current ? std::string("usage: fxcpp ") + current->usage : "");
+  app.footer(command ? std::string("usage: fxcpp ") + command->usage : "");
   ModelArgs out;
-  CLI::Option* model = app.add_option("model", out.model, "the model file");
+  CLI::Option* model = app.add_option("model", out.model, model_help);
   if (!model_optional) model->required();
-  for (const std::string& f : flags) {
-    auto s = short_names().find(f);
-    const std::string names = (s != short_names().end() ? s->second + "," : "") + "--" + f;
-    app.add_option_function<std::string>(
-        names, [&out, f](const std::string& v) { out.values[f] = v; }, description(f))
-        ->type_name("VALUE");
+  for (const OptionSpec& o : options) {
+    const std::string names = (o.short_name.empty() ? "" : o.short_name + ",") + "--" + o.name;
+    const std::string name = o.name;
+    if (!o.value.empty()) {
+      app.add_option_function<std::string>(
+          names, [&out, name](const std::string& v) { out.values[name] = v; }, o.description)
+          ->type_name(o.value);
+    } else {
+      app.add_flag_callback(names, [&out, name] { out.values[name] = "1"; }, o.description);
+    }
   }
-  for (const std::string& sw : switches)
-    app.add_flag_callback("--" + sw, [&out, sw] { out.values[sw] = "1"; }, description(sw));
   auto add_repeatable = [&app](const std::string& name, std::vector<std::string>& into, const std::string& help,
                                const char* type) {
     app.add_option("--" + name, into, help)
@@ -150,6 +153,19 @@ ModelArgs parse_model_args(const std::vector<std::string>& args, const std::vect
     load_library(lib);
   }
   return out;
+}
+
+ModelArgs parse_model_args(const std::vector<std::string>& args, const std::vector<std::string>& flags,
+                           const std::vector<std::string>& switches, bool model_optional,
+                           const std::vector<std::string>& repeatable) {
+  std::vector<OptionSpec> options;
+  for (const std::string& f : flags) {
+    auto s = short_names().find(f);
+    options.push_back({f, s != short_names().end() ? s->second : "", "VALUE", description(f)});
+  }
+  for (const std::string& sw : switches) options.push_back({sw, "", "", description(sw)});
+  return parse_options(args, current, current ? std::string("fxcpp ") + current->name : "fxcpp", "the model file",
+                       options, model_optional, repeatable);
 }
 
 void check_output_path(const std::string& path, const std::string& option) {

@@ -1,10 +1,9 @@
 // Helpers of the distributed subcommands (see distributed_io.h).
 #include "distributed_io.h"
 
-#include <fx/error.h>
-#include <fx/load_library.h>
+#include "args.h"
 
-#include <CLI/CLI.hpp>
+#include <fx/error.h>
 
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -23,46 +22,13 @@ ModelArgs parse_dist_args(const std::string& command, const std::vector<std::str
   const Command* c = nullptr;
   for (const Command& k : commands())
     if (command == k.name) c = &k;
-  CLI::App app(c ? c->summary : "", "fxcpp " + command);
-  app.set_help_flag("-h,--help", "show this help and exit");
-  app.footer(c ? std::string("usage: fxcpp ") + c->usage : "");
-  ModelArgs out;
-  CLI::Option* model = app.add_option("model", out.model, "the model file (or a directory of stage files)");
-  if (!model_optional) model->required();
+  std::vector<OptionSpec> specs;
   for (const DistOption& o : options) {
     const std::string name = o.name;
-    std::string names = "--" + name;
-    if (name == "input") names = "-i," + names;
-    if (name == "output") names = "-o," + names;
-    if (o.value) {
-      app.add_option_function<std::string>(names, [&out, name](const std::string& v) { out.values[name] = v; },
-                                           o.description)
-          ->type_name(o.value);
-    } else {
-      app.add_flag_callback(names, [&out, name] { out.values[name] = "1"; }, o.description);
-    }
+    specs.push_back({name, name == "input" ? "-i" : name == "output" ? "-o" : "", o.value ? o.value : "", o.description});
   }
-  app.add_option("--load-library", out.libraries,
-                 "load an operator library first (fx::load_library, as torch.ops.load_library; repeatable)")
-      ->type_name("PATH")
-      ->allow_extra_args(false)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
-  try {
-    app.parse(reversed);
-  } catch (const CLI::CallForHelp&) {
-    throw HelpRequested{app.help()};
-  } catch (const CLI::RequiredError& e) {
-    if (out.model.empty()) throw Error("no model file given (MODEL)");
-    throw Error(e.what());
-  } catch (const CLI::ParseError& e) {
-    throw Error(e.what());
-  }
-  for (const std::string& lib : out.libraries) {
-    set_activity("loading " + lib);
-    load_library(lib);
-  }
-  return out;
+  return parse_options(args, c, "fxcpp " + command, "the model file (or a directory of stage files)", specs,
+                       model_optional);
 }
 
 void join_ranks(RankInfo& info, const ModelArgs& args, int world, const std::string& why, const std::string& command) {
