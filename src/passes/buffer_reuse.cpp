@@ -22,7 +22,10 @@ bool is_fresh(const Node* n) {
       "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "layer_norm", "softmax", "conv2d", "linear", "matmul",
       "cat"};
   if (n->op() != Opcode::CallFunction) return false;
-  if (n->target().rfind("fxcpp::onednn_", 0) == 0 || n->target() == "fxcpp::restore_layout") return true;
+  const std::string& t = n->target();
+  if (t.rfind("fxcpp::onednn_", 0) == 0 || t == "fxcpp::restore_layout" || t == "fxcpp::max_pool2d" ||
+      t == "fxcpp::adaptive_avg_pool2d")
+    return true;
   return fresh.count(aten_op_name(n)) > 0;
 }
 

@@ -16,7 +16,8 @@ std::string aten_op_name(const Node* n);
 const TensorMetadata* tensor_meta_of(const Node* n);
 
 /// Whether n's result is a new tensor that no other value aliases (an ATen
-/// op that allocates its output, an fxcpp::onednn_* kernel or fxcpp::restore_layout).
+/// op that allocates its output, an fxcpp::onednn_* kernel, fxcpp::restore_layout,
+/// fxcpp::max_pool2d or fxcpp::adaptive_avg_pool2d).
 bool is_fresh(const Node* n);
 
 /// Positions of a graph's nodes, for "is this value read later?".

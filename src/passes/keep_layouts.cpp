@@ -43,7 +43,7 @@ Reads reads(const Node* n) {
   if (n->op() != Opcode::CallFunction) return Reads::Sensitive;
   const std::string& t = n->target();
   if (t == "fxcpp::onednn_conv2d") return Reads::Convolves;
-  if (t == "fxcpp::max_pool2d") return Reads::Follows;
+  if (t == "fxcpp::max_pool2d" || t == "fxcpp::adaptive_avg_pool2d") return Reads::Follows;
   if (t == "operator.add" || t == "operator.sub" || t == "operator.mul" || t == "operator.truediv")
     return Reads::Follows;
   if (t == "operator.iadd" || t == "operator.isub" || t == "operator.imul" || t == "operator.itruediv")

@@ -1,4 +1,5 @@
-// lower_to_onednn: conv2d / linear (+ residual sum + activation) → packed oneDNN ops; max_pool2d → oneDNN pooling.
+// lower_to_onednn: conv2d / linear (+ residual sum + activation) → packed oneDNN ops; max_pool2d and
+// adaptive_avg_pool2d → oneDNN pooling.
 #include <fx/passes/lower_to_onednn.h>
 
 #include <fx/graph.h>
@@ -142,8 +143,10 @@ class Lowering {
   /// oneDNN cannot take back to ATen). Run after lower() has seen every
   /// node: the residual sums decided their in-place use with aten::max_pool2d,
   /// known to make a fresh tensor.
-  bool lower_max_pool(Node* n) {
-    if (aten_op_name(n) != "max_pool2d") return false;
+  bool lower_pool(Node* n) {
+    const std::string name = aten_op_name(n);
+    if (name == "adaptive_avg_pool2d") return lower_adaptive_avg_pool(n);
+    if (name != "max_pool2d") return false;
     const ArgList& a = n->args();
     if (a.size() < 2 || a.size() > 6 || !a[0].is_node() || !n->kwargs().empty()) return false;
     for (size_t i = 1; i < std::min<size_t>(a.size(), 5); ++i)
@@ -152,18 +155,33 @@ class Lowering {
     if (a.size() > 5 && !(a[5].kind() == Argument::Kind::Bool && !a[5].to_bool())) return false;
     ArgList args{a[0], ints(int_list(a[1])), ints(a.size() > 2 ? int_list(a[2]) : std::vector<int64_t>{}),
                  ints(a.size() > 3 ? int_list(a[3]) : std::vector<int64_t>{0, 0})};
+    replace(n, "fxcpp::max_pool2d", std::move(args));
+    return true;
+  }
+
+  /// adaptive_avg_pool2d(x, output_size) with a literal output size →
+  /// fxcpp::adaptive_avg_pool2d (oneDNN's average pooling when the output
+  /// size divides the input's, ATen's otherwise).
+  bool lower_adaptive_avg_pool(Node* n) {
+    const ArgList& a = n->args();
+    if (a.size() != 2 || !a[0].is_node() || !n->kwargs().empty() || !is_int_list(a[1])) return false;
+    replace(n, "fxcpp::adaptive_avg_pool2d", {a[0], ints(int_list(a[1]))});
+    return true;
+  }
+
+  /// Replaces `n` by a call of `target` with `args`, which computes the same.
+  void replace(Node* n, const std::string& target, ArgList args) {
     Graph& g = gm_.graph();
     Node* lowered = nullptr;
     {
       InsertPoint at = g.inserting_before(n);
-      lowered = g.call_function("fxcpp::max_pool2d", std::move(args));
+      lowered = g.call_function(target, std::move(args));
     }
     lowered->meta() = n->meta();
     order_.place(lowered, n);
     n->replace_all_uses_with(lowered);
     erased_.insert(n);
     g.erase_node(n);
-    return true;
   }
 
  private:
@@ -255,7 +273,7 @@ PassResult lower_to_onednn(std::shared_ptr<GraphModule> gm, c10::ScalarType dtyp
     if (lowering.erased(n)) continue;
     modified |= lowering.lower(n);
   }
-  for (Node* n : g.nodes().to_vector()) modified |= lowering.lower_max_pool(n);
+  for (Node* n : g.nodes().to_vector()) modified |= lowering.lower_pool(n);
   // Values leaving the channels_last convolutions' regions get the layout
   // the unoptimised program gave them (before the bf16 boundaries: a copy
   // is a float consumer).

@@ -289,7 +289,7 @@ TEST(OptimizeLayout, LayoutFreeRegionsAreNotCopied) {
   const fx::Node* out = gm->graph().output_node();
   const fx::Node* restored = out->args()[0].to_node();
   EXPECT_EQ(restored->target(), "fxcpp::restore_layout");
-  EXPECT_EQ(restored->args()[0].to_node()->target(), "aten::adaptive_avg_pool2d");
+  EXPECT_EQ(restored->args()[0].to_node()->target(), "fxcpp::adaptive_avg_pool2d");
   EXPECT_EQ(restored->args()[1].to_node()->format_node(),
             "%suggest_memory_format : [#users=1] = call_function[target=fxcpp::suggest_memory_format](args = (%x,), "
             "kwargs = {})");
