@@ -125,18 +125,33 @@ def bench_config(fxcpp, ort_dir, models, cfg, args):
         samples = {k: [] for k in keys}
         paired = []  # fxcpp-opt / ORT within each round
         gap = args.gap_ms / 1e3
+        # With several threads a turn is a block of forwards, then a pause:
+        # a runtime's pool threads spin for a while after their last task
+        # (libgomp's barriers, ONNX Runtime's pool), and on a machine with as
+        # many cores as threads the spinning of the process that just ran
+        # took the cores of the one that runs next (resnet18, 2 threads,
+        # batch 1: fxcpp-opt 29 ms interleaved forward by forward, 12 ms
+        # alone). One forward per turn at one thread, as before.
+        block, pause = 1, gap
+        if threads > 1:
+            pause = max(gap, args.block_pause_ms / 1e3)
 
         def one_round(r, timed):
+            medians = {}
             for i in range(len(keys)):
                 key = keys[(r + i) % len(keys)]
-                ms = by_engine[key].run(key)
+                ms = by_engine[key].run(key, block)
+                medians[key] = median(ms)
                 if timed:
                     samples[key] += ms
-                time.sleep(gap)
+                time.sleep(pause)
             if timed:
-                paired.append(samples["fxcpp_opt"][-1] / samples["ort"][-1])
+                paired.append(medians["fxcpp_opt"] / medians["ort"])
         for r in range(args.warmup):
             one_round(r, False)
+        if threads > 1:  # blocks of about --block-ms of the slowest engine
+            slowest = max(median(samples_of) for samples_of in [by_engine[k].run(k, 2) for k in keys])
+            block = max(1, min(20, int(round(args.block_ms / slowest))))
         start, rounds = time.time(), 0
         while rounds < args.min_rounds or (time.time() - start < args.seconds and rounds < args.max_rounds):
             one_round(rounds, True)
@@ -164,7 +179,9 @@ def render(data):
                  data["date"], data["cpu"], data["cpus"], isa, "" if "amx_tile" in data["isa"] else "; no AMX",
                  data["torch"], data.get("ort_version", "?"), data["command"], data["wall_s"] / 60, load), "",
              "Two processes per row, both loaded, checked and warmed up, then interleaved: one forward of each "
-             "engine per round (the first engine rotating), each process idle on its pipe while the other runs; "
+             "engine per round at 1 thread, a block of forwards (about 150 ms) then a 100 ms pause at 2 threads "
+             "(a runtime's pool threads spin after their last task and took the cores of the other process) "
+             "(the first engine rotating), each process idle on its pipe while the other runs; "
              "medians of at least %d rounds; fxcpp-opt / ORT is the median of the rounds' ratios (a burst of load from elsewhere hits both engines of a round alike), fxcpp-opt / TS-opt the ratio of the medians. ORT: ONNX Runtime on torch.onnx.export's opset-14 file (static "
              "shapes), sequential, N intra-op threads, 1 inter-op thread, graph optimisation 'all'; fxcpp-opt: "
              "`fx::optimize_for_inference` (fp32); TS-opt: `torch::jit::optimize_for_inference(freeze(...))`. "
@@ -230,6 +247,10 @@ def main():
     ap.add_argument("--max-rounds", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--gap-ms", type=float, default=5.0, help="pause between two requests (default 5)")
+    ap.add_argument("--block-ms", type=float, default=150.0,
+                    help="with several threads: a turn runs forwards for about this long (default 150)")
+    ap.add_argument("--block-pause-ms", type=float, default=100.0,
+                    help="with several threads: pause after each turn (default 100)")
     ap.add_argument("--render", action="store_true", help="re-print the markdown of BUILD/bench_ort.json")
     args = ap.parse_args()
     md_path, json_path = os.path.join(args.build, "bench_ort.md"), os.path.join(args.build, "bench_ort.json")
@@ -273,7 +294,8 @@ def main():
         entry = {"config": cfg}
         try:
             opts = argparse.Namespace(warmup=args.warmup, min_rounds=args.min_rounds, max_rounds=args.max_rounds,
-                                      seconds=seconds, gap_ms=args.gap_ms)
+                                      seconds=seconds, gap_ms=args.gap_ms, block_ms=args.block_ms,
+                                      block_pause_ms=args.block_pause_ms)
             try:
                 entry["result"] = bench_config(fxcpp, ort_dir, models, cfg, opts)
             except (RuntimeError, OSError) as e:  # once more: fxcpp may have been relinking (Permission denied)
