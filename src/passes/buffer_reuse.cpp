@@ -24,7 +24,7 @@ bool is_fresh(const Node* n) {
   if (n->op() != Opcode::CallFunction) return false;
   const std::string& t = n->target();
   if (t.rfind("fxcpp::onednn_", 0) == 0 || t == "fxcpp::restore_layout" || t == "fxcpp::max_pool2d" ||
-      t == "fxcpp::adaptive_avg_pool2d")
+      t == "fxcpp::adaptive_avg_pool2d" || t == "fxcpp::softmax" || t == "fxcpp::layer_norm")
     return true;
   return fresh.count(aten_op_name(n)) > 0;
 }

@@ -17,7 +17,7 @@ const TensorMetadata* tensor_meta_of(const Node* n);
 
 /// Whether n's result is a new tensor that no other value aliases (an ATen
 /// op that allocates its output, an fxcpp::onednn_* kernel, fxcpp::restore_layout,
-/// fxcpp::max_pool2d or fxcpp::adaptive_avg_pool2d).
+/// fxcpp::max_pool2d, fxcpp::adaptive_avg_pool2d, fxcpp::softmax or fxcpp::layer_norm).
 bool is_fresh(const Node* n);
 
 /// Positions of a graph's nodes, for "is this value read later?".

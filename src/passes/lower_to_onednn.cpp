@@ -1,5 +1,5 @@
 // lower_to_onednn: conv2d / linear (+ residual sum + activation) → packed oneDNN ops; max_pool2d and
-// adaptive_avg_pool2d → oneDNN pooling.
+// adaptive_avg_pool2d → oneDNN pooling; softmax and layer_norm → oneDNN's.
 #include <fx/passes/lower_to_onednn.h>
 
 #include <fx/graph.h>
@@ -146,6 +146,8 @@ class Lowering {
   bool lower_pool(Node* n) {
     const std::string name = aten_op_name(n);
     if (name == "adaptive_avg_pool2d") return lower_adaptive_avg_pool(n);
+    if (name == "softmax") return lower_softmax(n);
+    if (name == "layer_norm") return lower_layer_norm(n);
     if (name != "max_pool2d") return false;
     const ArgList& a = n->args();
     if (a.size() < 2 || a.size() > 6 || !a[0].is_node() || !n->kwargs().empty()) return false;
@@ -166,6 +168,32 @@ class Lowering {
     const ArgList& a = n->args();
     if (a.size() != 2 || !a[0].is_node() || !n->kwargs().empty() || !is_int_list(a[1])) return false;
     replace(n, "fxcpp::adaptive_avg_pool2d", {a[0], ints(int_list(a[1]))});
+    return true;
+  }
+
+  /// softmax(x, dim[, None]) with a literal dim → fxcpp::softmax (oneDNN's
+  /// over a contiguous float tensor's last dim, ATen's otherwise).
+  bool lower_softmax(Node* n) {
+    const ArgList& a = n->args();
+    if (a.size() < 2 || a.size() > 3 || !a[0].is_node() || !n->kwargs().empty() ||
+        a[1].kind() != Argument::Kind::Int || (a.size() == 3 && !a[2].is_none()))
+      return false;
+    replace(n, "fxcpp::softmax", {a[0], a[1]});
+    return true;
+  }
+
+  /// layer_norm(x, normalized_shape, weight, bias, eps[, cudnn_enable]) with
+  /// a literal shape and eps → fxcpp::layer_norm (oneDNN's over a contiguous
+  /// float tensor's last dim, ATen's otherwise).
+  bool lower_layer_norm(Node* n) {
+    const ArgList& a = n->args();
+    if (a.size() < 2 || a.size() > 6 || !a[0].is_node() || !n->kwargs().empty() || !is_int_list(a[1])) return false;
+    ArgList args{a[0], a[1], a.size() > 2 ? a[2] : Argument(), a.size() > 3 ? a[3] : Argument()};
+    if (a.size() > 4) {
+      if (a[4].kind() != Argument::Kind::Double && a[4].kind() != Argument::Kind::Int) return false;
+      args.push_back(a[4]);
+    }
+    replace(n, "fxcpp::layer_norm", std::move(args));
     return true;
   }
 

@@ -577,6 +577,53 @@ TEST(LowerToOneDnn, AdaptiveAvgPoolWhereTheOutputDividesTheInput) {
   }
 }
 
+// softmax / layer_norm → fxcpp::softmax / fxcpp::layer_norm: oneDNN's over a
+// contiguous float tensor's last dim (with and without weight and bias),
+// ATen's for anything else (another dim, two normalized dims, double,
+// strided); ATen's values within rounding and its sizes and strides.
+TEST(LowerToOneDnn, SoftmaxAndLayerNormOverTheLastDim) {
+  auto root = std::make_shared<torch::nn::Module>("Root");
+  root->register_buffer("w", at::randn({6}));
+  root->register_buffer("b", at::randn({6}));
+  root->register_buffer("w2", at::randn({5, 6}));
+  auto g = std::make_shared<fx::Graph>();
+  fx::Node* x = g->placeholder("x");
+  auto list = [](std::vector<fx::Argument> v) { return fx::Argument::list(std::move(v)); };
+  fx::Node* w = g->get_attr("w");
+  fx::Node* b = g->get_attr("b");
+  std::vector<fx::Argument> outs{
+      g->call_function("aten::softmax", {x, -1}),
+      g->call_function("aten::softmax", {x, 1, fx::Argument()}),
+      g->call_function("aten::layer_norm", {x, list({6}), w, b, 1e-5, true}),
+      g->call_function("aten::layer_norm", {x, list({6})}),
+      g->call_function("aten::layer_norm", {x, list({5, 6}), g->get_attr("w2"), fx::Argument(), 1e-3, false})};
+  g->output(fx::Argument::tuple(outs));
+  auto gm = fx_test::module_of(g, root);
+  EXPECT_TRUE(fx::lower_to_onednn(gm).modified);
+  EXPECT_EQ(call_targets(gm->graph()),
+            (std::vector<std::string>{"fxcpp::softmax", "fxcpp::softmax", "fxcpp::layer_norm", "fxcpp::layer_norm",
+                                      "fxcpp::layer_norm"}));
+  const at::Tensor x0 = at::randn({3, 5, 6}) * 3;
+  const at::Tensor w0 = root->named_buffers()["w"], b0 = root->named_buffers()["b"], w2 = root->named_buffers()["w2"];
+  for (const at::Tensor& in : {x0, x0.transpose(0, 1).contiguous().transpose(0, 1)}) {
+    const c10::IValue got = gm->forward({in});
+    const at::Tensor want[] = {at::softmax(in, -1), at::softmax(in, 1), at::layer_norm(in, {6}, w0, b0, 1e-5),
+                               at::layer_norm(in, {6}), at::layer_norm(in, {5, 6}, w2, {}, 1e-3)};
+    for (size_t j = 0; j < outs.size(); ++j) {
+      const at::Tensor& a = got.toTupleRef().elements()[j].toTensor();
+      EXPECT_EQ(a.sizes(), want[j].sizes()) << j;
+      EXPECT_EQ(a.strides(), want[j].strides()) << j;
+      EXPECT_TRUE(at::allclose(a, want[j], 1e-5, 1e-5)) << in.strides() << ", op " << j;
+    }
+  }
+  // double: ATen's softmax.
+  const at::Tensor d = x0.to(at::kDouble);
+  const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("fxcpp::softmax", "");
+  std::vector<c10::IValue> stack{d, int64_t{-1}, c10::IValue()};
+  op.callBoxed(&stack);
+  EXPECT_TRUE(stack.back().toTensor().equal(at::softmax(d, -1)));
+}
+
 TEST(Reinplace, OnlyDeadFreshValuesWithoutLiveViews) {
   auto g = std::make_shared<fx::Graph>();
   fx::Node* x = g->placeholder("x");

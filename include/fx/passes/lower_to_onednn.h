@@ -24,6 +24,11 @@
 /// does: efficientnet_b0's 17 pools took 1.7 ms of ATen's strided reduction
 /// at one thread, 0.8 ms so), ATen's otherwise.
 ///
+/// aten::softmax over the last dim (no dtype) and aten::layer_norm over the
+/// last dim become fxcpp::softmax / fxcpp::layer_norm: oneDNN's JIT kernels
+/// for contiguous float tensors (vit_b_16 at one thread: softmax 10 → 6 ms,
+/// layer norms 5.2 → 2.8 ms), ATen's for anything else.
+///
 /// Layouts stay unobservable. Convolutions write channels_last whatever
 /// their input's layout, and the element-wise ops, pooling and convolutions
 /// after them keep it: their values do not depend on strides. Every other
