@@ -16,9 +16,13 @@
 ///     call_function targets (registered dispatcher operators with schemas)
 ///     whose packed weights are reordered once, with bias, activations
 ///     (relu, relu6, silu, sigmoid, hardswish, gelu) and the residual sum
-///     fused as oneDNN post-ops; activations stay channels_last between
-///     convolutions, so ATen ops in between (pooling, squeeze-excitation)
-///     run on the same layout and no conversion pairs appear;
+///     fused as oneDNN post-ops, 3×3 convolutions by Winograd where it is
+///     faster (OptimizeOptions::winograd); max / adaptive average pooling,
+///     softmax and layer norm become oneDNN's where it applies
+///     (fxcpp::max_pool2d, adaptive_avg_pool2d, softmax, layer_norm);
+///     activations stay channels_last between convolutions, so ATen ops in
+///     between (squeeze-excitation) run on the same layout and no
+///     conversion pairs appear;
 ///  4. reinplace: element-wise ops on dead fresh values run in place;
 ///  5. dead code elimination and lint;
 ///  6. a static memory plan for forward() (OptimizeOptions::plan_memory).
@@ -30,9 +34,9 @@
 /// report's node counts cover every graph.
 ///
 /// The result prints, runs under the Interpreter and GraphModule::forward,
-/// and can be profiled like any graph. It cannot be saved with fx::save
-/// (packed weights are not part of the file format): save the module
-/// before optimising.
+/// and can be profiled like any graph; fx::save stores its packed operators
+/// as what they are made of (docs/file_format.md), and fx::to_torchscript
+/// exports it.
 ///
 /// Differences from torch.fx: torch.fx's version (Python) only fuses
 /// conv+bn, removes dropout and moves convolutions to MKL-DNN; fxcpp's also
