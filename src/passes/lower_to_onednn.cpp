@@ -190,8 +190,9 @@ class Lowering {
     if (a.size() < 2 || a.size() > 6 || !a[0].is_node() || !n->kwargs().empty() || !is_int_list(a[1])) return false;
     ArgList args{a[0], a[1], a.size() > 2 ? a[2] : Argument(), a.size() > 3 ? a[3] : Argument()};
     if (a.size() > 4) {
-      if (a[4].kind() != Argument::Kind::Double && a[4].kind() != Argument::Kind::Int) return false;
-      args.push_back(a[4]);
+      if (a[4].kind() == Argument::Kind::Double) args.push_back(a[4]);
+      else if (a[4].kind() == Argument::Kind::Int) args.push_back(static_cast<double>(a[4].to_int()));  // float eps
+      else return false;
     }
     replace(n, "fxcpp::layer_norm", std::move(args));
     return true;

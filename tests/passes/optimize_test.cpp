@@ -595,7 +595,7 @@ TEST(LowerToOneDnn, SoftmaxAndLayerNormOverTheLastDim) {
       g->call_function("aten::softmax", {x, -1}),
       g->call_function("aten::softmax", {x, 1, fx::Argument()}),
       g->call_function("aten::layer_norm", {x, list({6}), w, b, 1e-5, true}),
-      g->call_function("aten::layer_norm", {x, list({6})}),
+      g->call_function("aten::layer_norm", {x, list({6}), fx::Argument(), fx::Argument(), 0}),
       g->call_function("aten::layer_norm", {x, list({5, 6}), g->get_attr("w2"), fx::Argument(), 1e-3, false})};
   g->output(fx::Argument::tuple(outs));
   auto gm = fx_test::module_of(g, root);
@@ -608,7 +608,7 @@ TEST(LowerToOneDnn, SoftmaxAndLayerNormOverTheLastDim) {
   for (const at::Tensor& in : {x0, x0.transpose(0, 1).contiguous().transpose(0, 1)}) {
     const c10::IValue got = gm->forward({in});
     const at::Tensor want[] = {at::softmax(in, -1), at::softmax(in, 1), at::layer_norm(in, {6}, w0, b0, 1e-5),
-                               at::layer_norm(in, {6}), at::layer_norm(in, {5, 6}, w2, {}, 1e-3)};
+                               at::layer_norm(in, {6}, {}, {}, 0), at::layer_norm(in, {5, 6}, w2, {}, 1e-3)};
     for (size_t j = 0; j < outs.size(); ++j) {
       const at::Tensor& a = got.toTupleRef().elements()[j].toTensor();
       EXPECT_EQ(a.sizes(), want[j].sizes()) << j;
