@@ -135,34 +135,23 @@ std::shared_ptr<const PackedConv::Kernel> PackedConv::kernel(at::IntArrayRef siz
     const std::vector<int64_t> out = output_sizes(sizes);
     dnnl::memory::desc src(dims(sizes.begin(), sizes.end()), dt, channels_last ? tag::nhwc : tag::nchw);
     dnnl::memory::desc dst(dims(out.begin(), out.end()), data_type(out_dtype_), tag::nhwc);
-    if (auto pd = winograd(sizes.vec(), out)) {
-      Kernel k;
-      k.primitive = dnnl::convolution_forward(*pd);
-      k.weights = weights_->get(pd->weights_desc());
-      k.src = src;
-      k.dst = dst;
-      k.scratchpad_bytes = pd->scratchpad_desc().get_size();
-      k.impl = pd->impl_info_str();
-      k.blocked = true;
-      k.blocked_src = pd->src_desc();
-      k.blocked_dst = pd->dst_desc();
-      k.into_src = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), src, engine(), k.blocked_src));
-      k.into_dst = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), dst, engine(), k.blocked_dst));
-      k.out_of_dst = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), k.blocked_dst, engine(), dst));
-      return k;
+    dnnl::convolution_forward::primitive_desc pd;
+    if (auto w = winograd(sizes.vec(), out)) {
+      pd = *w;
+    } else {
+      const int64_t g = params_.groups;
+      dims wdims = g == 1 ? dims{out_channels_, in_channels_, kh_, kw_}
+                          : dims{g, out_channels_ / g, in_channels_ / g, kh_, kw_};
+      dnnl::memory::desc wei(wdims, dt, tag::any);
+      dnnl::memory::desc bias;
+      if (bias_.defined()) bias = dnnl::memory::desc({out_channels_}, dnnl::memory::data_type::f32, tag::a);
+      dims stride(params_.stride.begin(), params_.stride.end());
+      dims dilate{params_.dilation[0] - 1, params_.dilation[1] - 1};
+      dims pad(params_.padding.begin(), params_.padding.end());
+      dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
+                                        wei, bias, dst, stride, dilate, pad, pad);
+      pd = dnnl::convolution_forward::primitive_desc(d, make_attr(post_ops_), engine());
     }
-    const int64_t g = params_.groups;
-    dims wdims = g == 1 ? dims{out_channels_, in_channels_, kh_, kw_}
-                        : dims{g, out_channels_ / g, in_channels_ / g, kh_, kw_};
-    dnnl::memory::desc wei(wdims, dt, tag::any);
-    dnnl::memory::desc bias;
-    if (bias_.defined()) bias = dnnl::memory::desc({out_channels_}, dnnl::memory::data_type::f32, tag::a);
-    dims stride(params_.stride.begin(), params_.stride.end());
-    dims dilate{params_.dilation[0] - 1, params_.dilation[1] - 1};
-    dims pad(params_.padding.begin(), params_.padding.end());
-    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
-                                      wei, bias, dst, stride, dilate, pad, pad);
-    dnnl::convolution_forward::primitive_desc pd(d, make_attr(post_ops_), engine());
     Kernel k;
     k.primitive = dnnl::convolution_forward(pd);
     k.weights = weights_->get(pd.weights_desc());
@@ -170,6 +159,15 @@ std::shared_ptr<const PackedConv::Kernel> PackedConv::kernel(at::IntArrayRef siz
     k.dst = dst;
     k.scratchpad_bytes = pd.scratchpad_desc().get_size();
     k.impl = pd.impl_info_str();
+    // A Winograd kernel computes in nChw16c: the activations go in and out by reorders.
+    k.blocked = pd.src_desc() != src || pd.dst_desc() != dst;
+    if (k.blocked) {
+      k.blocked_src = pd.src_desc();
+      k.blocked_dst = pd.dst_desc();
+      k.into_src = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), src, engine(), k.blocked_src));
+      k.into_dst = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), dst, engine(), k.blocked_dst));
+      k.out_of_dst = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), k.blocked_dst, engine(), dst));
+    }
     return k;
   });
 }
