@@ -48,9 +48,7 @@ at::Tensor layer_norm(const at::Tensor& input, at::IntArrayRef normalized_shape,
     if (scale) flags |= dnnl::normalization_flags::use_scale;
     if (shift) flags |= dnnl::normalization_flags::use_shift;
     dnnl::layer_normalization_forward::desc d(dnnl::prop_kind::forward_inference, md, static_cast<float>(eps), flags);
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    dnnl::layer_normalization_forward::primitive_desc pd(d, attr, engine());
+    dnnl::layer_normalization_forward::primitive_desc pd(d, make_attr(PostOps{}), engine());
     return LayerNormKernel{dnnl::layer_normalization_forward(pd), md,
                            dnnl::memory::desc({n}, f32, dnnl::memory::format_tag::a), pd.scratchpad_desc().get_size()};
   });

@@ -35,9 +35,7 @@ at::Tensor softmax(const at::Tensor& input, int64_t dim, c10::optional<c10::Scal
     dnnl::memory::desc md({rows, n}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab);
     dnnl::softmax_v2_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::softmax_accurate, md, md,
                                      1);
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    dnnl::softmax_v2_forward::primitive_desc pd(d, attr, engine());
+    dnnl::softmax_v2_forward::primitive_desc pd(d, make_attr(PostOps{}), engine());
     return SoftmaxKernel{dnnl::softmax_v2_forward(pd), md, pd.scratchpad_desc().get_size()};
   });
   at::Tensor out = at::empty(input.sizes(), input.options());

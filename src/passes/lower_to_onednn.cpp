@@ -138,17 +138,23 @@ class Lowering {
   }
 
  public:
-  /// max_pool2d(x, kernel, stride, padding, dilation 1, ceil_mode False)
-  /// with literal parameters → fxcpp::max_pool2d (which hands inputs
-  /// oneDNN cannot take back to ATen). Run after lower() has seen every
-  /// node: the residual sums decided their in-place use with aten::max_pool2d,
-  /// known to make a fresh tensor.
-  bool lower_pool(Node* n) {
+  /// Pooling, softmax and layer norm → their fxcpp:: operators (each hands
+  /// inputs oneDNN cannot take back to ATen); true if `n` was one. Run
+  /// after lower() has seen every node: the residual sums decided their
+  /// in-place use with the ATen ops, known to make fresh tensors.
+  bool lower_op(Node* n) {
     const std::string name = aten_op_name(n);
+    if (name == "max_pool2d") return lower_max_pool(n);
     if (name == "adaptive_avg_pool2d") return lower_adaptive_avg_pool(n);
     if (name == "softmax") return lower_softmax(n);
     if (name == "layer_norm") return lower_layer_norm(n);
-    if (name != "max_pool2d") return false;
+    return false;
+  }
+
+ private:
+  /// max_pool2d(x, kernel, stride, padding, dilation 1, ceil_mode False)
+  /// with literal parameters → fxcpp::max_pool2d.
+  bool lower_max_pool(Node* n) {
     const ArgList& a = n->args();
     if (a.size() < 2 || a.size() > 6 || !a[0].is_node() || !n->kwargs().empty()) return false;
     for (size_t i = 1; i < std::min<size_t>(a.size(), 5); ++i)
@@ -213,7 +219,6 @@ class Lowering {
     g.erase_node(n);
   }
 
- private:
   /// The other operand of add(n, r) / add(r, n) / add_ when n's only user is
   /// that add, alpha is 1 and both have the same known shape; else nullptr.
   Node* residual_of(Node* n) {
@@ -302,7 +307,7 @@ PassResult lower_to_onednn(std::shared_ptr<GraphModule> gm, c10::ScalarType dtyp
     if (lowering.erased(n)) continue;
     modified |= lowering.lower(n);
   }
-  for (Node* n : g.nodes().to_vector()) modified |= lowering.lower_pool(n);
+  for (Node* n : g.nodes().to_vector()) modified |= lowering.lower_op(n);
   // Values leaving the channels_last convolutions' regions get the layout
   // the unoptimised program gave them (before the bf16 boundaries: a copy
   // is a float consumer).
