@@ -15,9 +15,11 @@
 ///   fxcpp::onednn_linear(Tensor input, __torch__.torch.classes.fxcpp.PackedLinear packed,
 ///                        Tensor? residual=None) -> Tensor
 ///
-///   fxcpp::onednn_matmul(Tensor self, Tensor other) -> Tensor
+///   fxcpp::onednn_matmul(Tensor self, Tensor other, bool transpose_out=False) -> Tensor
 ///     (two activations [..., M, K] x [..., K, N] with equal batch sizes,
-///     e.g. attention's q @ k^T: no packing, kernels cached per shape)
+///     e.g. attention's q @ k^T: no packing, kernels cached per shape;
+///     transpose_out: the product's transpose(-3, -2), contiguous, which
+///     attention's (p @ v).transpose(1, 2).flatten(2) then reads as a view)
 ///
 /// The packed objects (torch custom classes) are the node's constant
 /// arguments. Convolutions read NCHW or channels_last input and write

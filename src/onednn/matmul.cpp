@@ -20,8 +20,9 @@ struct MatmulKernel {
   size_t scratchpad_bytes;
 };
 
+/// a's sizes and strides, b's, dtype, transpose_out.
 using MatmulKey = std::tuple<std::vector<int64_t>, std::vector<int64_t>, std::vector<int64_t>, std::vector<int64_t>,
-                             c10::ScalarType>;
+                             c10::ScalarType, bool>;
 
 KernelCache<MatmulKey, MatmulKernel>& kernels() {
   static KernelCache<MatmulKey, MatmulKernel> cache;
@@ -42,7 +43,7 @@ at::Tensor readable(const at::Tensor& t) {
 
 }  // namespace
 
-at::Tensor matmul(const at::Tensor& self, const at::Tensor& other) {
+at::Tensor matmul(const at::Tensor& self, const at::Tensor& other, bool transpose_out) {
   if (self.dim() < 2 || self.dim() != other.dim() || self.sizes().slice(0, self.dim() - 2) !=
       other.sizes().slice(0, other.dim() - 2) || self.size(-1) != other.size(-2) ||
       self.scalar_type() != other.scalar_type()) {
@@ -51,24 +52,28 @@ at::Tensor matmul(const at::Tensor& self, const at::Tensor& other) {
        << self.sizes() << " and " << other.sizes();
     throw Error(os.str());
   }
+  const int64_t r = self.dim();
+  if (transpose_out && r < 3)
+    throw Error("onednn_matmul: transpose_out needs a batch dimension, got " + std::to_string(r) + "-d operands");
   at::Tensor a = readable(self), b = readable(other);
   std::vector<int64_t> out_sizes = a.sizes().vec();
   out_sizes.back() = b.size(-1);
-  if (a.is_meta()) return at::empty(out_sizes, a.options());  // shapes only (ShapeProp::propagate_meta)
-  MatmulKey key{a.sizes().vec(), a.strides().vec(), b.sizes().vec(), b.strides().vec(), a.scalar_type()};
+  // transpose_out: the result is matmul(...).transpose(-3, -2), allocated
+  // contiguous; oneDNN writes the product through its transposed view.
+  std::vector<int64_t> alloc_sizes = out_sizes;
+  if (transpose_out) std::swap(alloc_sizes[r - 3], alloc_sizes[r - 2]);
+  if (a.is_meta()) return at::empty(alloc_sizes, a.options());  // shapes only (ShapeProp::propagate_meta)
+  at::Tensor out = at::empty(alloc_sizes, a.options());
+  at::Tensor product = transpose_out ? out.transpose(r - 3, r - 2) : out;
+  MatmulKey key{a.sizes().vec(), a.strides().vec(), b.sizes().vec(), b.strides().vec(), a.scalar_type(), transpose_out};
   auto k = kernels().get(key, [&] {
-    dnnl::memory::desc out(dims(out_sizes.begin(), out_sizes.end()), data_type(a.scalar_type()),
-                           dnnl::memory::format_tag(out_sizes.size() == 3 ? dnnl::memory::format_tag::abc
-                                                    : out_sizes.size() == 4 ? dnnl::memory::format_tag::abcd
-                                                                            : dnnl::memory::format_tag::ab));
-    dnnl::matmul::desc d(strided(a), strided(b), out);
+    dnnl::matmul::desc d(strided(a), strided(b), strided(product));
     dnnl::matmul::primitive_desc pd(d, make_attr(PostOps{}), engine());
-    return MatmulKernel{dnnl::matmul(pd), strided(a), strided(b), out, pd.scratchpad_desc().get_size()};
+    return MatmulKernel{dnnl::matmul(pd), strided(a), strided(b), strided(product), pd.scratchpad_desc().get_size()};
   });
-  at::Tensor out = at::empty(out_sizes, a.options());
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, memory_of(k->a, a)},
                                              {DNNL_ARG_WEIGHTS, memory_of(k->b, b)},
-                                             {DNNL_ARG_DST, memory_of(k->out, out)}};
+                                             {DNNL_ARG_DST, memory_of(k->out, product)}};
   execute(k->primitive, args, k->scratchpad_bytes);
   return out;
 }

@@ -35,7 +35,7 @@ TORCH_LIBRARY(fxcpp, m) {
                   [](detail::PickledState state) { return detail::unpickled<PackedLinear>(std::move(state)); });
   m.def("onednn_conv2d(Tensor input, __torch__.torch.classes.fxcpp.PackedConv packed, Tensor? residual=None) -> Tensor",
         &conv2d);
-  m.def("onednn_matmul(Tensor self, Tensor other) -> Tensor", &detail::matmul);
+  m.def("onednn_matmul(Tensor self, Tensor other, bool transpose_out=False) -> Tensor", &detail::matmul);
   m.def("onednn_linear(Tensor input, __torch__.torch.classes.fxcpp.PackedLinear packed, Tensor? residual=None) -> Tensor",
         &linear);
 }

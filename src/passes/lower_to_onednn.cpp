@@ -123,18 +123,57 @@ class Lowering {
     if (r < 3 || r > 4 || mb->shape.size() != r) return false;
     if (!std::equal(ma->shape.begin(), ma->shape.end() - 2, mb->shape.begin())) return false;
     Graph& g = gm_.graph();
+    Node* t = transpose_after(n, static_cast<int64_t>(r));
+    Node* last = t ? t : n;
+    ArgList args{a[0], a[1]};
+    if (t) args.push_back(true);
     Node* lowered = nullptr;
     {
-      InsertPoint at = g.inserting_before(n);
-      lowered = g.call_function("fxcpp::onednn_matmul", {a[0], a[1]});
+      InsertPoint at = g.inserting_before(last);
+      lowered = g.call_function("fxcpp::onednn_matmul", std::move(args));
     }
-    lowered->meta() = n->meta();
-    order_.place(lowered, n);
-    n->replace_all_uses_with(lowered);
+    lowered->meta() = last->meta();
+    if (t) {
+      // The transposed result is now contiguous: so says its metadata.
+      if (const TensorMetadata* m = tensor_meta_of(t))
+        lowered->meta()["tensor_meta"] = TensorMetadata::from_tensor(
+            at::empty(m->shape, at::TensorOptions().dtype(m->dtype).device(at::kMeta)), m->requires_grad);
+    }
+    order_.place(lowered, last);
+    last->replace_all_uses_with(lowered);
+    if (t) {
+      erased_.insert(t);
+      g.erase_node(t);
+    }
     erased_.insert(n);
     g.erase_node(n);
     counts_.matmuls++;
     return true;
+  }
+
+  /// The transpose(-3, -2) that is the only user of the rank-`rank` matmul
+  /// `n`, when everything that reads it is a flatten / reshape, whose values
+  /// do not depend on strides (attention's (p @ v).transpose(1, 2).flatten(2)):
+  /// onednn_matmul then writes the transposed result contiguous, and the
+  /// flatten that copied it is a view. Else nullptr.
+  Node* transpose_after(Node* n, int64_t rank) {
+    if (n->users().size() != 1) return nullptr;
+    Node* t = *n->users().begin();
+    const ArgList& a = t->args();
+    if (aten_op_name(t) != "transpose" || a.size() != 3 || !t->kwargs().empty() || !a[0].is_node() ||
+        a[0].to_node() != n || a[1].kind() != Argument::Kind::Int || a[2].kind() != Argument::Kind::Int || t->users().empty())
+      return nullptr;
+    auto dim = [rank](int64_t d) { return d < 0 ? d + rank : d; };
+    const int64_t d0 = std::min(dim(a[1].to_int()), dim(a[2].to_int())), d1 = std::max(dim(a[1].to_int()), dim(a[2].to_int()));
+    if (d0 != rank - 3 || d1 != rank - 2) return nullptr;
+    for (const Node* u : t->users()) {
+      const std::string name = aten_op_name(u);
+      if (name != "flatten" && name != "reshape") return nullptr;
+      if (u->args().empty() || !u->args()[0].is_node() || u->args()[0].to_node() != t) return nullptr;
+      for (size_t i = 1; i < u->args().size(); ++i)
+        if (u->args()[i].is_node() && u->args()[i].to_node() == t) return nullptr;
+    }
+    return t;
   }
 
  public:

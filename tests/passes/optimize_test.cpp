@@ -624,6 +624,68 @@ TEST(LowerToOneDnn, SoftmaxAndLayerNormOverTheLastDim) {
   EXPECT_TRUE(stack.back().toTensor().equal(at::softmax(d, -1)));
 }
 
+// A matmul whose only user is a transpose(-3, -2) that only flatten /
+// reshape read (attention's (p @ v).transpose(1, 2).flatten(2)) writes the
+// transposed product contiguous (transpose_out), so the flatten is a view;
+// a transpose anything else reads (here the graph output, whose strides
+// the caller sees) stays.
+TEST(LowerToOneDnn, MatmulTakesInATransposeOnlyFlattenReads) {
+  auto g = std::make_shared<fx::Graph>();
+  fx::Node* q = g->placeholder("q");
+  fx::Node* v = g->placeholder("v");
+  fx::Node* a = g->placeholder("a");
+  fx::Node* b = g->placeholder("b");
+  auto list = [](std::vector<fx::Argument> l) { return fx::Argument::list(std::move(l)); };
+  fx::Node* pv = g->call_function("aten::matmul", {q, v});
+  fx::Node* t = g->call_function("aten::transpose", {pv, 1, 2});
+  fx::Node* flat = g->call_function("aten::flatten", {t, 2});
+  fx::Node* pv2 = g->call_function("aten::matmul", {q, v});
+  fx::Node* t2 = g->call_function("aten::transpose", {pv2, -2, -3});  // read by the output: stays
+  fx::Node* ab = g->call_function("aten::matmul", {a, b});
+  fx::Node* t3 = g->call_function("aten::transpose", {ab, 0, 1});
+  fx::Node* r3 = g->call_function("aten::reshape", {t3, list({5, -1})});
+  g->output(fx::Argument::tuple({flat, t2, r3}));
+  auto gm = fx_test::module_of(g);
+  const std::vector<c10::IValue> in{at::randn({2, 3, 5, 4}), at::randn({2, 3, 4, 6}), at::randn({3, 5, 4}),
+                                    at::randn({3, 4, 2})};
+  fx::ShapeProp(gm).propagate(in);
+  fx::OneDnnLowering counts;
+  EXPECT_TRUE(fx::lower_to_onednn(gm, at::kFloat, &counts).modified);
+  EXPECT_EQ(counts.matmuls, 3u);
+  EXPECT_EQ(call_targets(gm->graph()),
+            (std::vector<std::string>{"fxcpp::onednn_matmul", "aten::flatten", "fxcpp::onednn_matmul",
+                                      "aten::transpose", "fxcpp::onednn_matmul", "aten::reshape"}));
+  std::vector<size_t> arg_counts;
+  for (const fx::Node* n : gm->graph().nodes())
+    if (n->op() == fx::Opcode::CallFunction && n->target() == "fxcpp::onednn_matmul") {
+      arg_counts.push_back(n->args().size());
+      if (n->args().size() == 3) {
+        EXPECT_TRUE(n->args()[2].to_bool());
+      }
+    }
+  EXPECT_EQ(arg_counts, (std::vector<size_t>{3, 2, 3}));
+  const c10::IValue got = gm->forward(in);
+  const at::Tensor want[] = {at::matmul(in[0].toTensor(), in[1].toTensor()).transpose(1, 2).flatten(2),
+                             at::matmul(in[0].toTensor(), in[1].toTensor()).transpose(-2, -3),
+                             at::matmul(in[2].toTensor(), in[3].toTensor()).transpose(0, 1).reshape({5, -1})};
+  for (size_t j = 0; j < 3; ++j) {
+    const at::Tensor& o = got.toTupleRef().elements()[j].toTensor();
+    EXPECT_EQ(o.sizes(), want[j].sizes()) << j;
+    EXPECT_EQ(o.strides(), want[j].strides()) << j;
+    EXPECT_TRUE(at::allclose(o, want[j], 1e-5, 1e-5)) << j;
+  }
+  // The operator itself: the transposed product, contiguous; 2-d operands have no batch to transpose.
+  const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("fxcpp::onednn_matmul", "");
+  std::vector<c10::IValue> stack{in[0], in[1], true};
+  op.callBoxed(&stack);
+  EXPECT_TRUE(stack.back().toTensor().is_contiguous());
+  EXPECT_EQ(stack.back().toTensor().sizes(), (std::vector<int64_t>{2, 5, 3, 6}));
+  EXPECT_TRUE(at::allclose(stack.back().toTensor(), want[0].view({2, 5, 3, 6}), 1e-5, 1e-5));
+  std::vector<c10::IValue> flat_stack{at::randn({5, 4}), at::randn({4, 6}), true};
+  EXPECT_EQ(error_of([&] { op.callBoxed(&flat_stack); }),
+            "onednn_matmul: transpose_out needs a batch dimension, got 2-d operands");
+}
+
 TEST(Reinplace, OnlyDeadFreshValuesWithoutLiveViews) {
   auto g = std::make_shared<fx::Graph>();
   fx::Node* x = g->placeholder("x");

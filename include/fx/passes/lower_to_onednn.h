@@ -14,7 +14,12 @@
 /// aten::matmul / aten::bmm of two float activations of rank 3 or 4 with
 /// equal batch sizes (attention's q @ k^T and p @ v; shapes from
 /// tensor_meta) become fxcpp::onednn_matmul, so they no longer depend on
-/// the BLAS libtorch was given.
+/// the BLAS libtorch was given. A matmul whose only user is a
+/// transpose(-3, -2) read only by flatten / reshape (attention's
+/// (p @ v).transpose(1, 2).flatten(2)) takes the transpose in
+/// (transpose_out=True): it writes the transposed product contiguous, and
+/// the flatten, which copied it, is a view (vit_b_16: 12 copies of
+/// [197, 768] per image).
 ///
 /// Pooling: aten::max_pool2d (floor mode, no dilation) becomes
 /// fxcpp::max_pool2d and aten::adaptive_avg_pool2d becomes
