@@ -188,7 +188,8 @@ at::Tensor PackedConv::run(const at::Tensor& input, const c10::optional<at::Tens
   check_input(input);
   // Always channels_last: oneDNN has no fast kernel for an NCHW source with
   // an NHWC destination (the 3-channel stem would run its reference code).
-  at::Tensor x = to_dtype(input, dtype_).contiguous(at::MemoryFormat::ChannelsLast);
+  at::Tensor x = to_dtype(input, dtype_);
+  if (!x.is_contiguous(at::MemoryFormat::ChannelsLast)) x = copy_in_format(x, at::MemoryFormat::ChannelsLast);
   const std::vector<int64_t> out_sizes = output_sizes(x.sizes());
   if (x.is_meta())  // shapes only (ShapeProp::propagate_meta, FLOP counts): no kernel runs
     return make_output(out_sizes, x.options().dtype(out_dtype_), at::MemoryFormat::ChannelsLast, post_ops_, residual,

@@ -5,11 +5,13 @@
 #include "passes_test_util.h"
 
 #include <fx/graph.h>
+#include <fx/onednn.h>
 #include <fx/passes/lower_to_onednn.h>
 #include <fx/passes/optimize_for_inference.h>
 #include <fx/target.h>
 #include <fx/trace.h>
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <gtest/gtest.h>
 #include <torch/nn.h>
 
@@ -296,6 +298,37 @@ TEST(OptimizeLayout, LayoutFreeRegionsAreNotCopied) {
   at::Tensor y = gm->forward(in);
   EXPECT_EQ(y.strides(), expected.strides());
   EXPECT_LE(relative_error(y, expected), 1e-4);
+}
+
+// fxcpp::restore_layout (and the convolutions' conversion of an NCHW input
+// to channels_last) copy through a oneDNN reorder for float / bf16 4-d
+// tensors and ATen's copy otherwise: values, sizes and the canonical
+// strides of the asked format, whatever the source's strides.
+TEST(OptimizeLayout, RestoreLayoutCopiesAnyStridesIntoTheFormat) {
+  fx::onednn::register_ops();
+  const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("fxcpp::restore_layout", "");
+  auto restore = [&](const at::Tensor& t, c10::MemoryFormat f) {
+    std::vector<c10::IValue> stack{t, static_cast<int64_t>(f)};
+    op.callBoxed(&stack);
+    return stack.back().toTensor();
+  };
+  torch::manual_seed(0);
+  const at::Tensor x = at::randn({2, 5, 7, 3});
+  const at::Tensor sources[] = {x, x.contiguous(at::MemoryFormat::ChannelsLast), x.to(at::kBFloat16),
+                                x.to(at::kBFloat16).contiguous(at::MemoryFormat::ChannelsLast),
+                                at::randn({2, 5, 14, 3}).slice(2, 0, 14, 2),  // not dense: ATen's copy
+                                x.to(at::kDouble), x.permute({1, 0, 2, 3}), at::randn({4, 5})};
+  for (const at::Tensor& s : sources)
+    for (c10::MemoryFormat f : {c10::MemoryFormat::Contiguous, c10::MemoryFormat::ChannelsLast}) {
+      const at::Tensor y = restore(s, f);
+      const c10::MemoryFormat want = s.dim() == 4 ? f : c10::MemoryFormat::Contiguous;
+      EXPECT_EQ(y.sizes(), s.sizes());
+      EXPECT_EQ(y.scalar_type(), s.scalar_type());
+      EXPECT_EQ(y.strides(), at::empty(s.sizes(), at::TensorOptions().memory_format(want)).strides())
+          << s.strides() << " -> " << f;
+      EXPECT_TRUE(y.equal(s)) << s.strides() << " -> " << f;
+      EXPECT_NE(y.data_ptr(), s.data_ptr());
+    }
 }
 
 }  // namespace
