@@ -17,7 +17,9 @@ explicit.
 Then the peak resident memory of each engine alone: one `fxcpp bench
 --engine E --iters 5` child per model and engine (OpenBLAS, 1 thread,
 batch 1), whose process keeps only what that engine needs; its
-getrusage ru_maxrss (--memory-only: this table alone, nothing written).
+peak resident memory (VmHWM of /proc/self/status, which `fxcpp bench` reports:
+getrusage's ru_maxrss would carry over a parent's peak across execve)
+(--memory-only: this table alone, nothing written).
 
 Prints one markdown document (the fp32 table, the bf16 table, geomeans of
 the ratios, the memory table) and writes it to BUILD/bench_optimize.md, with
@@ -155,7 +157,7 @@ def render_memory(memory):
     def fmt(v):
         return "failed: %s" % v["error"] if isinstance(v, dict) else "%.0f" % v
     lines = ["Peak resident memory per engine, MB: each engine alone in its own `fxcpp bench --engine E --iters %d` "
-             "child process (OpenBLAS, 1 thread, batch 1), getrusage's ru_maxrss at its end: loading, preparing "
+             "child process (OpenBLAS, 1 thread, batch 1), its VmHWM at its end: loading, preparing "
              "(TS-opt: freeze + optimize_for_inference; fxcpp-opt: import + optimise, the imported module then "
              "dropped) and 2 warm-up + %d timed forwards, with libtorch's own code and data. The model is imported "
              "in every child (inputs checked, FLOPs counted)." % (MEMORY_ITERS, MEMORY_ITERS), "",
