@@ -115,6 +115,11 @@ dnnl::memory memory_of(const dnnl::memory::desc& md, const at::Tensor& t) {
   return dnnl::memory(md, engine(), const_cast<void*>(t.data_ptr()));
 }
 
+dnnl::memory::desc strided_desc(const at::Tensor& t) {
+  return dnnl::memory::desc(dnnl::memory::dims(t.sizes().begin(), t.sizes().end()), data_type(t.scalar_type()),
+                            dnnl::memory::dims(t.strides().begin(), t.strides().end()));
+}
+
 void execute(const dnnl::primitive& p, std::unordered_map<int, dnnl::memory>& args, size_t scratchpad_bytes) {
   if (scratchpad_bytes)
     args.emplace(DNNL_ARG_SCRATCHPAD,

@@ -39,6 +39,8 @@ dnnl::primitive_attr make_attr(const PostOps& post_ops);
 
 /// A tensor's memory over its data (no copy).
 dnnl::memory memory_of(const dnnl::memory::desc& md, const at::Tensor& t);
+/// The memory descriptor of a float / bf16 tensor's sizes and strides, as they are.
+dnnl::memory::desc strided_desc(const at::Tensor& t);
 
 /// Executes `p` with `args` and this thread's scratchpad of
 /// `scratchpad_bytes` on this thread's stream, and waits.

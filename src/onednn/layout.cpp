@@ -18,11 +18,6 @@ struct Reorder {
   dnnl::memory::desc from, to;
 };
 
-dnnl::memory::desc strided_desc(const at::Tensor& t) {
-  return dnnl::memory::desc(dnnl::memory::dims(t.sizes().begin(), t.sizes().end()), data_type(t.scalar_type()),
-                            dnnl::memory::dims(t.strides().begin(), t.strides().end()));
-}
-
 /// The memory format eager ATen gives a convolution's output for this input
 /// (contiguous weights): channels_last for a channels_last input, else contiguous.
 int64_t suggest_memory_format(const at::Tensor& self) {

@@ -11,8 +11,6 @@
 namespace fx::onednn::detail {
 namespace {
 
-using dims = dnnl::memory::dims;
-
 /// A kernel for one pair of shapes and strides.
 struct MatmulKernel {
   dnnl::matmul primitive;
@@ -27,11 +25,6 @@ using MatmulKey = std::tuple<std::vector<int64_t>, std::vector<int64_t>, std::ve
 KernelCache<MatmulKey, MatmulKernel>& kernels() {
   static KernelCache<MatmulKey, MatmulKernel> cache;
   return cache;
-}
-
-dnnl::memory::desc strided(const at::Tensor& t) {
-  return dnnl::memory::desc(dims(t.sizes().begin(), t.sizes().end()), data_type(t.scalar_type()),
-                            dims(t.strides().begin(), t.strides().end()));
 }
 
 /// A view oneDNN reads directly: one of the last two dims dense.
@@ -67,9 +60,9 @@ at::Tensor matmul(const at::Tensor& self, const at::Tensor& other, bool transpos
   at::Tensor product = transpose_out ? out.transpose(r - 3, r - 2) : out;
   MatmulKey key{a.sizes().vec(), a.strides().vec(), b.sizes().vec(), b.strides().vec(), a.scalar_type(), transpose_out};
   auto k = kernels().get(key, [&] {
-    dnnl::matmul::desc d(strided(a), strided(b), strided(product));
-    dnnl::matmul::primitive_desc pd(d, make_attr(PostOps{}), engine());
-    return MatmulKernel{dnnl::matmul(pd), strided(a), strided(b), strided(product), pd.scratchpad_desc().get_size()};
+    const dnnl::memory::desc da = strided_desc(a), db = strided_desc(b), dout = strided_desc(product);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(da, db, dout), make_attr(PostOps{}), engine());
+    return MatmulKernel{dnnl::matmul(pd), da, db, dout, pd.scratchpad_desc().get_size()};
   });
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, memory_of(k->a, a)},
                                              {DNNL_ARG_WEIGHTS, memory_of(k->b, b)},
