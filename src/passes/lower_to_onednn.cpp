@@ -90,21 +90,10 @@ class Lowering {
     if (residual) post.residual_inplace = order_.may_overwrite(residual, chain[1]);
 
     c10::IValue packed = conv ? onednn::pack_conv2d(w, b, params, post, dtype_) : onednn::pack_linear(w, b, post, dtype_);
-    Graph& g = gm_.graph();
-    Node* lowered = nullptr;
-    {
-      InsertPoint at = g.inserting_before(last);
-      ArgList args{a[0], Argument::from_ivalue(packed)};
-      if (residual) args.push_back(residual);
-      lowered = g.call_function(conv ? "fxcpp::onednn_conv2d" : "fxcpp::onednn_linear", std::move(args));
-    }
-    lowered->meta() = last->meta();
-    order_.place(lowered, last);
-    last->replace_all_uses_with(lowered);
-    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-      erased_.insert(*it);
-      g.erase_node(*it);
-    }
+    ArgList args{a[0], Argument::from_ivalue(packed)};
+    if (residual) args.push_back(residual);
+    replace(last, conv ? "fxcpp::onednn_conv2d" : "fxcpp::onednn_linear", std::move(args));
+    for (auto it = chain.rbegin() + 1; it != chain.rend(); ++it) erase(*it);
     (conv ? counts_.convs : counts_.linears)++;
     counts_.fused_post_ops += chain.size() - 1;
     return true;
@@ -122,31 +111,17 @@ class Lowering {
     const size_t r = ma->shape.size();
     if (r < 3 || r > 4 || mb->shape.size() != r) return false;
     if (!std::equal(ma->shape.begin(), ma->shape.end() - 2, mb->shape.begin())) return false;
-    Graph& g = gm_.graph();
     Node* t = transpose_after(n, static_cast<int64_t>(r));
-    Node* last = t ? t : n;
-    ArgList args{a[0], a[1]};
-    if (t) args.push_back(true);
-    Node* lowered = nullptr;
-    {
-      InsertPoint at = g.inserting_before(last);
-      lowered = g.call_function("fxcpp::onednn_matmul", std::move(args));
-    }
-    lowered->meta() = last->meta();
-    if (t) {
+    if (!t) {
+      replace(n, "fxcpp::onednn_matmul", {a[0], a[1]});
+    } else {
+      Node* lowered = replace(t, "fxcpp::onednn_matmul", {a[0], a[1], true});
       // The transposed result is now contiguous: so says its metadata.
-      if (const TensorMetadata* m = tensor_meta_of(t))
+      if (const TensorMetadata* m = tensor_meta_of(lowered))
         lowered->meta()["tensor_meta"] = TensorMetadata::from_tensor(
             at::empty(m->shape, at::TensorOptions().dtype(m->dtype).device(at::kMeta)), m->requires_grad);
+      erase(n);
     }
-    order_.place(lowered, last);
-    last->replace_all_uses_with(lowered);
-    if (t) {
-      erased_.insert(t);
-      g.erase_node(t);
-    }
-    erased_.insert(n);
-    g.erase_node(n);
     counts_.matmuls++;
     return true;
   }
@@ -161,11 +136,12 @@ class Lowering {
     Node* t = *n->users().begin();
     const ArgList& a = t->args();
     if (aten_op_name(t) != "transpose" || a.size() != 3 || !t->kwargs().empty() || !a[0].is_node() ||
-        a[0].to_node() != n || a[1].kind() != Argument::Kind::Int || a[2].kind() != Argument::Kind::Int || t->users().empty())
+        a[0].to_node() != n || a[1].kind() != Argument::Kind::Int || a[2].kind() != Argument::Kind::Int ||
+        t->users().empty())
       return nullptr;
     auto dim = [rank](int64_t d) { return d < 0 ? d + rank : d; };
-    const int64_t d0 = std::min(dim(a[1].to_int()), dim(a[2].to_int())), d1 = std::max(dim(a[1].to_int()), dim(a[2].to_int()));
-    if (d0 != rank - 3 || d1 != rank - 2) return nullptr;
+    const int64_t d0 = dim(a[1].to_int()), d1 = dim(a[2].to_int());
+    if (std::min(d0, d1) != rank - 3 || std::max(d0, d1) != rank - 2) return nullptr;
     for (const Node* u : t->users()) {
       const std::string name = aten_op_name(u);
       if (name != "flatten" && name != "reshape") return nullptr;
@@ -243,19 +219,25 @@ class Lowering {
     return true;
   }
 
-  /// Replaces `n` by a call of `target` with `args`, which computes the same.
-  void replace(Node* n, const std::string& target, ArgList args) {
-    Graph& g = gm_.graph();
+  /// Replaces `n` by a call of `target` with `args`, which computes the
+  /// same, and erases `n`; returns the call (with n's meta).
+  Node* replace(Node* n, const std::string& target, ArgList args) {
     Node* lowered = nullptr;
     {
-      InsertPoint at = g.inserting_before(n);
-      lowered = g.call_function(target, std::move(args));
+      InsertPoint at = gm_.graph().inserting_before(n);
+      lowered = gm_.graph().call_function(target, std::move(args));
     }
     lowered->meta() = n->meta();
     order_.place(lowered, n);
     n->replace_all_uses_with(lowered);
+    erase(n);
+    return lowered;
+  }
+
+  /// Erases `n` (unused by now), remembering it for erased().
+  void erase(Node* n) {
     erased_.insert(n);
-    g.erase_node(n);
+    gm_.graph().erase_node(n);
   }
 
   /// The other operand of add(n, r) / add(r, n) / add_ when n's only user is
