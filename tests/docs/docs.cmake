@@ -1,0 +1,6 @@
+# The README and docs/ stay true to the code: every ```cpp block of README.md
+# (and every one in docs/*.md that names an example) is an excerpt of an
+# example ctest builds and runs, and every relative link leads to a file
+# (python/check_readme_snippets.py). Included by the top-level CMakeLists.txt.
+add_test(NAME docs.readme_snippets COMMAND /usr/bin/python3 ${FX_SRC}/python/check_readme_snippets.py ${FX_SRC})
+set_tests_properties(docs.readme_snippets PROPERTIES TIMEOUT 60)
