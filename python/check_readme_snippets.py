@@ -22,7 +22,8 @@ their relative links lead somewhere.
 2. Links. Every relative markdown link of README.md and docs/*.md
    (`[text](path)`, `![alt](path)`, `[name]: path`; not inside code) points
    to an existing file or directory; for a link to a .md file with a
-   #anchor, the anchor is one of that page's headings (GitHub's slugs).
+   #anchor (or a bare #anchor into the page itself), the anchor is one of
+   that page's headings (GitHub's slugs).
 
 Prints one line per check and "N passed, M failed" at the end; exits 1 when
 anything failed (with the page, the line of the block or link, and what is
@@ -30,6 +31,7 @@ missing), 0 otherwise. ctest runs it as docs.readme_snippets
 (tests/docs/docs.cmake).
 """
 
+import os
 import pathlib
 import re
 import sys
@@ -187,16 +189,16 @@ def check_links(src, page):
         if ref:
             targets.append(ref.group(1))
         for target in targets:
-            if SCHEME.match(target) or target.startswith("#"):
+            if SCHEME.match(target):
                 continue
             count += 1
             file_part, _, anchor = target.partition("#")
-            dest = (path.parent / file_part).resolve()
+            dest = (path.parent / file_part).resolve() if file_part else path.resolve()
             if not dest.exists():
                 bad.append(f"{page}:{i + 1}: link to {target}: {file_part} does not exist")
             elif anchor and dest.suffix == ".md" and dest.is_file() and anchor.lower() not in anchors(dest):
-                bad.append(f"{page}:{i + 1}: link to {target}: {dest.relative_to(src)} has no heading "
-                           f"with the anchor #{anchor}")
+                bad.append(f"{page}:{i + 1}: link to {target}: {os.path.relpath(dest, src)} has no "
+                           f"heading with the anchor #{anchor}")
     return bad, count
 
 
@@ -231,7 +233,7 @@ def main():
         if bad:
             report(False, "\n      ".join(bad))
         else:
-            report(True, f"{page}: {count} relative links lead to existing files")
+            report(True, f"{page}: {count} relative links lead to existing files and headings")
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 
