@@ -83,7 +83,8 @@ struct ConvParams {
 /// Makes a packed convolution (the `packed` argument of onednn_conv2d) from an
 /// OIHW weight (fp32), an optional bias, the parameters and post-ops;
 /// `dtype` is at::kFloat or at::kBFloat16 (weights and activations in bf16,
-/// accumulation and bias in fp32). Throws fx::Error for unsupported values.
+/// accumulation and bias in fp32). Throws fx::Error for unsupported values,
+/// bf16 included where oneDNN has no bf16 kernels (has_bf16_kernels).
 c10::IValue pack_conv2d(const at::Tensor& weight, const c10::optional<at::Tensor>& bias, const ConvParams& params,
                         const PostOps& post_ops, c10::ScalarType dtype);
 
@@ -142,8 +143,39 @@ bool is_packed(const c10::IValue& value);
 PackedState packed_state(const c10::IValue& packed);
 
 /// A packed operator made from `state` (pack_conv2d / pack_linear, then
-/// set_output_dtype). Throws fx::Error for values those refuse.
+/// set_output_dtype). A bfloat16 state where oneDNN has no bf16 kernels
+/// (has_bf16_kernels) is packed as float32, returning float32: a file
+/// optimised on an AVX-512 CPU runs on an AVX2 one. Throws fx::Error for
+/// values pack_conv2d / pack_linear refuse.
 c10::IValue pack(const PackedState& state);
+
+/// The instruction set oneDNN runs its kernels with on this CPU ("avx2",
+/// "avx512_core", "avx512_core_vnni", "avx512_core_bf16", "avx512_core_amx",
+/// ...), ONEDNN_MAX_CPU_ISA included: what the kernels fxcpp makes can use.
+std::string cpu_isa();
+
+/// Whether oneDNN has bfloat16 convolution and matmul kernels here (it has
+/// none below AVX-512: an AVX2-only CPU such as AMD EPYC Zen 3 has none).
+/// Probed once by making a small primitive. Where it has none, pack_conv2d /
+/// pack_linear refuse bf16, pack() of a bf16 state (a file optimised
+/// elsewhere) packs float32 kernels, and optimize_for_inference /
+/// lower_to_onednn lower to float32 and say so.
+bool has_bf16_kernels();
+
+/// Whether oneDNN has Winograd convolutions here (AVX-512 only, in oneDNN
+/// 2.6). Where it has none, a convolution packed with ConvParams::winograd
+/// uses the direct algorithm.
+bool has_winograd_kernels();
+
+/// Whether oneDNN computes u8 x s8 products with VNNI / AMX here. Without,
+/// fxcpp's int8 kernels take float paths where oneDNN's int8 arithmetic
+/// would saturate or be wrong (fx/onednn_int8.h), and int8 gains little or
+/// nothing over float32.
+bool has_int8_dot_product();
+
+/// One line naming the ISA and the three answers above, for reports:
+/// "oneDNN ISA avx2: bf16 kernels no, Winograd no, int8 dot products (VNNI/AMX) no".
+std::string cpu_summary();
 
 /// Registers the operators and classes above (idempotent; the library does
 /// it when loaded, this makes the dependency explicit).

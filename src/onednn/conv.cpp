@@ -36,6 +36,9 @@ at::Tensor to_dtype(const at::Tensor& input, c10::ScalarType dtype) {
 PackedOp::PackedOp(PostOps post_ops, c10::ScalarType dtype, const char* op)
     : post_ops_(std::move(post_ops)), dtype_(dtype), out_dtype_(dtype) {
   check_dtype(dtype, op);
+  if (dtype == at::kBFloat16 && !has_bf16_kernels())
+    throw Error(std::string(op) + ": oneDNN has no bfloat16 kernels on this CPU (ISA " + cpu_isa() +
+                "; bf16 needs AVX-512): pack float32 (fx::onednn::has_bf16_kernels)");
 }
 
 std::string PackedOp::str_suffix() const {

@@ -31,10 +31,15 @@ bool is_packed(const c10::IValue& value) { return detail::find_packed_op(value) 
 PackedState packed_state(const c10::IValue& packed) { return detail::packed_op(packed, "packed_state").state(); }
 
 c10::IValue pack(const PackedState& state) {
+  // A bf16 kernel saved where oneDNN has bf16 kernels, loaded where it has
+  // none (AVX2): a float32 kernel of the same (bf16-exact) weights, so the
+  // model runs here instead of failing at its first forward.
+  const bool bf16_here = state.dtype != c10::ScalarType::BFloat16 || has_bf16_kernels();
+  const c10::ScalarType dtype = bf16_here ? state.dtype : c10::ScalarType::Float;
   c10::IValue packed = state.kind == PackedState::Kind::Conv2d
-                           ? pack_conv2d(state.weight, state.bias, state.params, state.post_ops, state.dtype)
-                           : pack_linear(state.weight, state.bias, state.post_ops, state.dtype);
-  set_output_dtype(packed, state.output_dtype);
+                           ? pack_conv2d(state.weight, state.bias, state.params, state.post_ops, dtype)
+                           : pack_linear(state.weight, state.bias, state.post_ops, dtype);
+  set_output_dtype(packed, bf16_here ? state.output_dtype : c10::ScalarType::Float);
   return packed;
 }
 

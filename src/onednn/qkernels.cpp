@@ -72,13 +72,6 @@ dnnl::memory s32_scalar(const int32_t& value) {
   return dnnl::memory(dnnl::memory::desc({1}, dt::s32, tag::a), engine(), const_cast<int32_t*>(&value));
 }
 
-/// Whether oneDNN runs u8 x s8 products with VNNI / AMX here (ONEDNN_MAX_CPU_ISA included).
-bool has_int8_dot_product() {
-  using isa = dnnl::cpu_isa;
-  const isa i = dnnl::get_effective_cpu_isa();
-  return i == isa::avx512_core_vnni || i == isa::avx512_core_bf16 || i == isa::avx512_core_amx || i == isa::avx2_vnni;
-}
-
 at::Tensor apply_activation(const at::Tensor& x, const PostOps& p) {
   switch (p.activation) {
     case Activation::None: return x;

@@ -321,7 +321,12 @@ PassResult lower_to_onednn(std::shared_ptr<GraphModule> gm, c10::ScalarType dtyp
   Graph& g = gm->graph();
   g.lint();
   OneDnnLowering local;
-  Lowering lowering(*gm, dtype, winograd, counts ? *counts : local);
+  OneDnnLowering& done = counts ? *counts : local;
+  // bf16 asked for where oneDNN has no bf16 kernels (AVX2): float32 kernels,
+  // made now rather than failing in the first forward.
+  if (dtype == c10::ScalarType::BFloat16 && !onednn::has_bf16_kernels()) dtype = c10::ScalarType::Float;
+  done.dtype = dtype;
+  Lowering lowering(*gm, dtype, winograd, done);
   std::vector<Node*> order = g.nodes().to_vector();
   bool modified = false;
   for (Node* n : order) {
@@ -332,7 +337,7 @@ PassResult lower_to_onednn(std::shared_ptr<GraphModule> gm, c10::ScalarType dtyp
   // Values leaving the channels_last convolutions' regions get the layout
   // the unoptimised program gave them (before the bf16 boundaries: a copy
   // is a float consumer).
-  if (modified) (counts ? *counts : local).restored_layouts += passes_detail::keep_layouts(g);
+  if (modified) done.restored_layouts += passes_detail::keep_layouts(g);
   if (modified && dtype == c10::ScalarType::BFloat16) keep_float_at_boundaries(g);
   if (modified) {
     g.eliminate_dead_code();

@@ -4,6 +4,7 @@
 
 #include <fx/graph.h>
 #include <fx/module_attributes.h>
+#include <fx/onednn.h>
 #include <fx/passes/fold_batch_norm.h>
 #include <fx/passes/fold_conv_add_mul.h>
 #include <fx/passes/freeze.h>
@@ -92,6 +93,7 @@ void optimize_graph(GraphModule& m, const OptimizeOptions& options, const std::v
     r.onednn_linears += lowered.linears;
     r.onednn_matmuls += lowered.matmuls;
     r.fused_post_ops += lowered.fused_post_ops;
+    r.dtype = lowered.dtype;
   }
   if (options.reinplace) {
     size_t reinplaced = 0;
@@ -117,6 +119,11 @@ std::shared_ptr<GraphModule> optimize_for_inference(const std::shared_ptr<GraphM
   at::NoGradGuard no_grad;
   OptimizeReport r;
   r.nodes_before = total_nodes(*gm);
+  r.dtype = options.dtype;
+  r.cpu = onednn::cpu_summary();
+  if (options.dtype == c10::ScalarType::BFloat16 && options.use_onednn && !onednn::has_bf16_kernels())
+    r.warnings.push_back("bf16: oneDNN has no bfloat16 kernels on this CPU (ISA " + onednn::cpu_isa() +
+                         "; bf16 needs AVX-512): float32 kernels");
 
   auto out = std::make_shared<GraphModule>(gm, passes_detail::copy_graph(gm->graph()), gm->class_name());
   passes_detail::copy_control_flow(*out);  // branches and bodies are rewritten too, on copies

@@ -24,6 +24,16 @@ add_test(NAME cli.optimized_file_on_avx2
 set_tests_properties(cli.optimized_file_on_avx2 PROPERTIES FIXTURES_REQUIRED "fx_models_0;fx_saved_optimized"
                      TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1"
                      PASS_REGULAR_EXPRESSION "^0\n20\nmax diff [^\n]*\nwithin tolerance\n$")
+# A bf16 file (optimised here with --bf16: bf16 kernels where this CPU has
+# them) loaded where oneDNN has no bf16 kernels (held at AVX2): packed as
+# float32 kernels of the same weights at load, no AVX-512 kernel runs, and
+# the output is within bf16's tolerance of the plain model's.
+add_test(NAME cli.optimized_bf16_file_on_avx2
+         COMMAND sh -c "\"$0\" optimize \"$2/resnet18.pt\" --input \"$2/resnet18.input.pt\" --bf16 -o \"$3/resnet18.bf16.fx\" >/dev/null 2>&1 && \"$0\" run \"$2/resnet18.pt\" --input \"$2/resnet18.input.pt\" -o \"$3/plain.bf16.pt\" >/dev/null && ONEDNN_MAX_CPU_ISA=AVX2 DNNL_MAX_CPU_ISA=AVX2 ONEDNN_VERBOSE=1 \"$0\" run \"$3/resnet18.bf16.fx\" --input \"$2/resnet18.input.pt\" -o \"$3/avx2.bf16.pt\" | grep -c 'exec,cpu,convolution,[^,]*avx512' ; /usr/bin/python3 \"$4\" \"$3/avx2.bf16.pt\" \"$3/plain.bf16.pt\" 5e-2"
+                 ${FX_CLI} ${FX_SAVED_OPT} ${FX_MODELS_DIR} ${FX_SAVED_OPT_DIR} ${FX_SRC}/tests/cli/compare_outputs.py)
+set_tests_properties(cli.optimized_bf16_file_on_avx2 PROPERTIES FIXTURES_REQUIRED "fx_models_0;fx_saved_optimized"
+                     TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1"
+                     PASS_REGULAR_EXPRESSION "^0\nmax diff [^\n]*\nwithin tolerance\n$")
 add_test(NAME cli.optimized_file_inspect_draw_bench
          COMMAND sh -c "\"$0\" inspect \"$1\" > \"$3/inspect.txt\" && head -1 \"$3/inspect.txt\" && grep -c 'call_function  *onednn_conv2d[_0-9]*  *fxcpp::onednn_conv2d' \"$3/inspect.txt\" && \"$0\" draw \"$1\" -o \"$3/opt.svg\" && \"$0\" bench \"$1\" --input \"$2/resnet18.input.pt\" --iters 1 --warmup 0 --engine fxcpp --engine torchscript"
                  ${FX_CLI} ${FX_SAVED_OPT} ${FX_MODELS_DIR} ${FX_SAVED_OPT_DIR})

@@ -214,7 +214,9 @@ json report_json(const OptimizeReport& r) {
           {"nodes_after", r.nodes_after},        {"frozen_modules", r.frozen_modules},
           {"folded_batch_norms", r.folded_batch_norms}, {"removed_noops", r.removed_noops},
           {"onednn_convs", r.onednn_convs},      {"onednn_linears", r.onednn_linears},
-          {"onednn_matmuls", r.onednn_matmuls},  {"fused_post_ops", r.fused_post_ops}};
+          {"onednn_matmuls", r.onednn_matmuls},  {"fused_post_ops", r.fused_post_ops},
+          {"dtype", r.dtype == at::kBFloat16 ? "bfloat16" : "float32"}, {"cpu", r.cpu},
+          {"warnings", r.warnings}};
 }
 
 void print_json(const Setup& s, const std::vector<Engine>& engines) {
@@ -428,6 +430,7 @@ std::vector<Engine> prepare_engines(const ModelArgs& args, const std::vector<std
     // before the optimised module packs its weights (optimize_model).
     const bool last_use = !want("fxcpp") && --optimised_left == 0;
     auto opt = optimize_model(last_use ? std::move(gm) : gm, inputs, v.bf16, &report, v.plan_memory, v.winograd);
+    print_warnings("bench", report);
     if (!setup.report) setup.report = report;  // fp32's when it runs
     slots[v.slot] = make_engine(engine_names()[v.slot], v.label, v.prepare,
                                 [opt, &inputs] { return opt->forward(inputs); }, ms_since(t0));

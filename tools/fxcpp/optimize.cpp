@@ -36,6 +36,7 @@ int run_optimize(const std::vector<std::string>& argv) {
   OptimizeReport report;
   torch::NoGradGuard no_grad;
   auto opt = optimize_for_inference(gm, options, &report);
+  print_warnings("optimize", report);
   gm.reset();  // the original parameters are not needed for saving
   set_activity("writing " + out);
   const SaveReport saved = save(*opt, out);

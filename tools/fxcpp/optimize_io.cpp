@@ -1,6 +1,8 @@
 // fx::optimize_for_inference for the command line (see optimize_io.h).
 #include "optimize_io.h"
 
+#include <fx/onednn.h>
+
 #include <chrono>
 #include <cstdio>
 
@@ -32,10 +34,15 @@ std::string report_line(const OptimizeReport& r) {
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "optimised in %.1f ms: %zu -> %zu nodes; %zu modules frozen, %zu batch norms folded, %zu no-ops "
-                "removed; oneDNN: %zu convs, %zu linears, %zu matmuls, %zu fused post-ops",
+                "removed; oneDNN: %zu convs, %zu linears, %zu matmuls, %zu fused post-ops, %s kernels (%s)",
                 r.optimize_ms, r.nodes_before, r.nodes_after, r.frozen_modules, r.folded_batch_norms, r.removed_noops,
-                r.onednn_convs, r.onednn_linears, r.onednn_matmuls, r.fused_post_ops);
+                r.onednn_convs, r.onednn_linears, r.onednn_matmuls, r.fused_post_ops,
+                r.dtype == at::kBFloat16 ? "bfloat16" : "float32", onednn::cpu_isa().c_str());
   return buf;
+}
+
+void print_warnings(const char* command, const OptimizeReport& r) {
+  for (const std::string& w : r.warnings) std::fprintf(stderr, "fxcpp %s: warning: %s\n", command, w.c_str());
 }
 
 }  // namespace fx::cli

@@ -21,7 +21,12 @@ std::shared_ptr<GraphModule> optimize_model(std::shared_ptr<GraphModule> gm, con
                                             bool bf16, OptimizeReport* report, bool plan_memory = true,
                                             bool winograd = true);
 
-/// "optimised in 12.3 ms: 71 -> 50 nodes; 20 modules frozen, ..." (one line).
+/// "optimised in 12.3 ms: 71 -> 50 nodes; 20 modules frozen, ..., float32
+/// kernels (avx512_core)" (one line).
 std::string report_line(const OptimizeReport& r);
+
+/// Prints each of r.warnings (what could not be done on this CPU, e.g. bf16
+/// without bf16 kernels) as "fxcpp COMMAND: warning: ..." on stderr.
+void print_warnings(const char* command, const OptimizeReport& r);
 
 }  // namespace fx::cli

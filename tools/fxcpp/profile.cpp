@@ -34,6 +34,7 @@ int run_profile(const std::vector<std::string>& argv) {
     set_activity("optimising " + args.model + " for " + args.get("input"));
     OptimizeReport report;
     gm = optimize_model(gm, inputs, args.has("bf16"), &report, /*plan_memory=*/true, !args.has("no-winograd"));
+    print_warnings("profile", report);
     std::cerr << "fxcpp profile: " << report_line(report) << "\n";
   }
 

@@ -73,6 +73,7 @@ int run_quantize(const std::vector<std::string>& argv) {
   gm.reset();
   if (args.has("report")) std::cout << fx::quantization::format_report(report.nodes);
   std::cout << report.summary() << "\n";
+  for (const std::string& w : report.warnings) std::cout << "note: " << w << "\n";
   if (args.has("output")) {
     const std::string out = args.get("output");
     set_activity("writing " + out);

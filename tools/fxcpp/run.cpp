@@ -36,6 +36,7 @@ int run_run(const std::vector<std::string>& argv) {
     // before the optimised one packs its weights.
     gm = optimize_model(std::move(gm), inputs, args.has("bf16"), &report, /*plan_memory=*/true,
                         !args.has("no-winograd"));
+    print_warnings("run", report);
     if (args.has("report") || progress_enabled()) std::cerr << "fxcpp run: " << report_line(report) << "\n";
   }
   if (args.has("quantize")) {

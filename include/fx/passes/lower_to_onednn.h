@@ -68,12 +68,17 @@ struct OneDnnLowering {
   /// Values copied back to the layout the unoptimised program gave them
   /// (fxcpp::restore_layout, see the file comment).
   size_t restored_layouts = 0;
+  /// The dtype of the kernels made: the one asked for, or float32 when
+  /// bfloat16 was asked for where oneDNN has no bf16 kernels
+  /// (onednn::has_bf16_kernels: AVX2-only CPUs).
+  c10::ScalarType dtype = c10::ScalarType::Float;
 };
 
 /// Lowers `gm` in place (see the file comment). `dtype` is at::kFloat or
 /// at::kBFloat16 (kernels in bf16, fp32 accumulation; a kernel returns bf16
 /// only when all its users are oneDNN kernels, float32 otherwise, so the
-/// rest of the graph keeps its dtypes). Fills `counts` when given.
+/// rest of the graph keeps its dtypes; where oneDNN has no bf16 kernels,
+/// float32 kernels, and counts->dtype says so). Fills `counts` when given.
 /// `winograd`: float32 3×3 convolutions may use oneDNN's Winograd algorithm
 /// (onednn::ConvParams::winograd: resnet18 9% faster at batch 1, 15% at
 /// batch 8; results within ~3e-6 of the direct algorithm relative to the

@@ -58,6 +58,10 @@ struct OptimizeOptions {
   /// at::kFloat (default), or at::kBFloat16 (opt-in): oneDNN bf16 kernels
   /// with fp32 accumulation and bias; values pass between oneDNN kernels in
   /// bf16 and are float32 everywhere else (ATen ops, inputs, outputs).
+  /// Where oneDNN has no bf16 kernels (onednn::has_bf16_kernels: CPUs
+  /// without AVX-512, such as AMD EPYC Zen 3), bf16 is a wish, not an
+  /// error: the kernels are float32, OptimizeReport::dtype says so and
+  /// OptimizeReport::warnings names the CPU's ISA.
   c10::ScalarType dtype = c10::ScalarType::Float;
   /// Inputs whose shapes the kernels are prepared for (weights packed at
   /// optimise time). Empty: packed at the first forward of each shape.
@@ -111,6 +115,14 @@ struct OptimizeReport {
   size_t fused_post_ops = 0;
   /// Ops turned into their in-place form (fx::reinplace).
   size_t reinplaced = 0;
+  /// The dtype of the oneDNN kernels: OptimizeOptions::dtype, or float32
+  /// where bf16 was asked for and this CPU has no bf16 kernels.
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  /// What oneDNN can run here (onednn::cpu_summary()): the ISA, bf16, Winograd, VNNI.
+  std::string cpu;
+  /// What was asked for and could not be done on this CPU, one line each
+  /// ("bf16: oneDNN has no bfloat16 kernels on this CPU (ISA avx2): float32 kernels").
+  std::vector<std::string> warnings;
 };
 
 /// Returns a new GraphModule computing the same function as `gm` (fp32:
