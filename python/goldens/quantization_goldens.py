@@ -166,11 +166,15 @@ def export(out):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--export", metavar="DIR", help="write the models and data the C++ test reads")
+    p.add_argument("--goldens", metavar="PATH", default=OUT,
+                   help="where the goldens go (default: the checked-in file); with --export, also write them "
+                        "there, computed on this machine: observer scales depend on the CPU's fp32 kernels")
     a = p.parse_args()
     torch.set_num_threads(1)
     if a.export:
         export(a.export)
-        return
+        if a.goldens == OUT:
+            return
     calib, test = data()
     goldens = {"observers": observer_goldens()}
     for name in MODELS:
@@ -185,11 +189,12 @@ def main():
         if name != "mobilenet_v3_small":
             goldens[name]["minmax"] = goldens_for(model, minmax_mapping(), calib, test)
     # Mostly long float lists: one compact line (write_goldens' indented form is twice the size).
-    os.makedirs(os.path.dirname(OUT), exist_ok=True)
-    with open(OUT, "w") as f:
+    os.makedirs(os.path.dirname(os.path.abspath(a.goldens)), exist_ok=True)
+    with open(a.goldens + ".tmp", "w") as f:
         json.dump(goldens, f, sort_keys=True, separators=(",", ":"))
         f.write("\n")
-    print(f"wrote {os.path.normpath(OUT)}")
+    os.replace(a.goldens + ".tmp", a.goldens)
+    print(f"wrote {os.path.normpath(a.goldens)}")
 
 
 if __name__ == "__main__":

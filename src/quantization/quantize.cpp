@@ -4,6 +4,7 @@
 #include "quantization/common.h"
 
 #include <fx/error.h>
+#include <fx/onednn.h>
 #include <fx/tensor_file.h>
 
 #include <ATen/ATen.h>
@@ -158,7 +159,11 @@ std::string QuantizeReport::summary() const {
   return os.str();
 }
 
-std::string QuantizeReport::str() const { return format_report(nodes) + summary() + "\n"; }
+std::string QuantizeReport::str() const {
+  std::string s = format_report(nodes) + summary() + "\n";
+  for (const std::string& w : warnings) s += "note: " + w + "\n";
+  return s;
+}
 
 std::shared_ptr<GraphModule> quantize(const std::shared_ptr<GraphModule>& gm, const std::vector<c10::IValue>& example_inputs,
                                       const std::vector<CalibrationBatch>& calibration_batches,
@@ -216,6 +221,10 @@ std::shared_ptr<GraphModule> quantize(const std::shared_ptr<GraphModule>& gm, co
   if (!options.lower) return reference;
   auto lowered = lower_to_onednn_int8(reference, &r.lower);
   r.lowered = true;
+  if (r.lower.int8_kernels > 0 && !onednn::has_int8_dot_product())
+    r.warnings.push_back("int8 without VNNI: oneDNN ISA " + onednn::cpu_isa() +
+                         " has no int8 dot products; linear layers and convolutions with an input zero point "
+                         "compute in float32, and int8 may be no faster than float32 here");
   std::map<std::string, const NodeQuantization*> by_name;
   for (const NodeQuantization& n : r.lower.nodes) by_name[n.node] = &n;
   for (NodeQuantization& n : r.nodes) {

@@ -2,8 +2,10 @@
 # models exported by python/goldens/quantization_goldens.py --export (seeded
 # random weights, batch-norm statistics set by a train-mode pass); the plain
 # test_quantization program skips them when the files are missing.
+# It also writes the goldens computed on this machine (observer scales depend on the CPU's fp32 kernels).
 add_test(NAME quantization_models_export
-         COMMAND /usr/bin/python3 ${FX_SRC}/python/goldens/quantization_goldens.py --export ${FX_MODELS_DIR}/quant)
+         COMMAND /usr/bin/python3 ${FX_SRC}/python/goldens/quantization_goldens.py --export ${FX_MODELS_DIR}/quant
+                 --goldens ${FX_MODELS_DIR}/quant/quantization.json)
 set_tests_properties(quantization_models_export PROPERTIES FIXTURES_SETUP fx_quant_models TIMEOUT 600
                      ENVIRONMENT "OMP_NUM_THREADS=1")
 add_test(NAME quantization_models COMMAND test_quantization --gtest_filter=QuantizationModels.*)

@@ -78,9 +78,14 @@ struct QuantizeReport {
   /// replaced by the lowering's for the nodes it names (int8 kernel, runs on
   /// quint8, or why it stays float).
   std::vector<NodeQuantization> nodes;
+  /// What this CPU changes, one line each: int8 kernels lowered where oneDNN
+  /// has no int8 dot products (onednn::has_int8_dot_product: no VNNI / AMX)
+  /// take float paths and may be no faster than float32.
+  std::vector<std::string> warnings;
   /// One line per node ("name  target  quantized|float  reason", as
   /// format_report) and a last summary line: "N of M nodes quantized, K int8
-  /// kernels, C calibration batches (S samples)".
+  /// kernels, C calibration batches (S samples)", then "note: W" for each of
+  /// `warnings`.
   std::string str() const;
   /// The summary line of str() alone.
   std::string summary() const;
