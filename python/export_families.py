@@ -39,6 +39,7 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import torchvision  # noqa: E402
 
+import export_stamp  # noqa: E402
 from honest_weights import calibrate, check_order_one  # noqa: E402
 
 QENGINE = "qnnpack"  # the engine this torch has ("fbgemm" is not built in)
@@ -484,10 +485,11 @@ def main():
     for case in wanted:
         name, mode = case.split(".")
         stamp = os.path.join(a.out, case + ".case.txt")
-        if not a.force and os.path.exists(stamp) and os.path.getmtime(stamp) > os.path.getmtime(__file__):
+        if not a.force and export_stamp.up_to_date(stamp, __file__):
             print("up to date", case)
             continue
         seconds = export_case(name, mode, a.out)
+        export_stamp.mark(stamp)
         print("exported %s (%.1f s)" % (case, seconds), flush=True)
     return 0
 

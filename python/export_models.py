@@ -33,6 +33,7 @@ import torch  # noqa: E402
 import torch.fx  # noqa: E402
 import torchvision  # noqa: E402
 
+import export_stamp  # noqa: E402
 from honest_weights import calibrate, check_order_one  # noqa: E402
 
 MODELS = ["alexnet", "vgg11", "resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small",
@@ -114,14 +115,26 @@ def export(name, out, trace):
             torch.jit.trace(model, x).save(os.path.join(out, name + ".trace.pt"))
     torch.save(x, os.path.join(out, name + ".input.pt"))
     torch.save(y, os.path.join(out, name + ".output.pt"))
+    # PyTorch's own bf16 error on this model (the C++ optimiser's bf16 is held
+    # to it). Where oneDNN has no bf16 kernels (AVX2, or held there by
+    # ONEDNN_MAX_CPU_ISA) PyTorch's bf16 convolution fails: no file, and the
+    # test uses its default.
+    bf16_path = os.path.join(out, name + ".bf16.txt")
+    y16 = None
     with torch.no_grad():
         try:
             with torch.autocast("cpu", dtype=torch.bfloat16):
                 y16 = model(x).float()
         except RuntimeError:  # vit_b_16: 1.13's attention fast path refuses mixed dtypes
-            y16 = copy.deepcopy(model).to(torch.bfloat16)(x.to(torch.bfloat16)).float()
-    with open(os.path.join(out, name + ".bf16.txt"), "w") as f:
-        f.write("%.6g\n" % float((y16 - y).abs().max() / y.abs().max()))
+            try:
+                y16 = copy.deepcopy(model).to(torch.bfloat16)(x.to(torch.bfloat16)).float()
+            except RuntimeError as e:
+                print("no bf16 reference for %s here: %s" % (name, str(e).splitlines()[0]))
+    if y16 is not None:
+        with open(bf16_path, "w") as f:
+            f.write("%.6g\n" % float((y16 - y).abs().max() / y.abs().max()))
+    elif os.path.exists(bf16_path):
+        os.remove(bf16_path)
     fx = fx_structure(model)
     gm = None
     if isinstance(fx, tuple):
@@ -222,7 +235,7 @@ def main():
     for name in a.models or MODELS:
         stamp = os.path.join(a.out, name + ".fx.txt")
         sources = max(os.path.getmtime(__file__), os.path.getmtime(sys.modules[calibrate.__module__].__file__))
-        if not a.force and os.path.exists(stamp) and os.path.getmtime(stamp) > sources:
+        if not a.force and export_stamp.up_to_date(stamp, __file__, sys.modules[calibrate.__module__].__file__):
             print("up to date", name)
             continue
         if name == "fx_resnet18":
@@ -234,6 +247,7 @@ def main():
             export_fx_graph_module(torch.fx.symbolic_trace(model), x, y, name, a.out)
         else:
             export(name, a.out, a.trace or name in TRACED)
+        export_stamp.mark(stamp)
         print("exported", name, flush=True)
 
 

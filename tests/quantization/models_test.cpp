@@ -12,6 +12,7 @@
 #include <fx/export.h>
 #include <fx/import.h>
 #include <fx/module_attributes.h>
+#include <fx/onednn.h>
 #include <fx/quantization/convert.h>
 #include <fx/quantization/lower.h>
 #include <fx/quantization/prepare.h>
@@ -20,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 
 namespace {
 
@@ -59,6 +61,9 @@ bool has_attr(const fx::GraphModule& gm, const std::string& name) {
 
 void check_model(const std::string& model, const std::string& mapping_name) {
   const std::string base = kDir + model;
+  // Run by ctest's quantization_models, after the export fixture wrote the models and this
+  // machine's goldens; a copy of the test program run beside the export would read them half way.
+  if (!std::getenv("FX_QUANT_MODELS")) GTEST_SKIP() << "run by ctest's quantization_models (FX_QUANT_MODELS=1)";
   if (!std::ifstream(base + ".quant.pt")) GTEST_SKIP() << base << ".quant.pt is missing (quantization_goldens.py --export)";
   const auto& g = quant_test::goldens()[model][mapping_name];
   auto gm = fx::import_torchscript(base + ".quant.pt");
@@ -165,7 +170,15 @@ void check_model(const std::string& model, const std::string& mapping_name) {
             << " quanta, |lowered - python quantized| = " << l_q / quantum << " quanta; relative error "
             << ((yl - py_q).norm() / py_q.norm()).item<double>() << "\n";
   EXPECT_GT(lreport.int8_kernels, creport.quantized_weights / 2);
-  EXPECT_LE((yl - py_q).norm().item<double>(), 0.05 * py_q.norm().item<double>());
+  // Without int8 dot products (no VNNI: AVX2, or oneDNN held there) PyTorch's own onednn int8
+  // kernels are not a reference (they saturate: a depthwise digits net scores 13% against its
+  // reference model's 93%); the lowered model is then held to the reference graph instead.
+  const bool vnni = fx::onednn::has_int8_dot_product();
+  const at::Tensor& against = vnni ? py_q : y;
+  std::cout << model << " " << mapping_name << ": relative error against "
+            << (vnni ? "Python's int8 model " : "the reference graph (no VNNI) ")
+            << ((yl - against).norm() / against.norm()).item<double>() << "\n";
+  EXPECT_LE((yl - against).norm().item<double>(), 0.05 * against.norm().item<double>()) << fx::onednn::cpu_summary();
 }
 
 TEST(QuantizationModels, resnet18_onednn) { check_model("resnet18", "onednn"); }

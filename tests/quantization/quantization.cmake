@@ -10,7 +10,7 @@ set_tests_properties(quantization_models_export PROPERTIES FIXTURES_SETUP fx_qua
                      ENVIRONMENT "OMP_NUM_THREADS=1")
 add_test(NAME quantization_models COMMAND test_quantization --gtest_filter=QuantizationModels.*)
 set_tests_properties(quantization_models PROPERTIES FIXTURES_REQUIRED fx_quant_models TIMEOUT 600
-                     ENVIRONMENT "OMP_NUM_THREADS=1")
+                     ENVIRONMENT "OMP_NUM_THREADS=1;FX_QUANT_MODELS=1")
 # The int8 oneDNN kernels on CPUs without VNNI (oneDNN told to stop at AVX2 / AVX512_CORE):
 # correct there too (the linear layers and convolutions with an input zero point take the
 # float path where oneDNN's own int8 arithmetic would saturate or be wrong).
