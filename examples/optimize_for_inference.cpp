@@ -11,7 +11,7 @@
 //   build/examples/optimize_for_inference
 #include <fx/examples/residual_net.h>
 #include <fx/onednn.h>
-#include <fx/passes/optimize_for_inference.h>
+#include <fx/optimize/optimize_for_inference.h>
 #include <fx/trace.h>
 
 #include <ATen/ATen.h>

@@ -21,6 +21,7 @@
 #include <fx/normalize.h>
 #include <fx/onednn.h>
 #include <fx/onednn_int8.h>
+#include <fx/optimize.h>
 #include <fx/passes.h>
 #include <fx/quantization.h>
 #include <fx/serialize.h>

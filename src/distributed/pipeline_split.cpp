@@ -4,7 +4,7 @@
 
 #include <fx/error.h>
 #include <fx/passes/model_summary.h>
-#include <fx/passes/optimize_for_inference.h>
+#include <fx/optimize/optimize_for_inference.h>
 #include <fx/passes/profiler.h>
 #include <fx/passes/shape_prop.h>
 #include <fx/passes/split_module.h>

@@ -23,7 +23,7 @@ bool contains_node(const Argument& arg) {
   return found;
 }
 
-std::vector<std::string> kwarg_names_of(const Node& n) {
+std::vector<std::string> plan_kwarg_names(const Node& n) {
   std::vector<std::string> names;
   names.reserve(n.kwargs().size());
   for (const auto& kv : n.kwargs()) names.push_back(kv.first);
@@ -180,12 +180,12 @@ CompiledPlan::CompiledPlan(GraphModule& module) {
       max_call_args_ = std::max<size_t>(max_call_args_, step.num_args + step.num_kwargs);
       switch (n->op()) {
         case Opcode::CallFunction:
-          data.function = std::make_unique<FunctionCall>(n->target(), kwarg_names_of(*n));
+          data.function = std::make_unique<FunctionCall>(n->target(), plan_kwarg_names(*n));
           step.op = data.function->operator_call();
           step.kind = step.op ? Step::Kind::Operator : Step::Kind::Function;
           break;
         case Opcode::CallMethod:
-          data.method = std::make_unique<MethodCall>(n->target(), kwarg_names_of(*n));
+          data.method = std::make_unique<MethodCall>(n->target(), plan_kwarg_names(*n));
           step.op = data.method->operator_call();
           step.kind = step.op ? Step::Kind::MethodOperator : Step::Kind::Method;
           break;

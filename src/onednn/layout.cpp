@@ -1,6 +1,6 @@
 // fxcpp::suggest_memory_format / fxcpp::restore_layout: the memory format a
 // value had before optimize_for_inference chose channels_last for it, and a
-// copy of the value in that format (see fx/passes/lower_to_onednn.h);
+// copy of the value in that format (see fx/optimize/lower_to_onednn.h);
 // copy_in_format, the oneDNN reorder both directions use.
 #include "onednn/context.h"
 
@@ -13,7 +13,7 @@ namespace {
 /// Sizes, source strides, destination strides, dtype.
 using ReorderKey = std::tuple<std::vector<int64_t>, std::vector<int64_t>, std::vector<int64_t>, c10::ScalarType>;
 
-struct Reorder {
+struct LayoutReorder {
   dnnl::reorder primitive;
   dnnl::memory::desc from, to;
 };
@@ -43,9 +43,9 @@ at::Tensor copy_in_format(const at::Tensor& src, at::MemoryFormat format) {
     out.copy_(src);
     return out;
   }
-  static KernelCache<ReorderKey, Reorder> cache;
+  static KernelCache<ReorderKey, LayoutReorder> cache;
   auto r = cache.get({src.sizes().vec(), src.strides().vec(), out.strides().vec(), t}, [&] {
-    Reorder k{{}, strided_desc(src), strided_desc(out)};
+    LayoutReorder k{{}, strided_desc(src), strided_desc(out)};
     k.primitive = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), k.from, engine(), k.to));
     return k;
   });

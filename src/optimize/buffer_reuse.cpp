@@ -1,5 +1,5 @@
 // When an op may write into an input's buffer (see buffer_reuse.h).
-#include "passes/buffer_reuse.h"
+#include "optimize/buffer_reuse.h"
 
 #include <unordered_set>
 

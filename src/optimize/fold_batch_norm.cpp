@@ -1,11 +1,11 @@
 // fold_batch_norm: conv/linear → batch_norm(eval) folded into one layer.
-#include <fx/passes/fold_batch_norm.h>
+#include <fx/optimize/fold_batch_norm.h>
 
 #include <fx/graph.h>
 #include <fx/tensor_meta.h>
 
-#include "passes/buffer_reuse.h"
-#include "passes/layer_folding.h"
+#include "optimize/buffer_reuse.h"
+#include "optimize/layer_folding.h"
 
 #include <ATen/ATen.h>
 

@@ -1,10 +1,10 @@
 // fold_conv_add_mul: conv2d/linear → add/sub/mul/div by a constant, folded.
-#include <fx/passes/fold_conv_add_mul.h>
+#include <fx/optimize/fold_conv_add_mul.h>
 
 #include <fx/graph.h>
 
-#include "passes/buffer_reuse.h"
-#include "passes/layer_folding.h"
+#include "optimize/buffer_reuse.h"
+#include "optimize/layer_folding.h"
 
 #include <ATen/ATen.h>
 

@@ -1,7 +1,7 @@
 // freeze_modules: known torch.nn layer calls → the ATen call they run.
-#include <fx/passes/freeze.h>
+#include <fx/optimize/freeze.h>
 
-#include "passes/freeze_attention.h"
+#include "optimize/freeze_attention.h"
 
 #include <fx/graph.h>
 #include <fx/module_attributes.h>
@@ -14,7 +14,7 @@
 namespace fx {
 namespace {
 
-/// An int or an int list of a layer attribute as a list of `n` ints
+/// An int or an int list of a layer attribute as a list of `n` freeze_ints
 /// (kernel_size=3 → [3, 3]); nullopt for anything else.
 std::optional<std::vector<int64_t>> int_pair(const c10::IValue& v, size_t n = 2) {
   if (v.isInt()) return std::vector<int64_t>(n, v.toInt());
@@ -25,7 +25,7 @@ std::optional<std::vector<int64_t>> int_pair(const c10::IValue& v, size_t n = 2)
   return std::nullopt;
 }
 
-Argument ints(const std::vector<int64_t>& v) {
+Argument freeze_ints(const std::vector<int64_t>& v) {
   std::vector<Argument> items(v.begin(), v.end());
   return Argument::list(std::move(items));
 }
@@ -64,7 +64,7 @@ class Freezer {
       auto shape = a_.at("normalized_shape");
       if (!shape.isIntList()) return std::nullopt;
       return Frozen{"aten::layer_norm",
-                    {x, ints(shape.toIntVector()), tensor("weight"), tensor("bias"), a_.at("eps").toDouble()}};
+                    {x, freeze_ints(shape.toIntVector()), tensor("weight"), tensor("bias"), a_.at("eps").toDouble()}};
     }
     if (t == "ReLU") return Frozen{"aten::relu", {x}};
     if (t == "ReLU6") return Frozen{"aten::hardtanh", {x, 0.0, 6.0}};
@@ -84,7 +84,7 @@ class Freezer {
     if (t == "AdaptiveAvgPool2d") {
       auto size = int_pair(a_.at("output_size"));
       if (!size) return std::nullopt;  // a None entry keeps the input's size
-      return Frozen{"aten::adaptive_avg_pool2d", {x, ints(*size)}};
+      return Frozen{"aten::adaptive_avg_pool2d", {x, freeze_ints(*size)}};
     }
     return std::nullopt;
   }
@@ -134,7 +134,7 @@ class Freezer {
     auto stride = int_pair(a_.at("stride")), dilation = int_pair(a_.at("dilation"));
     if (!padding || !stride || !dilation) return std::nullopt;
     return Frozen{"aten::conv2d",
-                  {x, tensor("weight"), tensor("bias"), ints(*stride), ints(*padding), ints(*dilation),
+                  {x, tensor("weight"), tensor("bias"), freeze_ints(*stride), freeze_ints(*padding), freeze_ints(*dilation),
                    a_.at("groups").toInt()}};
   }
 
@@ -150,7 +150,7 @@ class Freezer {
     auto k = int_pair(a_.at("kernel_size")), s = int_pair(a_.at("stride")), p = int_pair(a_.at("padding")),
          d = int_pair(a_.at("dilation"));
     if (!k || !s || !p || !d) return std::nullopt;
-    return Frozen{"aten::max_pool2d", {x, ints(*k), ints(*s), ints(*p), ints(*d), a_.at("ceil_mode").toBool()}};
+    return Frozen{"aten::max_pool2d", {x, freeze_ints(*k), freeze_ints(*s), freeze_ints(*p), freeze_ints(*d), a_.at("ceil_mode").toBool()}};
   }
 
   Node* n_;

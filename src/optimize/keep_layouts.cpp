@@ -1,8 +1,8 @@
 // Layout choices stay unobservable: values leaving a channels_last region get
 // the memory format the unoptimised program had (see keep_layouts.h).
-#include "passes/keep_layouts.h"
+#include "optimize/keep_layouts.h"
 
-#include "passes/buffer_reuse.h"
+#include "optimize/buffer_reuse.h"
 
 #include <unordered_map>
 #include <unordered_set>

@@ -1,7 +1,7 @@
 // Folding an op into the conv2d / linear before it (see layer_folding.h).
-#include "passes/layer_folding.h"
+#include "optimize/layer_folding.h"
 
-#include "passes/buffer_reuse.h"
+#include "optimize/buffer_reuse.h"
 
 namespace fx::passes_detail {
 

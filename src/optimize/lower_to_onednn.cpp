@@ -1,14 +1,14 @@
 // lower_to_onednn: conv2d / linear (+ residual sum + activation) → packed oneDNN ops; max_pool2d and
 // adaptive_avg_pool2d → oneDNN pooling; softmax and layer_norm → oneDNN's.
-#include <fx/passes/lower_to_onednn.h>
+#include <fx/optimize/lower_to_onednn.h>
 
 #include <fx/graph.h>
 #include <fx/onednn.h>
 #include <fx/tensor_meta.h>
 
-#include "passes/buffer_reuse.h"
-#include "passes/keep_layouts.h"
-#include "passes/layer_folding.h"
+#include "optimize/buffer_reuse.h"
+#include "optimize/keep_layouts.h"
+#include "optimize/layer_folding.h"
 
 #include <algorithm>
 #include <unordered_map>

@@ -1,15 +1,15 @@
 // optimize_for_inference: freeze → fold batch norm → lower to oneDNN →
 // clean up → warm up (see the header).
-#include <fx/passes/optimize_for_inference.h>
+#include <fx/optimize/optimize_for_inference.h>
 
 #include <fx/graph.h>
 #include <fx/module_attributes.h>
 #include <fx/onednn.h>
-#include <fx/passes/fold_batch_norm.h>
-#include <fx/passes/fold_conv_add_mul.h>
-#include <fx/passes/freeze.h>
-#include <fx/passes/lower_to_onednn.h>
-#include <fx/passes/reinplace.h>
+#include <fx/optimize/fold_batch_norm.h>
+#include <fx/optimize/fold_conv_add_mul.h>
+#include <fx/optimize/freeze.h>
+#include <fx/optimize/lower_to_onednn.h>
+#include <fx/optimize/reinplace.h>
 #include <fx/passes/remove_dropout.h>
 #include <fx/passes/shape_prop.h>
 

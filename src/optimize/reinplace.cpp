@@ -1,7 +1,7 @@
 // reinplace: out-of-place ops on dead fresh inputs → their in-place forms.
-#include <fx/passes/reinplace.h>
+#include <fx/optimize/reinplace.h>
 
-#include "passes/buffer_reuse.h"
+#include "optimize/buffer_reuse.h"
 
 #include <unordered_set>
 

@@ -1,6 +1,7 @@
 // CapabilityBasedPartitioner (torch.fx passes/infra/partitioner.py) without
 // torch.fx's quadratic dependency map.
 #include <fx/passes/partitioner.h>
+#include <fx/passes/tools_common.h>
 
 #include <algorithm>
 #include <queue>
@@ -10,10 +11,6 @@
 namespace fx {
 
 namespace {
-
-bool is_callable(const Node* n) {
-  return n->op() == Opcode::CallFunction || n->op() == Opcode::CallMethod || n->op() == Opcode::CallModule;
-}
 
 bool is_getitem(const Node* n) { return n->op() == Opcode::CallFunction && n->target() == "operator.getitem"; }
 
@@ -56,7 +53,7 @@ std::vector<Partition> CapabilityBasedPartitioner::propose_partitions() {
   const SubmoduleMap submodules = graph_module_->named_modules();
   std::vector<Node*> candidates;
   for (Node* n : order)
-    if (is_callable(n) && operator_support_->is_node_supported(submodules, n)) candidates.push_back(n);
+    if (is_callable_node(n) && operator_support_->is_node_supported(submodules, n)) candidates.push_back(n);
 
   std::vector<Slot> slots;
   std::vector<int64_t> slot_of(max_id, -1);

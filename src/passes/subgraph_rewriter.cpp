@@ -11,7 +11,7 @@
 namespace fx {
 namespace {
 
-std::string names_of(const std::vector<Node*>& nodes) {
+std::string placeholder_names(const std::vector<Node*>& nodes) {
   std::string s;
   for (Node* n : nodes) s += (s.empty() ? "" : ", ") + n->name();
   return s;
@@ -90,14 +90,14 @@ std::vector<ReplacedPatterns> rewrite(GraphModule& gm, const Graph& pattern, con
   const std::vector<Node*>& p_placeholders = matcher.pattern_placeholder_nodes();
   if (r_placeholders.size() != p_placeholders.size())
     throw Error("replace_pattern: the pattern has " + plural(p_placeholders.size(), "placeholder") + " (" +
-                names_of(p_placeholders) + ") but the replacement has " + plural(r_placeholders.size(), "placeholder") +
-                " (" + names_of(r_placeholders) + ")");
+                placeholder_names(p_placeholders) + ") but the replacement has " + plural(r_placeholders.size(), "placeholder") +
+                " (" + placeholder_names(r_placeholders) + ")");
   const Argument r_result = r_output->args().empty() ? Argument() : r_output->args()[0];
   std::vector<Argument> r_returned = r_result.is_sequence() ? r_result.items() : std::vector<Argument>{r_result};
   const std::vector<Node*>& p_returning = matcher.pattern_returning_nodes();
   if (r_returned.size() != p_returning.size())
     throw Error("replace_pattern: the pattern returns " + plural(p_returning.size(), "value") + " (" +
-                names_of(p_returning) + ") but the replacement returns " + plural(r_returned.size(), "value") + ": " +
+                placeholder_names(p_returning) + ") but the replacement returns " + plural(r_returned.size(), "value") + ": " +
                 r_output->format_node());
   std::vector<int> returned_placeholder(r_returned.size(), -1);  // index into r_placeholders
   for (size_t k = 0; k < r_returned.size(); ++k) {

@@ -72,7 +72,7 @@ namespace {
 
 using detail::module_tensor;
 
-std::vector<int64_t> int_list(const c10::IValue& v) {
+std::vector<int64_t> int_values(const c10::IValue& v) {
   if (v.isInt()) return {v.toInt()};
   return v.toIntVector();
 }
@@ -82,15 +82,15 @@ template <size_t D, class Impl>
 std::shared_ptr<torch::nn::Module> make_conv(const ModuleAttributes& a, const at::Tensor& w, const at::Tensor& b) {
   const int64_t groups = a.at("groups").toInt();
   torch::nn::ConvOptions<D> o(w.size(1) * groups, w.size(0), torch::ExpandingArray<D>(w.sizes().slice(2).vec()));
-  o.stride(torch::ExpandingArray<D>(int_list(a.at("stride"))));
-  o.dilation(torch::ExpandingArray<D>(int_list(a.at("dilation"))));
+  o.stride(torch::ExpandingArray<D>(int_values(a.at("stride"))));
+  o.dilation(torch::ExpandingArray<D>(int_values(a.at("dilation"))));
   o.groups(groups).bias(true);
   const c10::IValue& p = a.at("padding");
   if (p.isString()) {
     if (p.toStringRef() == "same") o.padding(torch::kSame);
     else o.padding(torch::kValid);
   } else {
-    o.padding(torch::ExpandingArray<D>(int_list(p)));
+    o.padding(torch::ExpandingArray<D>(int_values(p)));
   }
   const std::string mode = a.attributes.count("padding_mode") ? a.at("padding_mode").toStringRef() : "zeros";
   if (mode == "reflect") o.padding_mode(torch::kReflect);

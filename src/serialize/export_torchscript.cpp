@@ -83,7 +83,7 @@ class ModuleExporter {
   std::shared_ptr<jit::CompilationUnit> cu_ = std::make_shared<jit::CompilationUnit>();
 };
 
-std::string first_line(const std::string& text) {
+std::string first_line_of(const std::string& text) {
   size_t end = text.find('\n');
   return end == std::string::npos ? text : text.substr(0, end);
 }
@@ -96,7 +96,7 @@ torch::jit::Module to_torchscript(GraphModule& gm) {
   } catch (const ExportError&) {
     throw;
   } catch (const std::exception& e) {
-    throw ExportError("cannot export " + gm.class_name() + " to TorchScript: " + first_line(e.what()));
+    throw ExportError("cannot export " + gm.class_name() + " to TorchScript: " + first_line_of(e.what()));
   }
 }
 
@@ -114,7 +114,7 @@ void export_torchscript(GraphModule& gm, const std::string& path) {
       module.save(out);  // streamed: no copy of the archive in memory
     } catch (const std::exception& e) {
       out.close();
-      fail(first_line(e.what()));
+      fail(first_line_of(e.what()));
     }
     out.close();
     if (!out) fail(std::strerror(errno ? errno : EIO));

@@ -1,5 +1,5 @@
 // module_attributes: torch::nn C++ layers' options under their Python
-// attribute names, and the table of registered module types.
+// attribute names, and the attributes_table of registered module types.
 #include <fx/error.h>
 #include <fx/module_attributes.h>
 
@@ -23,7 +23,7 @@ struct AttributesTable {
   std::unordered_map<std::type_index, AttributesFn> fns;
 };
 
-AttributesTable& table() {
+AttributesTable& attributes_table() {
   static AttributesTable t;
   return t;
 }
@@ -151,7 +151,7 @@ const c10::IValue& ModuleAttributes::at(const std::string& name) const {
 
 std::optional<ModuleAttributes> module_attributes(const torch::nn::Module& module) {
   {
-    auto& t = table();
+    auto& t = attributes_table();
     std::shared_lock lock(t.mutex);
     auto it = t.fns.find(typeid(module));
     if (it != t.fns.end()) return it->second(module);
@@ -160,7 +160,7 @@ std::optional<ModuleAttributes> module_attributes(const torch::nn::Module& modul
 }
 
 void register_module_attributes(std::type_index type, AttributesFn fn) {
-  auto& t = table();
+  auto& t = attributes_table();
   std::unique_lock lock(t.mutex);
   t.fns[type] = std::move(fn);
 }

@@ -4,7 +4,7 @@
 // pipeline without a hang.
 #include "dist_test_util.h"
 
-#include <fx/passes/optimize_for_inference.h>
+#include <fx/optimize/optimize_for_inference.h>
 
 namespace {
 

@@ -2,12 +2,12 @@
 // oneDNN convolutions write channels_last, and every value that reaches a
 // layout-sensitive reader (view, reshape, flatten, as_strided, an output, an
 // unknown function) has the layout the unoptimised program gave it there.
-#include "passes_test_util.h"
+#include "../passes/passes_test_util.h"
 
 #include <fx/graph.h>
 #include <fx/onednn.h>
-#include <fx/passes/lower_to_onednn.h>
-#include <fx/passes/optimize_for_inference.h>
+#include <fx/optimize/lower_to_onednn.h>
+#include <fx/optimize/optimize_for_inference.h>
 #include <fx/target.h>
 #include <fx/trace.h>
 

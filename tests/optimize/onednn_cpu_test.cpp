@@ -5,7 +5,8 @@
 // Every expectation is keyed by the answer, and ctest runs this file twice
 // (tests/passes/isa.cmake): on the machine's own ISA and held at AVX2, so an
 // AVX-512 machine exercises both branches.
-#include "passes_test_util.h"
+#include "../passes/passes_test_util.h"
+#include "optimize_test_util.h"
 
 #include <fx/onednn.h>
 
@@ -17,11 +18,7 @@
 namespace {
 
 using fx_test::error_of;
-
-/// max |a - b| / max |b|.
-double relative_error(const at::Tensor& a, const at::Tensor& b) {
-  return (a - b).abs().max().item<double>() / b.abs().max().item<double>();
-}
+using optimize_test::relative_error;
 
 at::Tensor run_conv(const c10::IValue& packed, const at::Tensor& x) {
   const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("fxcpp::onednn_conv2d", "");

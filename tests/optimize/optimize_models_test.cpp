@@ -11,7 +11,7 @@
 #include <fx/graph.h>
 #include <fx/import.h>
 #include <fx/onednn.h>
-#include <fx/passes/optimize_for_inference.h>
+#include <fx/optimize/optimize_for_inference.h>
 #include <fx/tensor_file.h>
 
 #include <ATen/ATen.h>

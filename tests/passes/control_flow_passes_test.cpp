@@ -7,7 +7,7 @@
 
 #include <fx/control_flow.h>
 #include <fx/passes.h>
-#include <fx/passes/optimize_for_inference.h>
+#include <fx/optimize/optimize_for_inference.h>
 #include <fx/passes/shape_prop.h>
 
 #include <gtest/gtest.h>

@@ -3,7 +3,7 @@
 // call stays a call_module, as freeze.h promises, instead of failing.
 #include <fx/graph.h>
 #include <fx/module_attributes.h>
-#include <fx/passes/freeze.h>
+#include <fx/optimize/freeze.h>
 
 #include "passes_test_util.h"
 

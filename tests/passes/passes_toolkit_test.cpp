@@ -7,7 +7,7 @@
 #include <fx/passes/common.h>
 #include <fx/passes/graph_manipulation.h>
 #include <fx/passes/net_min_base.h>
-#include <fx/passes/optimize_for_inference.h>
+#include <fx/optimize/optimize_for_inference.h>
 #include <fx/passes/pass_manager.h>
 #include <fx/passes/shape_prop.h>
 #include <fx/passes/split_utils.h>

@@ -6,7 +6,7 @@
 #include "../trace/trace_models.h"
 
 #include <fx/import.h>
-#include <fx/passes/optimize_for_inference.h>
+#include <fx/optimize/optimize_for_inference.h>
 #include <fx/trace.h>
 
 #include <caffe2/serialize/inline_container.h>

@@ -7,7 +7,7 @@
 #include "model_io.h"
 #include "optimize_io.h"
 
-#include <fx/passes/optimize_for_inference.h>
+#include <fx/optimize/optimize_for_inference.h>
 #include <fx/serialize.h>
 
 #include <iostream>

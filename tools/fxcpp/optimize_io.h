@@ -3,7 +3,7 @@
 // prepared for the command's inputs, and its report as one line.
 
 #include <fx/graph_module.h>
-#include <fx/passes/optimize_for_inference.h>
+#include <fx/optimize/optimize_for_inference.h>
 
 #include <memory>
 #include <string>

@@ -4,7 +4,7 @@
 /// (torch.fx `experimental/optimization.optimize_for_inference`, and what
 /// `torch::jit::optimize_for_inference` does for TorchScript).
 ///
-/// A pipeline of passes, each usable alone (see optimize_passes.h):
+/// A pipeline of passes, each usable alone (fx/optimize.h):
 ///  1. freeze: call_module nodes of known torch::nn layers (C++ or imported
 ///     TorchScript leaves) become the ATen call_function they run, their
 ///     parameters get_attr constants; dropout (modules and functional) and

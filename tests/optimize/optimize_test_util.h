@@ -1,0 +1,32 @@
+#pragma once
+// Helpers of tests/optimize: comparing outputs and counting calls.
+#include <fx/graph.h>
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace optimize_test {
+
+/// max |a - b| / max |b|.
+inline double relative_error(const at::Tensor& a, const at::Tensor& b) {
+  return (a.to(at::kFloat) - b).abs().max().item<double>() / b.abs().max().item<double>();
+}
+
+/// Call targets without overload names ("aten::mul.Tensor" → "aten::mul").
+inline std::vector<std::string> call_targets(const fx::Graph& g) {
+  std::vector<std::string> out;
+  for (const fx::Node* n : g.nodes())
+    if (n->op() == fx::Opcode::CallFunction || n->op() == fx::Opcode::CallModule)
+      out.push_back(n->target().substr(0, n->target().find('.')));
+  return out;
+}
+
+inline size_t count_calls(const fx::Graph& g, const std::string& target) {
+  auto t = call_targets(g);
+  return std::count(t.begin(), t.end(), target);
+}
+
+}  // namespace optimize_test
