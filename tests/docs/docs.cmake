@@ -4,3 +4,7 @@
 # (python/check_readme_snippets.py). Included by the top-level CMakeLists.txt.
 add_test(NAME docs.readme_snippets COMMAND /usr/bin/python3 ${FX_SRC}/python/check_readme_snippets.py ${FX_SRC})
 set_tests_properties(docs.readme_snippets PROPERTIES TIMEOUT 60)
+# docs/benchmarks.md is generated (scripts/bench_docs.py --render, the last step of `make bench`) from
+# the saved runs and text parts in docs/bench/: --check fails with a diff when the page and its parts differ.
+add_test(NAME docs.benchmarks_render COMMAND /usr/bin/python3 ${FX_SRC}/scripts/bench_docs.py --check)
+set_tests_properties(docs.benchmarks_render PROPERTIES TIMEOUT 60)
