@@ -1,10 +1,15 @@
-"""The markdown of the bench scripts (bench_optimize.py, bench_ort.py): their
-number formats, the load-average note of a run, saving a run (BUILD/NAME.json
-and the markdown in BUILD/NAME.md) and re-printing it (--render).
+"""The markdown of the bench scripts (scripts/bench_*.py): their number
+formats, the date, CPU, command and load-average note of a run, saving a run
+(SAVE_DIR/NAME.json and the markdown in SAVE_DIR/NAME.md; --save-dir, by
+default the build dir; `make bench` saves into docs/bench/, from which
+scripts/bench_docs.py renders docs/benchmarks.md) and re-printing it
+(--render).
 """
+import datetime
 import json
 import math
 import os
+import platform
 import sys
 import time
 
@@ -35,6 +40,53 @@ def fmt_ratio(v):
     return "—" if v is None else "%.2f" % v
 
 
+def utc_now():
+    """The date of a run as its render prints it ("2026-11-26 04:34 UTC")."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def cpu_name():
+    """The CPU's model name (/proc/cpuinfo)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def command_line(script):
+    """How the run was started: "/usr/bin/python3 scripts/SCRIPT ARGS..." (the script's own arguments)."""
+    return " ".join(["/usr/bin/python3", "scripts/" + os.path.basename(script)] + sys.argv[1:])
+
+
+def add_save_args(ap, name):
+    """--save-dir and --render of a bench script that saves its run as NAME.json and NAME.md."""
+    ap.add_argument("--save-dir", default=None,
+                    help="where the run is saved, as %s.json and %s.md (default: the build dir; `make bench`: "
+                         "docs/bench, the parts of docs/benchmarks.md)" % (name, name))
+    ap.add_argument("--render", action="store_true",
+                    help="re-print the markdown of the run saved in SAVE_DIR/%s.json" % name)
+
+
+def run_paths(args, name):
+    """(json path, markdown path) of a run: NAME.json and NAME.md in --save-dir, else in --build."""
+    d = args.save_dir or args.build
+    return os.path.join(d, name + ".json"), os.path.join(d, name + ".md")
+
+
+def measured(data):
+    """"Measured DATE on CPU (N logical CPUs); `COMMAND`, wall time M min. Load average ..." of a saved run;
+    None for a run saved without its date."""
+    if not data.get("date"):
+        return None
+    return "Measured %s on %s (%s logical CPUs); `%s`, wall time %.1f min.%s" % (
+        data["date"], data.get("cpu", "unknown CPU"), data.get("cpus", "?"), data.get("command", "?"),
+        data.get("wall_s", 0) / 60, load_note(data))
+
+
 def load_note(data):
     """" Load average (1 min) A at the start, B at the end." of a run that recorded it, else ""."""
     if data.get("load_start") is None:
@@ -56,8 +108,11 @@ def save_run(data, start, json_path, md_path, render):
     and stdout."""
     data["wall_s"] = time.time() - start
     data["load_end"] = load_average()
+    for path in (json_path, md_path):
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(json_path, "w") as f:
         json.dump(data, f, indent=1)
+        f.write("\n")
     text = render(data)
     with open(md_path, "w") as f:
         f.write(text)

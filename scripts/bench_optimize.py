@@ -22,13 +22,14 @@ getrusage's ru_maxrss would carry over a parent's peak across execve)
 (--memory-only: this table alone, nothing written).
 
 Prints one markdown document (the fp32 table, the bf16 table, geomeans of
-the ratios, the memory table) and writes it to BUILD/bench_optimize.md, with
-the raw results in BUILD/bench_optimize.json (--render re-prints the
-markdown from it).
+the ratios, the memory table) and writes it to SAVE_DIR/bench_optimize.md, with
+the raw results in SAVE_DIR/bench_optimize.json (--save-dir, default the build
+dir; `make bench` saves into docs/bench/; --render re-prints the markdown
+from it).
 Models: torchvision, random seeded weights, 224x224, exported to
 BUILD/models/NAME.bench.pt (+ NAME.bench.input.pt) on first use.
 
-    /usr/bin/python3 scripts/bench_optimize.py [--build build] [--quick | --all] [--render | --memory-only]
+    /usr/bin/python3 scripts/bench_optimize.py [--build build] [--save-dir DIR] [--quick | --all] [--render | --memory-only]
 """
 import argparse
 import datetime
@@ -41,7 +42,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from bench_markdown import geomean, fmt_ms, fmt_ratio, load_average, load_note, log, print_saved, save_run  # noqa: E402
+from bench_markdown import (add_save_args, geomean, fmt_ms, fmt_ratio, load_average, load_note, log,  # noqa: E402
+                            print_saved, run_paths, save_run)
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "vit_b_16"]
 REFERENCE_BLAS_DIR = "/usr/lib/x86_64-linux-gnu/blas"  # Debian's netlib libblas.so.3
 BLAS_LABEL = {"openblas": "OpenBLAS", "reference": "reference"}
@@ -352,12 +354,11 @@ def main():
                     help="time budget of each configuration's timed rounds (default 2, --quick 1; at least 3 rounds)")
     ap.add_argument("--all", action="store_true", help="also the configurations make bench leaves out (skip_reason)")
     ap.add_argument("--no-python", action="store_true", help="leave out Python torch.fx's optimize_for_inference")
-    ap.add_argument("--render", action="store_true", help="re-print the markdown of BUILD/bench_optimize.json")
+    add_save_args(ap, "bench_optimize")
     ap.add_argument("--memory-only", action="store_true",
                     help="measure and print only the peak-memory table (writes no file)")
     args = ap.parse_args()
-    md_path = os.path.join(args.build, "bench_optimize.md")
-    json_path = os.path.join(args.build, "bench_optimize.json")
+    json_path, md_path = run_paths(args, "bench_optimize")
     if args.render:
         print_saved(json_path, render)
         return 0

@@ -18,9 +18,10 @@ rounds; fxcpp-opt / ORT is the median of the per-round ratios.
 Models: torchvision resnet18, resnet50, mobilenet_v2, efficientnet_b0,
 vit_b_16 with honest random weights (python/export_onnx.py), 224x224;
 batch 1 and 8, 1 and 2 threads (--quick: batch 1, 1 thread). Writes
-BUILD/bench_ort.md and BUILD/bench_ort.json (--render re-prints the markdown).
+SAVE_DIR/bench_ort.md and SAVE_DIR/bench_ort.json (--save-dir, default the build
+dir; `make bench` saves into docs/bench/; --render re-prints the markdown).
 
-    /usr/bin/python3 scripts/bench_ort.py [--build build] [--quick] [--models ...] [--render]
+    /usr/bin/python3 scripts/bench_ort.py [--build build] [--save-dir DIR] [--quick] [--models ...] [--render]
 """
 import argparse
 import datetime
@@ -32,7 +33,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from bench_markdown import geomean, fmt_ms, fmt_ratio, load_average, load_note, log, print_saved, save_run  # noqa: E402
+from bench_markdown import (add_save_args, geomean, fmt_ms, fmt_ratio, load_average, load_note, log,  # noqa: E402
+                            print_saved, run_paths, save_run)
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "vit_b_16"]
 ENGINES = [("ort", "ORT"), ("fxcpp_opt", "fxcpp-opt"), ("torchscript_opt", "TS-opt")]
 ISA_FLAGS = ["avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8"]
@@ -251,9 +253,9 @@ def main():
                     help="with several threads: a turn runs forwards for about this long (default 150)")
     ap.add_argument("--block-pause-ms", type=float, default=100.0,
                     help="with several threads: pause after each turn (default 100)")
-    ap.add_argument("--render", action="store_true", help="re-print the markdown of BUILD/bench_ort.json")
+    add_save_args(ap, "bench_ort")
     args = ap.parse_args()
-    md_path, json_path = os.path.join(args.build, "bench_ort.md"), os.path.join(args.build, "bench_ort.json")
+    json_path, md_path = run_paths(args, "bench_ort")
     if args.render:
         print_saved(json_path, render)
         return 0
