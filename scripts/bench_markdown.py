@@ -79,8 +79,8 @@ def run_paths(args, name):
 
 def measured(data):
     """"Measured DATE on CPU (N logical CPUs); `COMMAND`, wall time M min. Load average ..." of a saved run;
-    None for a run saved without its date."""
-    if not data.get("date"):
+    None for a run saved without them (before save_run recorded them)."""
+    if not data.get("date") or "wall_s" not in data:
         return None
     return "Measured %s on %s (%s logical CPUs); `%s`, wall time %.1f min.%s" % (
         data["date"], data.get("cpu", "unknown CPU"), data.get("cpus", "?"), data.get("command", "?"),

@@ -15,19 +15,25 @@ seeded weights with honest batch-norm statistics, 224x224) and batch (1, 8), one
 
 Prints a markdown table of median ms and the ratios (int8 / TS-opt, fxcpp int8 /
 Python int8) naming the CPU (lscpu's model name; whether it has avx512_vnni,
-avx_vnni, amx_int8), writes it to BUILD/bench_quantize.md and the raw results to
-BUILD/bench_quantize.json. Models are exported to BUILD/models/NAME.q224.* on first use.
+avx_vnni, amx_int8) and the date and load average of the run, writes it to
+SAVE_DIR/bench_quantize.md and the run to SAVE_DIR/bench_quantize.json
+(--save-dir, default the build dir; `make bench` saves into docs/bench/;
+--render re-prints the markdown). Models are exported to BUILD/models/NAME.q224.*
+on first use.
 
-    /usr/bin/python3 scripts/bench_quantize.py [--build build] [--quick] [--seconds S]
+    /usr/bin/python3 scripts/bench_quantize.py [--build build] [--save-dir DIR] [--quick] [--seconds S] [--render]
 """
 import argparse
-import datetime
 import json
 import os
 import subprocess
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from bench_markdown import (add_save_args, command_line, load_average, measured, print_saved, run_paths,  # noqa: E402
+                            save_run, utc_now)
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0"]
 ENGINES = ["torchscript_opt", "fxcpp_opt", "python_int8", "fxcpp_int8"]
 SIZE = 224
@@ -88,16 +94,19 @@ def bench(fxcpp, base, batch, seconds):
     return json.loads(out.stdout)
 
 
-def render(results, cpu_name, isa, avx512, kernels=None):
-    lines = ["## int8 quantization: fxcpp vs Python's int8 (1 thread, 224x224)", "",
-             f"CPU: {cpu_name}; int8 instructions: {', '.join(isa) if isa else 'none (no VNNI: int8 runs without it)'}"
-             f"{'' if avx512 else '; no AVX-512'}. Medians of interleaved rounds (`fxcpp bench --engine ...`), "
-             "ratios to TorchScript's freeze + optimize_for_inference (TS-opt, fp32)."
-             + ("".join(f" {who} int8 convolutions (resnet18, ONEDNN_VERBOSE): {', '.join(k) or 'none'}."
-                        for who, k in (kernels or {}).items())), "",
-             "| model | batch | TS-opt fp32 ms | fxcpp-opt fp32 | Python int8 (TS) | fxcpp int8 | fxcpp int8 / Python int8 |",
-             "|---|---|---|---|---|---|---|"]
-    for r in results:
+def render(data):
+    """The markdown of a run (data: what main() saved)."""
+    cpu_name, isa, avx512, kernels = data["cpu"], data["isa"], data.get("avx512", True), data.get("kernels")
+    head = measured(data)
+    lines = ["## int8 quantization: fxcpp vs Python's int8 (1 thread, 224x224)", ""] + ([head, ""] if head else [])
+    lines += [f"CPU: {cpu_name}; int8 instructions: {', '.join(isa) if isa else 'none (no VNNI: int8 runs without it)'}"
+              f"{'' if avx512 else '; no AVX-512'}. Medians of interleaved rounds (`fxcpp bench --engine ...`), "
+              "ratios to TorchScript's freeze + optimize_for_inference (TS-opt, fp32)."
+              + ("".join(f" {who} int8 convolutions (resnet18, ONEDNN_VERBOSE): {', '.join(k) or 'none'}."
+                         for who, k in (kernels or {}).items())), "",
+              "| model | batch | TS-opt fp32 ms | fxcpp-opt fp32 | Python int8 (TS) | fxcpp int8 | fxcpp int8 / Python int8 |",
+              "|---|---|---|---|---|---|---|"]
+    for r in data["results"]:
         if "error" in r:
             lines.append(f"| {r['model']} | {r['batch']} | {r['error']} | | | | |")
             continue
@@ -122,18 +131,25 @@ def main():
     p.add_argument("--quick", action="store_true", help="batch 1 only, 1 s per configuration")
     p.add_argument("--seconds", type=float, default=4.0, help="timed seconds per configuration")
     p.add_argument("--models", nargs="*", default=MODELS)
+    add_save_args(p, "bench_quantize")
     a = p.parse_args()
+    json_path, md_path = run_paths(a, "bench_quantize")
+    if a.render:
+        print_saved(json_path, render)
+        return 0
     build = os.path.abspath(a.build)
     fxcpp = os.path.join(build, "fxcpp")
+    start = time.time()
     cpu_name, isa, avx512 = cpu()
-    results = []
+    data = {"date": utc_now(), "cpu": cpu_name, "cpus": os.cpu_count(), "isa": isa, "avx512": avx512,
+            "command": command_line(__file__), "load_start": load_average(), "results": []}
     for name in a.models:
         base = export(os.path.join(build, "models"), name)
         for batch in ([1] if a.quick else [1, 8]):
             print(f"bench {name} batch {batch}", file=sys.stderr, flush=True)
             r = bench(fxcpp, base, batch, 1.0 if a.quick else a.seconds)
             r.update({"model": name, "batch": batch})
-            results.append(r)
+            data["results"].append(r)
     kernels = {}
     if "resnet18" in a.models:
         base = export(os.path.join(build, "models"), "resnet18")
@@ -142,14 +158,9 @@ def main():
         kernels["Python"] = int8_kernels([fxcpp, "bench", base + ".pt", "--input", base + ".input.pt",
                                           "--int8-torchscript", base + ".int8.pt", "--engine", "python_int8",
                                           "--iters", "1", "--warmup", "0"])
-    md = render(results, cpu_name, isa, avx512, kernels)
-    print(md)
-    with open(os.path.join(build, "bench_quantize.md"), "w") as f:
-        f.write(md)
-    with open(os.path.join(build, "bench_quantize.json"), "w") as f:
-        json.dump({"date": datetime.datetime.utcnow().isoformat() + "Z", "cpu": cpu_name, "isa": isa,
-                   "results": results}, f, indent=1)
-
+    data["kernels"] = kernels
+    save_run(data, start, json_path, md_path, render)
+    return 0
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
