@@ -19,14 +19,15 @@ Then how the pipeline would scale to N machines: the link measured with
 for 4, 8 and 16 stages (stage times measured on this machine, one microbatch
 at a time) simulated over that link and over 10 and 100 Gb Ethernet.
 
-Prints one markdown document and writes it to BUILD/bench_pipeline.md, the
-raw results to BUILD/bench_pipeline.json.
+Prints one markdown document and writes it to SAVE_DIR/bench_pipeline.md, the
+raw results to SAVE_DIR/bench_pipeline.json (--save-dir, default the build dir;
+`make bench` saves into docs/bench/; --render re-prints the markdown).
 
 Model: torchvision resnet50 as python/export_models.py exports it
 (BUILD/models/resnet50.pt), on a 224x224 image (BUILD/models/resnet50.pipeline.input.pt,
 written on first use), repeated to a batch of 8 (--batch 8).
 
-    /usr/bin/python3 scripts/bench_pipeline.py [--build build] [--quick] [--runs N]
+    /usr/bin/python3 scripts/bench_pipeline.py [--build build] [--save-dir DIR] [--quick] [--runs N] [--render]
 """
 import argparse
 import json
@@ -37,6 +38,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from bench_markdown import (add_save_args, command_line, load_average, measured, print_saved, run_paths,  # noqa: E402
+                            save_run, utc_now)
 BATCH = 8
 
 
@@ -127,16 +131,24 @@ def main():
     p.add_argument("--rounds", type=int, default=0, help="rounds over all configurations; each keeps its best (default 2, --quick 1)")
     p.add_argument("--quiet-wait", type=float, default=60,
                    help="before each configuration, wait up to this many seconds for the machine to be idle (default 60)")
+    add_save_args(p, "bench_pipeline")
     a = p.parse_args()
+    json_path, md_path = run_paths(a, "bench_pipeline")
+    if a.render:
+        print_saved(json_path, render)
+        return 0
     qw = a.quiet_wait
     runs = a.runs or (2 if a.quick else 5)
     rounds = a.rounds or (1 if a.quick else 2)
     fxcpp = os.path.join(os.path.abspath(a.build), "fxcpp")
     models = os.path.join(os.path.abspath(a.build), "models")
+    start = time.time()
     model, image = ensure_model(models)
     common = ["--input", image, "--batch", str(BATCH), "--runs", str(runs), "--warmup", "1", "--json"]
 
-    results = {"cpu": cpu_name(), "cores": os.cpu_count(), "runs": runs, "rounds": rounds, "batch": BATCH, "rows": []}
+    results = {"date": utc_now(), "cpu": cpu_name(), "cores": os.cpu_count(), "cpus": os.cpu_count(),
+               "command": command_line(__file__), "load_start": load_average(), "runs": runs, "rounds": rounds,
+               "batch": BATCH, "rows": []}
     log("measuring the link (fxcpp pingpong over 127.0.0.1)")
     link = run_json([fxcpp, "launch", "--nproc", "2", "--", "fxcpp", "pingpong", "--sizes", "64K,1M,4M,16M",
                      "--iters", "10", "--json"])
@@ -189,18 +201,17 @@ def main():
         results["plans"].append(plan)
 
     results["load_averages"] = LOADS
-    text = render(results)
-    print(text)
-    with open(os.path.join(a.build, "bench_pipeline.md"), "w") as f:
-        f.write(text)
-    with open(os.path.join(a.build, "bench_pipeline.json"), "w") as f:
-        json.dump(results, f, indent=1)
+    save_run(results, start, json_path, md_path, render)
+    return 0
 
 
 def render(res):
     out = []
     w = out.append
     w("## Pipeline-parallel resnet50 over c10d Gloo (127.0.0.1)\n")
+    head = measured(res)
+    if head:
+        w(head + "\n")
     w("%s, %d cores; batch %d of 224x224 images; %d timed batches after one warm-up, per configuration and round; "
       "%d round%s over all configurations, each keeping its best round.\n" %
       (res["cpu"], res["cores"], res["batch"], res["runs"], res.get("rounds", 1), "s" if res.get("rounds", 1) > 1 else ""))
@@ -277,4 +288,4 @@ def human(n):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
