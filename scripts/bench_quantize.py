@@ -162,5 +162,6 @@ def main():
     save_run(data, start, json_path, md_path, render)
     return 0
 
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -4,17 +4,24 @@
 Runs python/pyfx_baseline.py (the shared Python torch.fx baseline, copied into the repo) with Debian's system python3 (the one
 python3-torch installs into) and build/fx_bench in one go, then prints one
 markdown table with both numbers and their ratio (Python / fxcpp: above 1
-means fxcpp is faster). The table is also written to BUILD/bench.md.
+means fxcpp is faster), with the date, CPU and load average of the run. The
+table is also written to SAVE_DIR/bench.md and the run to SAVE_DIR/bench.json
+(--save-dir, default the build dir; `make bench` saves into docs/bench/;
+--render re-prints the markdown).
 
-    python3 scripts/bench_table.py [--build build] [--quick]
+    python3 scripts/bench_table.py [--build build] [--save-dir DIR] [--quick] [--render]
 """
 import argparse
 import json
 import os
 import subprocess
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from bench_markdown import (add_save_args, command_line, cpu_name, load_average, measured, print_saved,  # noqa: E402
+                            run_paths, save_run, utc_now)
 BASELINE = os.path.join(ROOT, "python", "pyfx_baseline.py")  # a copy of ../shared/bench/pyfx_baseline.py
 SYSTEM_PYTHON = "/usr/bin/python3"  # python3-torch lives here, not in pyenv's python3
 
@@ -150,37 +157,56 @@ def fmt(v):
     return f"{v:.3g}" if v < 1000 else f"{v:,.0f}"
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--quick", action="store_true", help="pyfx_baseline --quick")
-    args = ap.parse_args()
-    py, chain = run_python(args.build, args.quick)
-    py.update(run_pass_baselines(args.quick))
-    fx = run_fx(args.build, chain)
-    lines = [
-        f"Python torch.fx {py.get('torch')} (Python {py.get('python')}) vs fxcpp, one run, single thread.",
+def render(data):
+    """The markdown of a run (data: what main() saved)."""
+    head = measured(data)
+    lines = ([head, ""] if head else []) + [
+        f"Python torch.fx {data.get('torch')} (Python {data.get('python')}) vs fxcpp, one run, single thread.",
         "",
         "| workload | unit | Python torch.fx | fxcpp | Python / fxcpp |",
         "|---|---|---|---|---|",
     ]
+    for r in data["rows"]:
+        pv, fv = r["python"], r["fxcpp"]
+        ratio = f"{pv / fv:.1f}×" if pv and fv else "—"
+        lines.append(f"| {r['label']} | {r['unit']} | {fmt(pv)} | {fmt(fv)} | {ratio} |")
+    if data.get("per_op"):
+        lines.append("")
+        lines.append("fxcpp per-op cost relative to the eager C++ at::add loop: " + ", ".join(
+            f"{name} {ratio:.2f}×" for name, ratio in data["per_op"]))
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--quick", action="store_true", help="pyfx_baseline --quick")
+    add_save_args(ap, "bench")
+    args = ap.parse_args()
+    json_path, md_path = run_paths(args, "bench")
+    if args.render:
+        print_saved(json_path, render)
+        return 0
+    start = time.time()
+    data = {"date": utc_now(), "cpu": cpu_name(), "cpus": os.cpu_count(), "command": command_line(__file__),
+            "load_start": load_average()}
+    py, chain = run_python(args.build, args.quick)
+    py.update(run_pass_baselines(args.quick))
+    fx = run_fx(args.build, chain)
+    data["torch"], data["python"] = py.get("torch"), py.get("python")
+    data["rows"] = []
     for label, name, counter, scale, path, unit in ROWS:
         r = fx.get(name)
         fv = None if r is None or r.get(counter) is None else r[counter] * scale
         pv = lookup(py, path) if path else None
-        ratio = f"{pv / fv:.1f}×" if pv and fv else "—"
-        lines.append(f"| {label} | {unit} | {fmt(pv)} | {fmt(fv)} | {ratio} |")
+        data["rows"].append({"label": label, "unit": unit, "python": pv, "fxcpp": fv})
     if "BM_Chain_Eager" in fx:
         eager = fx["BM_Chain_Eager"]["per_op"]
-        lines.append("")
-        lines.append("fxcpp per-op cost relative to the eager C++ at::add loop: " + ", ".join(
-            f"{n[len('BM_Chain_'):]} {fx[n]['per_op'] / eager:.2f}×" for n in
-            ["BM_Chain_TorchScript", "BM_Chain_GraphModule", "BM_Chain_Interpreter"] if n in fx))
-    table = "\n".join(lines)
-    print(table)
-    with open(os.path.join(args.build, "bench.md"), "w") as f:
-        f.write(table + "\n")
+        data["per_op"] = [[n[len("BM_Chain_"):], fx[n]["per_op"] / eager] for n in
+                          ["BM_Chain_TorchScript", "BM_Chain_GraphModule", "BM_Chain_Interpreter"] if n in fx]
+    save_run(data, start, json_path, md_path, render)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
