@@ -33,12 +33,13 @@ test: build
 # The last table, fxcpp vs ONNX Runtime, is optional (scripts/setup_ort.sh installs
 # the npm package onnxruntime-node into $(BUILD)/ort; without it the bench skips it).
 bench: build
-	/usr/bin/python3 scripts/bench_table.py --build $(BUILD) $(if $(QUICK),--quick)
-	/usr/bin/python3 scripts/bench_optimize.py --build $(BUILD) $(if $(QUICK),--quick)
-	/usr/bin/python3 scripts/bench_cold_start.py --build $(BUILD) $(if $(QUICK),--runs 3)
-	/usr/bin/python3 scripts/bench_pipeline.py --build $(BUILD) $(if $(QUICK),--quick)
-	/usr/bin/python3 scripts/bench_quantize.py --build $(BUILD) $(if $(QUICK),--quick)  # int8: fxcpp vs Python's quantize_fx
-	/usr/bin/python3 scripts/bench_ort.py --build $(BUILD) $(if $(QUICK),--quick)  # optional: skipped, with the reason, without ONNX Runtime
+	/usr/bin/python3 scripts/bench_table.py --build $(BUILD) $(if $(QUICK),,--save-dir docs/bench) $(if $(QUICK),--quick)
+	/usr/bin/python3 scripts/bench_optimize.py --build $(BUILD) $(if $(QUICK),,--save-dir docs/bench) $(if $(QUICK),--quick)
+	/usr/bin/python3 scripts/bench_cold_start.py --build $(BUILD) $(if $(QUICK),,--save-dir docs/bench) $(if $(QUICK),--runs 3)
+	/usr/bin/python3 scripts/bench_pipeline.py --build $(BUILD) $(if $(QUICK),,--save-dir docs/bench) $(if $(QUICK),--quick)
+	/usr/bin/python3 scripts/bench_quantize.py --build $(BUILD) $(if $(QUICK),,--save-dir docs/bench) $(if $(QUICK),--quick)  # int8: fxcpp vs Python's quantize_fx
+	/usr/bin/python3 scripts/bench_ort.py --build $(BUILD) $(if $(QUICK),,--save-dir docs/bench) $(if $(QUICK),--quick)  # optional: skipped, with the reason, without ONNX Runtime
+	/usr/bin/python3 scripts/bench_docs.py --render  # docs/benchmarks.md from the saved runs in docs/bench/
 
 # Only the optimize_for_inference table (issue 9; needs only the command
 # line): fxcpp optimised vs TorchScript's optimize_for_inference, written to
