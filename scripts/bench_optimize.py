@@ -43,7 +43,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from bench_markdown import (add_save_args, geomean, fmt_ms, fmt_ratio, load_average, load_note, log,  # noqa: E402
-                            print_saved, run_paths, save_run)
+                            cpu_name, print_saved, run_paths, save_run)
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "vit_b_16"]
 REFERENCE_BLAS_DIR = "/usr/lib/x86_64-linux-gnu/blas"  # Debian's netlib libblas.so.3
 BLAS_LABEL = {"openblas": "OpenBLAS", "reference": "reference"}
@@ -333,15 +333,6 @@ def render(data):
     return "\n".join(lines) + "\n"
 
 
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def main():

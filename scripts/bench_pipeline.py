@@ -40,7 +40,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from bench_markdown import (add_save_args, command_line, load_average, measured, print_saved, run_paths,  # noqa: E402
-                            save_run, utc_now)
+                            cpu_name, save_run, utc_now)
 BATCH = 8
 
 
@@ -48,15 +48,6 @@ def log(msg):
     print("bench_pipeline: " + msg, file=sys.stderr, flush=True)
 
 
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
 
 
 def child_env():
