@@ -53,6 +53,13 @@ def check_bench(d, rounds, want):
         fail("peak_rss_mb %r" % d["peak_rss_mb"])
     if (d["optimize"] is None) == any(n.startswith("fxcpp_opt") for n in want):
         fail("optimize report %r with engines %r" % (d["optimize"], want))
+    if d["optimize"] is not None:
+        # What this CPU runs: with --bf16 where oneDNN has no bf16 kernels, the warning says so.
+        opt = d["optimize"]
+        no_bf16 = "bf16 kernels no" in opt.get("cpu", "")
+        warned = any(w.startswith("bf16: oneDNN has no bfloat16 kernels") for w in opt.get("warnings", []))
+        if not opt.get("cpu", "").startswith("oneDNN ISA ") or warned != (no_bf16 and "fxcpp_opt_bf16" in want):
+            fail("optimize report's cpu %r / warnings %r with engines %r" % (opt.get("cpu"), opt.get("warnings"), want))
     by_name = {e["engine"]: e for e in d["engines"]}
     ts_opt = by_name["torchscript_opt"]["median_ms"] if "torchscript_opt" in by_name else None
     for e in d["engines"]:

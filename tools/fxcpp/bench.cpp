@@ -430,8 +430,14 @@ std::vector<Engine> prepare_engines(const ModelArgs& args, const std::vector<std
     // before the optimised module packs its weights (optimize_model).
     const bool last_use = !want("fxcpp") && --optimised_left == 0;
     auto opt = optimize_model(last_use ? std::move(gm) : gm, inputs, v.bf16, &report, v.plan_memory, v.winograd);
-    print_warnings("bench", report);
-    if (!setup.report) setup.report = report;  // fp32's when it runs
+    if (!args.has("json")) print_warnings("bench", report);  // --json: in its "optimize" object
+    if (!setup.report) {
+      setup.report = report;  // fp32's when it runs
+    } else {
+      for (const std::string& w : report.warnings)  // bf16's, where this CPU has no bf16 kernels
+        if (std::find(setup.report->warnings.begin(), setup.report->warnings.end(), w) == setup.report->warnings.end())
+          setup.report->warnings.push_back(w);
+    }
     slots[v.slot] = make_engine(engine_names()[v.slot], v.label, v.prepare,
                                 [opt, &inputs] { return opt->forward(inputs); }, ms_since(t0));
   }
