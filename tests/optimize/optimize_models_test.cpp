@@ -1,5 +1,5 @@
 // optimize_for_inference on torchvision models exported by Python
-// (tests/passes/optimize.cmake: random seeded weights with batch-norm
+// (tests/optimize/optimize.cmake: random seeded weights with batch-norm
 // statistics from random images, so outputs are of order 1; small inputs):
 // every optimised model equals eager PyTorch's output, also at a batch size
 // other than the one it was optimised for, in fp32 and (looser) bf16. The
@@ -39,7 +39,7 @@ void check_model(const std::string& name, fx::OptimizeReport* out = nullptr, boo
   const std::string base = std::string(FX_BINARY_DIR) + "/models/" + name;
   const std::string file = base + (traced ? ".trace.pt" : ".pt");
   if (!std::ifstream(file)) {
-    // The passes_optimize_* ctest entries export it first; the plain program skips.
+    // The optimize_models_* ctest entries export it first; the plain program skips.
     GTEST_SKIP() << file << " is missing (python/export_models.py exports it)";
   }
   auto gm = fx::import_torchscript(file);
