@@ -19,7 +19,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double runner_ms_since(Clock::time_point start) {
+double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
@@ -80,7 +80,7 @@ void wait_all(std::deque<PendingSend>& sends, RankTimes& t) {
     sends.front().wait();
     sends.pop_front();
   }
-  t.send_wait_ms += runner_ms_since(start);
+  t.send_wait_ms += ms_since(start);
 }
 
 std::vector<c10::IValue> tuple_items(const c10::IValue& v) {
@@ -92,7 +92,7 @@ std::vector<c10::IValue> tuple_items(const c10::IValue& v) {
 /// A microbatch (or shard) computed since `t0`: its time and count, then the
 /// runner's on_microbatch hook.
 void count_microbatch(RankTimes& t, Clock::time_point t0, const std::function<void(int64_t)>& on_microbatch) {
-  t.compute_ms += runner_ms_since(t0);
+  t.compute_ms += ms_since(t0);
   ++t.microbatches;
   if (on_microbatch) on_microbatch(t.microbatches);
 }
@@ -294,7 +294,7 @@ std::vector<c10::IValue> PipelineRunner::run_stream(const std::vector<std::vecto
     const auto collect = Clock::now();
     joiner.abort = false;
     receiver.join();
-    times_.output_wait_ms += runner_ms_since(collect);  // rank 0 idle, waiting for the last outputs
+    times_.output_wait_ms += ms_since(collect);  // rank 0 idle, waiting for the last outputs
     for (int64_t i = 0; i < m; ++i) {
       const RecvTiming& t = timings[static_cast<size_t>(i)];
       if (i >= received_count) {
@@ -340,7 +340,7 @@ std::vector<c10::IValue> PipelineRunner::run_stream(const std::vector<std::vecto
                                                                outputs.begin() + static_cast<std::ptrdiff_t>(end))));
     begin = end;
   }
-  times_.wall_ms += runner_ms_since(start);
+  times_.wall_ms += ms_since(start);
   ++times_.runs;
   return out;
 }
@@ -378,7 +378,7 @@ bool PipelineRunner::serve() {
   for (;;) {
     const auto w0 = Clock::now();
     Message msg = incoming.get();
-    const double waited = runner_ms_since(w0);
+    const double waited = ms_since(w0);
     if (msg.flags & kResetTimes) reset_times();
     times_.recv_wait_ms += waited;
     times_.recv_transfer_ms += t.transfer_ms;
@@ -495,7 +495,7 @@ c10::IValue DataParallelRunner::run(const std::vector<c10::IValue>& inputs) {
     throw DistributedError(error);
   }
   c10::IValue out = concat_microbatches(outputs);
-  times_.wall_ms += runner_ms_since(start);
+  times_.wall_ms += ms_since(start);
   ++times_.runs;
   return out;
 }

@@ -2,6 +2,7 @@
 #include "execution/compiled_plan.h"
 
 #include "execution/node_error.h"
+#include "execution/opcode_dispatch.h"
 #include "targets/direct_ops.h"
 #include "targets/operator_call.h"
 
@@ -21,13 +22,6 @@ bool contains_node(const Argument& arg) {
   bool found = false;
   for_each_node(arg, [&](Node*) { found = true; });
   return found;
-}
-
-std::vector<std::string> plan_kwarg_names(const Node& n) {
-  std::vector<std::string> names;
-  names.reserve(n.kwargs().size());
-  for (const auto& kv : n.kwargs()) names.push_back(kv.first);
-  return names;
 }
 
 /// Python's "missing 2 required positional arguments: 'x' and 'y'".
@@ -180,12 +174,12 @@ CompiledPlan::CompiledPlan(GraphModule& module) {
       max_call_args_ = std::max<size_t>(max_call_args_, step.num_args + step.num_kwargs);
       switch (n->op()) {
         case Opcode::CallFunction:
-          data.function = std::make_unique<FunctionCall>(n->target(), plan_kwarg_names(*n));
+          data.function = std::make_unique<FunctionCall>(n->target(), kwarg_names_of(*n));
           step.op = data.function->operator_call();
           step.kind = step.op ? Step::Kind::Operator : Step::Kind::Function;
           break;
         case Opcode::CallMethod:
-          data.method = std::make_unique<MethodCall>(n->target(), plan_kwarg_names(*n));
+          data.method = std::make_unique<MethodCall>(n->target(), kwarg_names_of(*n));
           step.op = data.method->operator_call();
           step.kind = step.op ? Step::Kind::MethodOperator : Step::Kind::Method;
           break;

@@ -70,13 +70,6 @@ struct Interpreter::Cache {
 
 namespace {
 
-std::vector<std::string> kwarg_names_of(const Node& n) {
-  std::vector<std::string> names;
-  names.reserve(n.kwargs().size());
-  for (const auto& kv : n.kwargs()) names.push_back(kv.first);
-  return names;
-}
-
 /// Whether the run-time kwargs carry exactly the names the call was resolved for.
 inline bool same_names(const std::vector<std::string>& names, const ValueKwargs& kwargs) {
   if (names.size() != kwargs.size()) return false;
@@ -275,7 +268,7 @@ c10::IValue Interpreter::call_function(const std::string& target, std::vector<c1
   if (current_ && current_->op() == Opcode::CallFunction && cache_ &&
       (&current_->target() == &target || current_->target() == target)) {
     auto& fn = cache_->functions[current_->id()];
-    if (!fn) fn = std::make_unique<FunctionCall>(target, kwarg_names_of(*current_));
+    if (!fn) fn = std::make_unique<FunctionCall>(target, detail::kwarg_names_of(*current_));
     if (same_names(fn->kwarg_names(), kwargs)) {
       RefArray refs(args, kwargs);
       return fn->call_refs(refs.args(), refs.kwargs());
@@ -289,7 +282,7 @@ c10::IValue Interpreter::call_method(const std::string& target, std::vector<c10:
   if (current_ && current_->op() == Opcode::CallMethod && cache_ &&
       (&current_->target() == &target || current_->target() == target)) {
     auto& m = cache_->methods[current_->id()];
-    if (!m) m = std::make_unique<MethodCall>(target, kwarg_names_of(*current_));
+    if (!m) m = std::make_unique<MethodCall>(target, detail::kwarg_names_of(*current_));
     if (same_names(m->kwarg_names(), kwargs)) {
       RefArray refs(args, kwargs);
       return m->call_refs(refs.args(), refs.kwargs());

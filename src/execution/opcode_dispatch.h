@@ -5,7 +5,18 @@
 
 #include <fx/node.h>
 
+#include <string>
+#include <vector>
+
 namespace fx::detail {
+
+/// The names of node n's kwargs, in order (what a FunctionCall / MethodCall is resolved for).
+inline std::vector<std::string> kwarg_names_of(const Node& n) {
+  std::vector<std::string> names;
+  names.reserve(n.kwargs().size());
+  for (const auto& kv : n.kwargs()) names.push_back(kv.first);
+  return names;
+}
 
 /// Calls self.<opcode>(target, args, kwargs) for node n's opcode.
 template <class Self, class Args, class Kwargs>

@@ -81,6 +81,12 @@ dnnl::memory::data_type data_type(c10::ScalarType t) {
   }
 }
 
+std::string sizes_str(at::IntArrayRef s) {
+  std::ostringstream os;
+  os << s;
+  return os.str();
+}
+
 void check_dtype(c10::ScalarType dtype, const char* what) {
   if (dtype != c10::ScalarType::Float && dtype != c10::ScalarType::BFloat16)
     throw Error(std::string(what) + ": dtype must be float32 or bfloat16, not " + c10::toString(dtype));

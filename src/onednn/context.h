@@ -27,6 +27,8 @@ void* scratchpad(size_t bytes, int slot = 0);
 
 /// oneDNN's data type for f32 / bf16; throws fx::Error for others.
 dnnl::memory::data_type data_type(c10::ScalarType t);
+/// "[1, 3, 224, 224]": sizes (or any int list) as errors and descriptions print them.
+std::string sizes_str(at::IntArrayRef s);
 /// Checks dtype is float or bfloat16 (fx::Error naming `what` otherwise).
 void check_dtype(c10::ScalarType dtype, const char* what);
 

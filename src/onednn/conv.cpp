@@ -15,12 +15,6 @@ namespace {
 using dims = dnnl::memory::dims;
 using tag = dnnl::memory::format_tag;
 
-std::string sizes_str(at::IntArrayRef s) {
-  std::ostringstream os;
-  os << s;
-  return os.str();
-}
-
 void check_pair(const std::vector<int64_t>& v, const char* name, int64_t min) {
   if (v.size() != 2 || v[0] < min || v[1] < min)
     throw Error(std::string("onednn_conv2d: ") + name + " must be two integers >= " + std::to_string(min) +

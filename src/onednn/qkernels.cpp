@@ -42,12 +42,6 @@ using dims = dnnl::memory::dims;
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
-std::string qsizes_str(at::IntArrayRef s) {
-  std::ostringstream os;
-  os << s;
-  return os.str();
-}
-
 bool scale_equivariant(const PostOps& p) {
   return p.activation == Activation::None || p.activation == Activation::Relu || p.activation == Activation::Clip;
 }
@@ -168,7 +162,7 @@ at::Tensor PackedQOp::make_output(at::IntArrayRef sizes, at::MemoryFormat format
   if (!s.post_ops.sum) return out;
   if (!residual || !residual->defined() || residual->sizes() != sizes || residual->scalar_type() != at::kQUInt8 ||
       residual->qscheme() != at::kPerTensorAffine)
-    throw Error(std::string(what) + ": the residual must be a quint8 tensor of the output's shape " + qsizes_str(sizes));
+    throw Error(std::string(what) + ": the residual must be a quint8 tensor of the output's shape " + sizes_str(sizes));
   if (!same_qparams(residual->q_scale(), residual->q_zero_point(), s.residual))
     throw Error(std::string(what) + ": the residual is quantized with " +
                 qparams_str(residual->q_scale(), residual->q_zero_point()) + ", the kernel was packed for " +
@@ -248,7 +242,7 @@ std::vector<int64_t> PackedQConv::output_sizes(at::IntArrayRef s) const {
   for (int i = 0; i < 2; ++i) {
     const int64_t extent = p.dilation[i] * (k[i] - 1) + 1;
     if (s[2 + i] + 2 * p.padding[i] < extent)
-      throw Error("onednn_qconv2d: input " + qsizes_str(s) + " is smaller than the kernel");
+      throw Error("onednn_qconv2d: input " + sizes_str(s) + " is smaller than the kernel");
     out[2 + i] = (s[2 + i] + 2 * p.padding[i] - extent) / p.stride[i] + 1;
   }
   return out;
@@ -282,7 +276,7 @@ at::Tensor PackedQConv::run(const at::Tensor& input, const c10::optional<at::Ten
   check_input(input, "onednn_qconv2d");
   if (input.dim() != 4 || input.size(1) != in_channels_)
     throw Error("onednn_qconv2d: expected an input [N, " + std::to_string(in_channels_) + ", H, W], got " +
-                qsizes_str(input.sizes()));
+                sizes_str(input.sizes()));
   if (float_weight_.defined()) {
     const ConvParams& p = state_.params;
     at::Tensor y = at::conv2d(input.dequantize().contiguous(at::MemoryFormat::ChannelsLast), float_weight_,
@@ -313,9 +307,9 @@ std::string PackedQConv::str() const {
   const ConvParams& p = state_.params;
   std::ostringstream os;
   os << "QConv2d(" << in_channels_ << ", " << out_channels_ << ", kernel=(" << kh_ << ", " << kw_ << ")";
-  if (p.stride != std::vector<int64_t>{1, 1}) os << ", stride=" << qsizes_str(p.stride);
-  if (p.padding != std::vector<int64_t>{0, 0}) os << ", padding=" << qsizes_str(p.padding);
-  if (p.dilation != std::vector<int64_t>{1, 1}) os << ", dilation=" << qsizes_str(p.dilation);
+  if (p.stride != std::vector<int64_t>{1, 1}) os << ", stride=" << sizes_str(p.stride);
+  if (p.padding != std::vector<int64_t>{0, 0}) os << ", padding=" << sizes_str(p.padding);
+  if (p.dilation != std::vector<int64_t>{1, 1}) os << ", dilation=" << sizes_str(p.dilation);
   if (p.groups != 1) os << ", groups=" << p.groups;
   return os.str() + str_suffix();
 }
@@ -365,7 +359,7 @@ at::Tensor PackedQLinear::run(const at::Tensor& input) const {
   check_input(input, "onednn_qlinear");
   if (input.dim() < 1 || input.size(-1) != in_features_)
     throw Error("onednn_qlinear: expected an input [..., " + std::to_string(in_features_) + "], got " +
-                qsizes_str(input.sizes()));
+                sizes_str(input.sizes()));
   if (float_weight_.defined())
     return float_output(at::linear(input.dequantize(), float_weight_, state_.bias ? *state_.bias : at::Tensor()));
   at::Tensor x = input.contiguous();

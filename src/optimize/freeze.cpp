@@ -2,6 +2,7 @@
 #include <fx/optimize/freeze.h>
 
 #include "optimize/freeze_attention.h"
+#include "optimize/layer_folding.h"
 
 #include <fx/graph.h>
 #include <fx/module_attributes.h>
@@ -14,7 +15,7 @@
 namespace fx {
 namespace {
 
-/// An int or an int list of a layer attribute as a list of `n` freeze_ints
+/// An int or an int list of a layer attribute as a list of `n` ints
 /// (kernel_size=3 → [3, 3]); nullopt for anything else.
 std::optional<std::vector<int64_t>> int_pair(const c10::IValue& v, size_t n = 2) {
   if (v.isInt()) return std::vector<int64_t>(n, v.toInt());
@@ -23,11 +24,6 @@ std::optional<std::vector<int64_t>> int_pair(const c10::IValue& v, size_t n = 2)
     if (l.size() == n) return l;
   }
   return std::nullopt;
-}
-
-Argument freeze_ints(const std::vector<int64_t>& v) {
-  std::vector<Argument> items(v.begin(), v.end());
-  return Argument::list(std::move(items));
 }
 
 /// What one layer call becomes: an ATen target and its arguments, or the
@@ -64,7 +60,7 @@ class Freezer {
       auto shape = a_.at("normalized_shape");
       if (!shape.isIntList()) return std::nullopt;
       return Frozen{"aten::layer_norm",
-                    {x, freeze_ints(shape.toIntVector()), tensor("weight"), tensor("bias"), a_.at("eps").toDouble()}};
+                    {x, passes_detail::int_list_argument(shape.toIntVector()), tensor("weight"), tensor("bias"), a_.at("eps").toDouble()}};
     }
     if (t == "ReLU") return Frozen{"aten::relu", {x}};
     if (t == "ReLU6") return Frozen{"aten::hardtanh", {x, 0.0, 6.0}};
@@ -84,7 +80,7 @@ class Freezer {
     if (t == "AdaptiveAvgPool2d") {
       auto size = int_pair(a_.at("output_size"));
       if (!size) return std::nullopt;  // a None entry keeps the input's size
-      return Frozen{"aten::adaptive_avg_pool2d", {x, freeze_ints(*size)}};
+      return Frozen{"aten::adaptive_avg_pool2d", {x, passes_detail::int_list_argument(*size)}};
     }
     return std::nullopt;
   }
@@ -134,7 +130,7 @@ class Freezer {
     auto stride = int_pair(a_.at("stride")), dilation = int_pair(a_.at("dilation"));
     if (!padding || !stride || !dilation) return std::nullopt;
     return Frozen{"aten::conv2d",
-                  {x, tensor("weight"), tensor("bias"), freeze_ints(*stride), freeze_ints(*padding), freeze_ints(*dilation),
+                  {x, tensor("weight"), tensor("bias"), passes_detail::int_list_argument(*stride), passes_detail::int_list_argument(*padding), passes_detail::int_list_argument(*dilation),
                    a_.at("groups").toInt()}};
   }
 
@@ -150,7 +146,7 @@ class Freezer {
     auto k = int_pair(a_.at("kernel_size")), s = int_pair(a_.at("stride")), p = int_pair(a_.at("padding")),
          d = int_pair(a_.at("dilation"));
     if (!k || !s || !p || !d) return std::nullopt;
-    return Frozen{"aten::max_pool2d", {x, freeze_ints(*k), freeze_ints(*s), freeze_ints(*p), freeze_ints(*d), a_.at("ceil_mode").toBool()}};
+    return Frozen{"aten::max_pool2d", {x, passes_detail::int_list_argument(*k), passes_detail::int_list_argument(*s), passes_detail::int_list_argument(*p), passes_detail::int_list_argument(*d), a_.at("ceil_mode").toBool()}};
   }
 
   Node* n_;

@@ -1,6 +1,7 @@
 // freeze_attention: nn.MultiheadAttention (self-attention, batch_first) →
 // the ATen ops of torch.nn.functional.multi_head_attention_forward's math.
 #include "optimize/freeze_attention.h"
+#include "optimize/layer_folding.h"
 
 #include <fx/graph.h>
 
@@ -24,11 +25,6 @@ bool is_none(const Argument& a) { return a.is_none(); }
 at::Tensor parameter(const torch::nn::Module& m, const std::string& name) {
   const auto* p = m.named_parameters(true).find(name);
   return p ? *p : at::Tensor();
-}
-
-Argument attention_ints(std::initializer_list<int64_t> v) {
-  std::vector<Argument> items(v.begin(), v.end());
-  return Argument::list(std::move(items));
 }
 
 }  // namespace
@@ -88,8 +84,8 @@ bool freeze_attention(GraphModule& gm, Node* n, const torch::nn::Module& module,
       return present ? Argument(g.get_attr(base + name)) : Argument();
     };
     Node* qkv = g.call_function("aten::linear", {x, attr("in_proj_weight", true), attr("in_proj_bias", b_in.defined())});
-    qkv = g.call_function("aten::unflatten", {qkv, -1, attention_ints({3, h, d})});
-    qkv = g.call_function("aten::permute", {qkv, attention_ints({2, 0, 3, 1, 4})});  // [3, batch, heads, tokens, head_dim]
+    qkv = g.call_function("aten::unflatten", {qkv, -1, passes_detail::int_list_argument({3, h, d})});
+    qkv = g.call_function("aten::permute", {qkv, passes_detail::int_list_argument({2, 0, 3, 1, 4})});  // [3, batch, heads, tokens, head_dim]
     Node* q = g.call_function("aten::select", {qkv, 0, 0});
     Node* k = g.call_function("aten::select", {qkv, 0, 1});
     Node* v = g.call_function("aten::select", {qkv, 0, 2});

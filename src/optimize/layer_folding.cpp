@@ -9,6 +9,10 @@ at::Tensor attr_tensor(GraphModule& gm, const Argument& a) {
   return a.is_none() ? at::Tensor() : gm.fetch_attr(a.to_node()->target());
 }
 
+Argument int_list_argument(const std::vector<int64_t>& v) {
+  return Argument::list(std::vector<Argument>(v.begin(), v.end()));
+}
+
 bool is_get_attr(const Argument& a) { return a.is_node() && a.to_node()->op() == Opcode::GetAttr; }
 
 bool is_constant_layer(const Node* n, bool* linear) {

@@ -14,6 +14,9 @@ at::Tensor attr_tensor(GraphModule& gm, const Argument& a);
 /// Whether `a` is a get_attr node.
 bool is_get_attr(const Argument& a);
 
+/// A list argument of ints ([1, 1] for {1, 1}).
+Argument int_list_argument(const std::vector<int64_t>& v);
+
 /// Whether `n` is aten::conv2d or aten::linear (any overload) whose weight
 /// (and bias, if any) are get_attr nodes, with no keyword arguments and one
 /// user: something may be folded into it. `linear` tells which.

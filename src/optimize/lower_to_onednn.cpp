@@ -40,9 +40,7 @@ bool is_int_list(const Argument& a) {
 
 /// A list argument of `v`; one int stands for both dims, as in torch's pooling.
 Argument ints(const std::vector<int64_t>& v) {
-  std::vector<Argument> items(v.begin(), v.end());
-  if (items.size() == 1) items.push_back(items[0]);
-  return Argument::list(std::move(items));
+  return passes_detail::int_list_argument(v.size() == 1 ? std::vector<int64_t>{v[0], v[0]} : v);
 }
 
 class Lowering {

@@ -54,10 +54,6 @@ using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
 
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
 /// One way of running the model.
 struct Engine {
   std::string key;      ///< JSON name: "torchscript"

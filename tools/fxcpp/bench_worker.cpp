@@ -40,10 +40,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-double worker_ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
 /// max |out - ref| / max |ref| over the output tensors (a tensor, or a tuple / list of them).
 double relative_diff(const c10::IValue& out, const c10::IValue& ref) {
   std::vector<at::Tensor> a, b;
@@ -91,7 +87,7 @@ void serve(std::map<std::string, WorkerEngine>& engines) {
       for (long i = 0; i < count; ++i) {
         const auto t0 = Clock::now();
         engines[name].forward();
-        ms.push_back(worker_ms_since(t0));
+        ms.push_back(ms_since(t0));
       }
       reply = {{"engine", name}, {"ms", ms}};
     }
@@ -151,7 +147,7 @@ int run_bench_worker(const std::vector<std::string>& argv) {
         auto opt = optimize_model(gm, inputs, /*bf16=*/false, &report);
         e.forward = [opt, &inputs] { return opt->forward(inputs); };
       }
-      e.prepare_ms = worker_ms_since(t0);
+      e.prepare_ms = ms_since(t0);
       e.max_rel_diff = relative_diff(e.forward(), eager);
       ready["engines"].push_back({{"engine", name}, {"prepare_ms", e.prepare_ms}, {"max_rel_diff", e.max_rel_diff}});
       engines[name] = std::move(e);

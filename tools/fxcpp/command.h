@@ -2,6 +2,7 @@
 // The fxcpp command line: each subcommand lives in its own file and
 // registers itself with FX_COMMAND, so main.cpp never changes.
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,11 @@ constexpr int kBadInput = 2;
 /// Exit status when the model fails while running (an operator's error, the
 /// model's own raise): one line naming the node.
 constexpr int kRunFailed = 1;
+
+/// Milliseconds from `t0` to now (steady clock): what the commands time.
+inline double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
 
 /// A subcommand: `fxcpp NAME ARGS...`.
 struct Command {

@@ -30,8 +30,6 @@ namespace {
 namespace dist = fx::distributed;
 using Clock = std::chrono::steady_clock;
 
-double plan_ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
 int64_t value_bytes(const c10::IValue& v) {
   if (v.isTensor()) return v.toTensor().defined() ? v.toTensor().numel() * static_cast<int64_t>(v.toTensor().element_size()) : 0;
   int64_t total = 0;
@@ -132,14 +130,14 @@ int run_plan(const std::vector<std::string>& argv) {
       for (int k = 0; k < stages; ++k) {
         const auto t0 = Clock::now();
         c10::IValue y = run_stages[static_cast<size_t>(k)].module->forward(std::move(args_k));
-        sum[static_cast<size_t>(k)] += plan_ms_since(t0);
+        sum[static_cast<size_t>(k)] += ms_since(t0);
         sent[static_cast<size_t>(k)] += static_cast<double>(value_bytes(y));
         if (k + 1 < stages) args_k = dist::stage_inputs(run_stages[static_cast<size_t>(k + 1)], y);
       }
     }
     const auto t0 = Clock::now();
     whole->forward(inputs);
-    const double whole_ms = plan_ms_since(t0);
+    const double whole_ms = ms_since(t0);
     if (r == 0) continue;
     single_ms = std::min(single_ms, whole_ms);
     for (int k = 0; k < stages; ++k) {
