@@ -21,6 +21,10 @@ packages=(
   libcli11-dev            # the fxcpp command line
   libgraphviz-dev         # Graphviz's libgvc: graph layout for fx::FxGraphDrawer (SVG, HTML)
   chromium                # headless browser test of the interactive graph page, make docs screenshot
+  libboost-graph-dev      # Boost.Graph's boykov_kolmogorov_max_flow: fx::min_cut_rematerialization_partition
+  python3-networkx        # functorch's min-cut partitioner in Python 1.13: the training-graph goldens
+  pybind11-dev            # the `import fxcpp` extension module (python/)
+  python3-pytest          # its tests, run by ctest
 )
 
 missing=()
