@@ -175,7 +175,13 @@ const c10::TupleTypePtr& ellipsis_type() {
 bool is_named_tuple(const c10::IValue& v, size_t size, const c10::TupleTypePtr& type) {
   if (!v.isTuple()) return false;
   const auto& t = v.toTupleRef();
-  return t.size() == size && t.type().get() == type.get();
+  if (t.size() != size) return false;
+  // An unnamed tuple's type() is computed from its elements, which fails on
+  // an undefined tensor (aten::convolution_backward's masked-out results);
+  // a slice or an ellipsis never holds one.
+  for (const c10::IValue& e : t.elements())
+    if (e.isTensor() && !e.toTensor().defined()) return false;
+  return t.type().get() == type.get();
 }
 
 }  // namespace

@@ -1,0 +1,204 @@
+#pragma once
+/// \file
+/// Training graphs: make_fx and AOT autograd (functorch's
+/// `torch.fx.experimental.proxy_tensor.make_fx`, `functorch.compile.
+/// aot_function` / `aot_module`, `default_partition`,
+/// `min_cut_rematerialization_partition`).
+///
+/// make_fx traces a C++ function at the ATen level, below autograd: every
+/// node is an ATen overload ("aten::convolution", "aten::native_batch_norm",
+/// "aten::threshold_backward"), composite operators are decomposed as the
+/// dispatcher decomposes them, and whatever autograd runs while the function
+/// calls torch::autograd::grad or backward() is recorded too, so the graph
+/// of a gradient computation is the backward operators themselves.
+///
+///     auto gm = fx::make_fx([](std::vector<c10::IValue> a) -> c10::IValue {
+///       auto x = a[0].toTensor(), w = a[1].toTensor();
+///       auto y = torch::gelu(torch::mm(x, w)).sum();
+///       return torch::autograd::grad({y}, {w})[0];
+///     }, {torch::randn({3, 4}), torch::randn({4, 5}).requires_grad_()});
+///     // mm, gelu, sum, ones_like, expand, gelu_backward, t, mm
+///
+/// Functional: an in-place operator on a value nothing else aliases is
+/// recorded as its functional form (aten::add_ → aten::add.Tensor), other
+/// writes into a value (out= arguments, the running statistics
+/// aten::native_batch_norm updates) go into a private aten::clone of it; an
+/// input written this way gets one aten::copy_ back at the graph's end, so
+/// every other node is free of side effects and passes may reorder them.
+/// Writes into a value other live tensors alias (a view and its base) are
+/// recorded in place as eager runs them.
+///
+/// aot_function / aot_module trace forward and backward together (the joint
+/// graph: inputs `primals_1 ...` then `tangents_1 ...`, outputs the forward
+/// results then the gradients of the primals), split it with a partition
+/// function into a forward graph (also returning what backward needs) and a
+/// backward graph, and run them as one autograd node: the result is
+/// differentiable, and gradients reach the module's own parameters.
+
+#include <fx/error.h>
+#include <fx/graph_module.h>
+#include <fx/trace.h>
+
+#include <ATen/core/ivalue.h>
+#include <torch/nn/module.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace fx {
+
+/// A traced callable for make_fx / aot_function: the inputs in, the result out.
+using AotFunction = std::function<c10::IValue(std::vector<c10::IValue>)>;
+
+/// How make_fx traces.
+struct MakeFxOptions {
+  /// Placeholder names, one per input (default: "args_1", "args_2" ...,
+  /// as Python make_fx names the inputs of a `*args` function).
+  std::vector<std::string> input_names;
+};
+
+/// Traces `fn` on `example_inputs` (tensors) into a GraphModule of ATen
+/// operators (make_fx). The function runs once on private copies of the
+/// inputs (the caller's tensors are never written) and the default CPU
+/// generator's state is restored afterwards, so tracing draws no random
+/// numbers a later eager run would miss. Inputs that require grad stay
+/// differentiable leaves inside fn. Throws fx::TraceError when fn reads a
+/// traced value (item(), data_ptr(), control flow on data), returns
+/// something other than tensors, None and tuples/lists of them, or when an
+/// input is not a tensor.
+std::shared_ptr<GraphModule> make_fx(const AotFunction& fn, const std::vector<c10::IValue>& example_inputs,
+                                     const MakeFxOptions& options = {});
+
+/// A joint forward+backward graph and where its outputs split.
+struct JointGraph {
+  /// The joint GraphModule: primals_1..N, tangents_1..M in; forward outputs,
+  /// then one gradient (or None) per primal out, as one flat list.
+  std::shared_ptr<GraphModule> module;
+  /// How many of the outputs are forward outputs.
+  size_t num_forward_outputs = 0;
+};
+
+/// A forward and a backward graph split from a joint graph. The forward
+/// graph takes the primals and returns the forward outputs followed by the
+/// saved values; the backward graph takes the saved values, then the
+/// tangents, and returns one gradient (or None) per primal.
+struct PartitionedGraphs {
+  std::shared_ptr<GraphModule> forward;
+  std::shared_ptr<GraphModule> backward;
+  /// The names of the saved values, in the order the forward returns them.
+  std::vector<std::string> saved;
+};
+
+/// A partition function (functorch's partition_fn).
+using PartitionFn = std::function<PartitionedGraphs(const JointGraph& joint)>;
+
+/// functorch's default_partition: the forward graph computes what the
+/// original forward computed and saves every forward value the backward
+/// uses; the backward recomputes nothing.
+PartitionedGraphs default_partition(const JointGraph& joint);
+
+/// functorch 1.13's min_cut_rematerialization_partition: after CSE, chooses
+/// the values to save by a minimum cut (Boost.Graph's
+/// boykov_kolmogorov_max_flow) between the primals and the backward, each
+/// node weighted by its output's bytes; cheap pointwise operators may be
+/// recomputed in backward, random and compute-heavy ones never.
+PartitionedGraphs min_cut_rematerialization_partition(const JointGraph& joint);
+
+/// A compiled graph: takes its inputs (the vector may be emptied) and
+/// returns its outputs flattened.
+using CompiledGraph = std::function<std::vector<c10::IValue>(std::vector<c10::IValue>& inputs)>;
+/// A compiler (functorch's fw_compiler / bw_compiler): a graph and example
+/// inputs in, something that runs it out.
+using AotCompiler =
+    std::function<CompiledGraph(const std::shared_ptr<GraphModule>& gm, const std::vector<c10::IValue>& example_inputs)>;
+
+/// The default compiler: the GraphModule's own compiled plan.
+CompiledGraph graph_module_compiler(const std::shared_ptr<GraphModule>& gm,
+                                    const std::vector<c10::IValue>& example_inputs);
+
+/// How aot_function / aot_module capture and compile.
+struct AotOptions {
+  /// Splits the joint graph (default: default_partition).
+  PartitionFn partition_fn = default_partition;
+  /// Compiles the forward / backward graphs (default: graph_module_compiler).
+  AotCompiler fw_compiler = graph_module_compiler;
+  AotCompiler bw_compiler = graph_module_compiler;
+};
+
+/// The graphs of one traced input signature (shapes, dtypes, train/eval).
+struct AotGraphs {
+  JointGraph joint;
+  PartitionedGraphs partitioned;
+  CompiledGraph compiled_forward;
+  CompiledGraph compiled_backward;
+};
+
+/// A function or module compiled for training by aot_function / aot_module.
+class AotModule : public torch::nn::Module {
+ public:
+  /// Compiles `fn`, whose first `params.size()` inputs are `params` (a
+  /// module's parameters then buffers, bound here) and the rest come from
+  /// forward's arguments. `param_names` name them (for messages).
+  AotModule(AotFunction fn, std::vector<at::Tensor> params, std::vector<std::string> param_names,
+            std::shared_ptr<torch::nn::Module> module, AotOptions options);
+  ~AotModule() override;
+
+  /// Runs the compiled forward; the result is differentiable (one autograd
+  /// node whose backward runs the compiled backward graph). The first call
+  /// with new input shapes or dtypes, or after train()/eval() changed the
+  /// module's mode, traces and compiles again.
+  c10::IValue forward(std::vector<c10::IValue> inputs);
+  /// Convenience for one tensor in, one tensor out.
+  at::Tensor forward(const at::Tensor& x);
+
+  /// The graphs of the last signature forward ran (traced on first use:
+  /// throws fx::Error before the first forward).
+  std::shared_ptr<GraphModule> forward_graph() const;
+  std::shared_ptr<GraphModule> backward_graph() const;
+  std::shared_ptr<GraphModule> joint_graph() const;
+  /// All the graphs of the last signature.
+  const AotGraphs& graphs() const;
+  /// How many signatures were traced.
+  size_t num_traces() const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+/// Compiles `fn` for training (functorch's aot_function): every tensor input
+/// that requires grad gets its gradient through the backward graph.
+std::shared_ptr<AotModule> aot_function(AotFunction fn, AotOptions options = {});
+
+/// Compiles `module` for training (functorch's aot_module): its parameters
+/// and buffers become the first inputs of the joint graph (named_parameters
+/// then named_buffers order, as functorch), `forward` calls it. Gradients
+/// land in the module's parameters; buffers (batch-norm running statistics)
+/// update as in eager mode.
+std::shared_ptr<AotModule> aot_module(std::shared_ptr<torch::nn::Module> module, AotFunction forward,
+                                      AotOptions options = {});
+
+/// aot_module for a module type with a plain forward(Tensor...) method (or a
+/// ModuleHolder such as torch::nn::Linear).
+template <class M>
+std::shared_ptr<AotModule> aot_module(const std::shared_ptr<M>& module, AotOptions options = {}) {
+  AotFunction fwd = [m = module.get()](std::vector<c10::IValue> args) -> c10::IValue {
+    if constexpr (std::is_base_of_v<torch::nn::SequentialImpl, M>) {
+      if (args.size() != 1 || !args[0].isTensor())
+        throw TraceError("aot_module: a Sequential takes exactly one tensor input");
+      return m->forward(args[0].toTensor());
+    } else {
+      return trace_detail::call_forward_ptr(*m, &M::forward, args);
+    }
+  };
+  return aot_module(std::static_pointer_cast<torch::nn::Module>(module), std::move(fwd), std::move(options));
+}
+template <class Impl>
+std::shared_ptr<AotModule> aot_module(const torch::nn::ModuleHolder<Impl>& module, AotOptions options = {}) {
+  return aot_module(module.ptr(), std::move(options));
+}
+
+}  // namespace fx

@@ -1,0 +1,336 @@
+// aot_function / aot_module: the joint forward+backward trace, its
+// partition, and the autograd node that runs the compiled halves
+// (functorch 1.13 aot_autograd.py's aot_dispatch_autograd).
+#include "aot/make_fx_session.h"
+#include "aot/partition_util.h"
+
+#include <fx/aot.h>
+#include <fx/error.h>
+
+#include <torch/autograd.h>
+#include <torch/custom_class.h>
+
+#include <mutex>
+#include <sstream>
+
+namespace fx {
+namespace aot_impl {
+
+/// The shape of what the function returned: one tensor, or a tuple / list.
+enum class OutputKind { Tensor, Tuple, List };
+
+struct Entry {
+  AotGraphs graphs;
+  OutputKind kind = OutputKind::Tensor;
+  size_t num_outputs = 0;
+  size_t num_inputs = 0;
+  /// Which inputs (params, buffers, then forward's inputs) get a gradient.
+  std::vector<bool> needs_grad;
+  /// Metadata of the outputs (zero gradients for outputs backward never saw).
+  std::vector<at::TensorOptions> out_options;
+  std::vector<std::vector<int64_t>> out_sizes;
+  std::mutex backward_mutex;
+  AotCompiler bw_compiler;
+};
+
+struct EntryHolder : torch::CustomClassHolder {
+  explicit EntryHolder(std::shared_ptr<Entry> e) : entry(std::move(e)) {}
+  std::shared_ptr<Entry> entry;
+};
+
+namespace {
+
+std::vector<c10::IValue> flatten_result(const c10::IValue& r) {
+  if (r.isList()) return r.toListRef().vec();
+  if (r.isTuple()) return r.toTupleRef().elements().vec();
+  return {r};
+}
+
+std::vector<at::Tensor> output_tensors(const c10::IValue& out, OutputKind& kind) {
+  std::vector<at::Tensor> outs;
+  auto fail = [](const std::string& what) {
+    throw TraceError("aot: the traced function returned " + what +
+                     ": a training graph's outputs are tensors (one, or a tuple or list of them)");
+  };
+  if (out.isTensor()) {
+    kind = OutputKind::Tensor;
+    outs.push_back(out.toTensor());
+  } else if (out.isTuple() || out.isList()) {
+    kind = out.isTuple() ? OutputKind::Tuple : OutputKind::List;
+    size_t i = 0;
+    for (const c10::IValue& e : flatten_result(out)) {
+      if (!e.isTensor() || !e.toTensor().defined()) fail("a " + e.tagKind() + " at output[" + std::to_string(i) + "]");
+      outs.push_back(e.toTensor());
+      ++i;
+    }
+  } else {
+    fail("a " + out.tagKind());
+  }
+  for (size_t i = 0; i < outs.size(); ++i)
+    if (!outs[i].defined()) fail("an undefined tensor at output[" + std::to_string(i) + "]");
+  return outs;
+}
+
+/// Traces fn's forward and backward together (functorch's
+/// create_joint_forward_backward under make_fx).
+std::shared_ptr<Entry> trace_joint(const AotFunction& fn, const std::vector<at::Tensor>& params,
+                                   const std::vector<at::Tensor>& inputs) {
+  auto entry = std::make_shared<Entry>();
+  MakeFxSession session;
+  std::vector<at::Tensor> grad_targets;
+  size_t k = 1;
+  for (const at::Tensor& p : params) {
+    session.bind(p, "primals_" + std::to_string(k++));
+    entry->needs_grad.push_back(p.requires_grad());
+    if (p.requires_grad()) grad_targets.push_back(p);
+  }
+  std::vector<c10::IValue> args;
+  for (const at::Tensor& x : inputs) {
+    at::Tensor t = session.add_input(x, "primals_" + std::to_string(k++), x.requires_grad());
+    entry->needs_grad.push_back(x.requires_grad());
+    if (x.requires_grad()) grad_targets.push_back(t);
+    args.emplace_back(t);
+  }
+  entry->num_inputs = params.size() + inputs.size();
+
+  std::vector<Argument> outputs;
+  try {
+    RecordingScope scope(&session);
+    const c10::IValue out = fn(std::move(args));
+    const std::vector<at::Tensor> outs = output_tensors(out, entry->kind);
+    std::vector<at::Tensor> needed_outs, needed_tangents;
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const at::Tensor& ex = session.is_traced(outs[i]) ? session.example_of(outs[i]) : outs[i];
+      at::Tensor tangent = session.add_late_input(ex.contiguous(), "tangents_" + std::to_string(i + 1));
+      entry->out_options.push_back(ex.options());
+      entry->out_sizes.push_back(ex.sizes().vec());
+      if (outs[i].requires_grad()) {
+        needed_outs.push_back(outs[i]);
+        needed_tangents.push_back(tangent);
+      }
+    }
+    std::vector<at::Tensor> grads;
+    if (!grad_targets.empty() && !needed_outs.empty())
+      grads = torch::autograd::grad(needed_outs, grad_targets, needed_tangents, /*retain_graph=*/false,
+                                    /*create_graph=*/false, /*allow_unused=*/true);
+    for (size_t i = 0; i < outs.size(); ++i)
+      outputs.push_back(session.output_argument(outs[i], "output[" + std::to_string(i) + "]"));
+    size_t g = 0;
+    for (bool needs : entry->needs_grad) {
+      if (!needs) {
+        outputs.emplace_back();
+        continue;
+      }
+      const at::Tensor& grad = grad_targets.empty() || needed_outs.empty() ? at::Tensor() : grads[g];
+      ++g;
+      outputs.push_back(grad.defined() ? session.output_argument(grad, "gradient") : Argument());
+    }
+    entry->num_outputs = outs.size();
+  } catch (const Error&) {
+    throw;
+  } catch (const c10::Error& e) {
+    throw TraceError(std::string("aot: tracing forward and backward failed: ") + e.what_without_backtrace());
+  }
+  entry->graphs.joint.module = session.finish(Argument::list(std::move(outputs)));
+  entry->graphs.joint.num_forward_outputs = entry->num_outputs;
+  return entry;
+}
+
+class CompiledFunction : public torch::autograd::Function<CompiledFunction> {
+ public:
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const std::shared_ptr<Entry>& e, at::TensorList args) {
+    std::vector<c10::IValue> in(args.begin(), args.end());
+    std::vector<c10::IValue> out = e->graphs.compiled_forward(in);
+    torch::autograd::variable_list results, saved, non_differentiable;
+    for (size_t i = 0; i < out.size(); ++i) {
+      at::Tensor t = out[i].isTensor() ? out[i].toTensor() : at::Tensor();
+      if (i < e->num_outputs) {
+        results.push_back(t);
+        if (t.defined() && !at::isFloatingType(t.scalar_type()) && !at::isComplexType(t.scalar_type()))
+          non_differentiable.push_back(t);
+      } else {
+        saved.push_back(t);
+      }
+    }
+    ctx->save_for_backward(saved);
+    ctx->saved_data["entry"] = c10::IValue::make_capsule(c10::make_intrusive<EntryHolder>(e));
+    if (!non_differentiable.empty()) ctx->mark_non_differentiable(non_differentiable);
+    return results;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto e = static_cast<EntryHolder*>(ctx->saved_data["entry"].toCapsule().get())->entry;
+    std::vector<c10::IValue> in;
+    for (const at::Tensor& s : ctx->get_saved_variables()) in.emplace_back(s);
+    for (size_t i = 0; i < grads.size(); ++i) {
+      const at::Tensor& g = grads[i];
+      in.emplace_back(g.defined() ? g.contiguous() : at::zeros(e->out_sizes[i], e->out_options[i]));
+    }
+    {
+      std::lock_guard<std::mutex> lock(e->backward_mutex);
+      if (!e->graphs.compiled_backward) e->graphs.compiled_backward = e->bw_compiler(e->graphs.partitioned.backward, in);
+    }
+    std::vector<c10::IValue> out = e->graphs.compiled_backward(in);
+    torch::autograd::variable_list result;
+    result.emplace_back();  // the entry argument
+    for (const c10::IValue& v : out) result.push_back(v.isTensor() ? v.toTensor() : at::Tensor());
+    return result;
+  }
+};
+
+std::string signature_of(const std::vector<at::Tensor>& args, bool training) {
+  std::ostringstream os;
+  os << (training ? "train" : "eval") << (at::GradMode::is_enabled() ? "+grad" : "");
+  for (const at::Tensor& t : args) {
+    os << '|' << t.scalar_type() << (t.requires_grad() ? "g" : "") << '[';
+    for (int64_t s : t.sizes()) os << s << ',';
+    os << ']';
+  }
+  return os.str();
+}
+
+}  // namespace
+}  // namespace aot_impl
+
+struct AotModule::State {
+  AotFunction fn;
+  std::vector<std::string> param_names;
+  std::vector<at::Tensor> params;
+  std::shared_ptr<torch::nn::Module> module;
+  AotOptions options;
+  std::mutex mutex;
+  std::map<std::string, std::shared_ptr<aot_impl::Entry>> cache;
+  std::shared_ptr<aot_impl::Entry> last;
+
+  /// The module's parameters then buffers now (they may have been replaced).
+  std::vector<at::Tensor> current_params() const {
+    if (!module) return params;
+    std::vector<at::Tensor> out;
+    for (const auto& p : module->named_parameters(true)) out.push_back(p.value());
+    for (const auto& b : module->named_buffers(true)) out.push_back(b.value());
+    return out;
+  }
+};
+
+AotModule::AotModule(AotFunction fn, std::vector<at::Tensor> params, std::vector<std::string> param_names,
+                     std::shared_ptr<torch::nn::Module> module, AotOptions options)
+    : state_(std::make_shared<State>()) {
+  state_->fn = std::move(fn);
+  state_->params = std::move(params);
+  state_->param_names = std::move(param_names);
+  state_->module = std::move(module);
+  state_->options = std::move(options);
+  if (!state_->options.partition_fn) state_->options.partition_fn = default_partition;
+  if (!state_->options.fw_compiler) state_->options.fw_compiler = graph_module_compiler;
+  if (!state_->options.bw_compiler) state_->options.bw_compiler = graph_module_compiler;
+  if (state_->module) register_module("module", state_->module);
+}
+
+AotModule::~AotModule() = default;
+
+c10::IValue AotModule::forward(std::vector<c10::IValue> inputs) {
+  using namespace aot_impl;
+  std::vector<at::Tensor> args = state_->current_params();
+  const size_t num_params = args.size();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].isTensor() || !inputs[i].toTensor().defined())
+      throw Error("AotModule::forward: input " + std::to_string(i) + " is a " + inputs[i].tagKind() +
+                  ": a compiled training graph takes tensors");
+    args.push_back(inputs[i].toTensor());
+  }
+  const bool training = state_->module ? state_->module->is_training() : is_training();
+  const std::string key = signature_of(args, training);
+  std::shared_ptr<Entry> e;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    auto it = state_->cache.find(key);
+    if (it != state_->cache.end()) {
+      e = it->second;
+    } else {
+      std::vector<at::Tensor> params(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(num_params));
+      std::vector<at::Tensor> rest(args.begin() + static_cast<std::ptrdiff_t>(num_params), args.end());
+      e = trace_joint(state_->fn, params, rest);
+      e->graphs.partitioned = state_->options.partition_fn(e->graphs.joint);
+      std::vector<c10::IValue> examples(args.begin(), args.end());
+      e->graphs.compiled_forward = state_->options.fw_compiler(e->graphs.partitioned.forward, examples);
+      e->bw_compiler = state_->options.bw_compiler;
+      state_->cache.emplace(key, e);
+    }
+    state_->last = e;
+  }
+  torch::autograd::variable_list outs;
+  bool differentiable = false;
+  for (size_t i = 0; i < args.size(); ++i) differentiable = differentiable || e->needs_grad[i];
+  if (differentiable && at::GradMode::is_enabled()) {
+    // As an ArrayRef, apply() counts each tensor as an input of the autograd node.
+    outs = CompiledFunction::apply(e, at::TensorList(args));
+  } else {
+    std::vector<c10::IValue> in(args.begin(), args.end());
+    std::vector<c10::IValue> out = e->graphs.compiled_forward(in);
+    for (size_t i = 0; i < e->num_outputs; ++i) outs.push_back(out[i].toTensor());
+  }
+  switch (e->kind) {
+    case OutputKind::Tensor:
+      return outs.at(0);
+    case OutputKind::Tuple:
+      return c10::ivalue::Tuple::create(std::vector<c10::IValue>(outs.begin(), outs.end()));
+    case OutputKind::List:
+      break;
+  }
+  return c10::List<at::Tensor>(outs);
+}
+
+at::Tensor AotModule::forward(const at::Tensor& x) {
+  c10::IValue r = forward(std::vector<c10::IValue>{x});
+  if (!r.isTensor()) throw Error("AotModule::forward(Tensor): the function returned a " + r.tagKind());
+  return r.toTensor();
+}
+
+const AotGraphs& AotModule::graphs() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  if (!state_->last) throw Error("AotModule: no graphs yet: they are traced by the first forward");
+  return state_->last->graphs;
+}
+
+std::shared_ptr<GraphModule> AotModule::forward_graph() const { return graphs().partitioned.forward; }
+std::shared_ptr<GraphModule> AotModule::backward_graph() const { return graphs().partitioned.backward; }
+std::shared_ptr<GraphModule> AotModule::joint_graph() const { return graphs().joint.module; }
+
+size_t AotModule::num_traces() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->cache.size();
+}
+
+CompiledGraph graph_module_compiler(const std::shared_ptr<GraphModule>& gm, const std::vector<c10::IValue>&) {
+  return [gm](std::vector<c10::IValue>& inputs) {
+    c10::IValue r = gm->forward(std::move(inputs));
+    inputs.clear();
+    return aot_impl::flatten_result(r);
+  };
+}
+
+std::shared_ptr<AotModule> aot_function(AotFunction fn, AotOptions options) {
+  return std::make_shared<AotModule>(std::move(fn), std::vector<at::Tensor>{}, std::vector<std::string>{}, nullptr,
+                                     std::move(options));
+}
+
+std::shared_ptr<AotModule> aot_module(std::shared_ptr<torch::nn::Module> module, AotFunction forward,
+                                      AotOptions options) {
+  if (!module) throw Error("aot_module: the module is null");
+  std::vector<at::Tensor> params;
+  std::vector<std::string> names;
+  for (const auto& p : module->named_parameters(true)) {
+    names.push_back(p.key());
+    params.push_back(p.value());
+  }
+  for (const auto& b : module->named_buffers(true)) {
+    names.push_back(b.key());
+    params.push_back(b.value());
+  }
+  return std::make_shared<AotModule>(std::move(forward), std::move(params), std::move(names), std::move(module),
+                                     std::move(options));
+}
+
+}  // namespace fx
