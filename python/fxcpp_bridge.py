@@ -262,6 +262,9 @@ class _GraphBuilder:
                 return self.graph.get_attr(name)
             if k == "float":
                 return _float(v)
+            if k not in ("constant_tuple", "constant_list"):  # packed oneDNN operators of optimised / int8 modules
+                raise FxcppError("%s: a constant of kind %r (an optimised or quantized module's packed kernel), "
+                                 "which the bridge does not read" % (self.reader.path, k))
             items = [self.constant(x) for x in v]
             return tuple(items) if k == "constant_tuple" else items
         return c
@@ -321,6 +324,10 @@ class _GraphBuilder:
                     node.meta[key] = v
                 elif kind == "float":
                     node.meta[key] = _float(v)
+                elif kind == "tensor_meta":
+                    node.meta[key] = _tensor_meta_from(v)
+                elif kind == "tensor_meta_list":
+                    node.meta[key] = tuple(_tensor_meta_from(x) for x in v)
             self.env[n["name"]] = node
         return self.graph
 
@@ -349,6 +356,10 @@ def _new_module(reader, doc, path):
         if doc["type"] not in _LEAVES:
             raise FxcppError("%s: module type %r is not known to the bridge" % (reader.path, doc["type"]))
         m = _LEAVES[doc["type"]][2](doc["options"])
+        if getattr(reader, "shares_tensors", False):  # a document in memory: the tensors themselves, not copies
+            _share_state(m, doc, reader)
+            m.training = doc["training"]
+            return m
         state = dict(m.named_parameters())
         state.update(dict(m.named_buffers()))
         with torch.no_grad():
@@ -363,7 +374,8 @@ def _new_module(reader, doc, path):
     m.training = doc["training"]
     for name, index in doc["parameters"]:
         t = reader.tensor(index)
-        m.register_parameter(name, torch.nn.Parameter(t, requires_grad=t.requires_grad))
+        m.register_parameter(name, t if isinstance(t, torch.nn.Parameter)  # a live one (fxcpp.to_fx): itself
+                             else torch.nn.Parameter(t, requires_grad=t.requires_grad))
     for name, index in doc["buffers"]:
         m.register_buffer(name, reader.tensor(index))
     for name, child in doc["children"]:
@@ -378,6 +390,20 @@ def _new_module(reader, doc, path):
         gm.training = doc["training"]
         return gm
     return m
+
+
+def _share_state(m, doc, reader):
+    """Sets m's parameters and buffers to the reader's tensors (same storage), by qualified name."""
+    for kind, names in (("parameters", doc["parameters"]), ("buffers", doc["buffers"])):
+        for name, index in names:
+            owner_path, _, attr = name.rpartition(".")
+            owner = m.get_submodule(owner_path) if owner_path else m
+            t = reader.tensor(index)
+            if kind == "parameters":
+                owner.register_parameter(attr, t if isinstance(t, torch.nn.Parameter)
+                                         else torch.nn.Parameter(t, requires_grad=t.requires_grad))
+            else:
+                owner.register_buffer(attr, t)
 
 
 def load(path):
@@ -802,8 +828,34 @@ def _node_types(gm, example_inputs):
     return types
 
 
+def _tensor_meta(m):
+    """A torch.fx TensorMetadata as the file holds it (docs/file_format.md), or None (quantized: qparams are not kept)."""
+    if m.is_quantized:
+        return None
+    return {"shape": list(m.shape), "dtype": str(m.dtype).replace("torch.", ""), "requires_grad": bool(m.requires_grad),
+            "stride": list(m.stride),
+            "memory_format": None if m.memory_format is None else str(m.memory_format).replace("torch.", ""),
+            "is_quantized": False}
+
+
+def _tensor_meta_from(j):
+    """The torch.fx TensorMetadata of a file's tensor_meta."""
+    from torch.fx.passes.shape_prop import TensorMetadata
+    fmt = j.get("memory_format")
+    return TensorMetadata(torch.Size(j["shape"]), getattr(torch, j["dtype"]), j["requires_grad"], tuple(j["stride"]),
+                          None if fmt is None else getattr(torch, fmt), j["is_quantized"], {})
+
+
 def _meta_value(v):
-    """A node's meta value as the file holds it (strings, e.g. stack traces; booleans, e.g. is_wrapped; numbers), or None."""
+    """A node's meta value as the file holds it (strings, e.g. stack traces; booleans, e.g. is_wrapped; numbers;
+    tensor_meta), or None."""
+    from torch.fx.passes.shape_prop import TensorMetadata
+    if isinstance(v, TensorMetadata):
+        j = _tensor_meta(v)
+        return None if j is None else {"tensor_meta": j}
+    if isinstance(v, tuple) and v and all(isinstance(x, TensorMetadata) for x in v):
+        items = [_tensor_meta(x) for x in v]
+        return None if None in items else {"tensor_meta_list": items}
     if isinstance(v, str):
         return {"string": v}
     if isinstance(v, bool):
@@ -861,14 +913,18 @@ class _Writer:
         key = (s.data_ptr(), s.nbytes())
         if key not in self.storage_ids:
             self.storage_ids[key] = len(self.storages)
-            raw = torch.empty(0, dtype=torch.uint8).set_(s.untyped()) if s.nbytes() else torch.empty(0, dtype=torch.uint8)
-            self.storages.append(raw.numpy().tobytes())
+            self.storages.append(self.storage_bytes(s))
         self.tensor_ids[id(t)] = len(self.tensors)
         self.keep.append(t)
         self.tensors.append({"storage": self.storage_ids[key], "dtype": str(t.dtype).replace("torch.", ""),
                              "sizes": list(t.shape), "strides": list(t.stride()), "offset": t.storage_offset(),
                              "requires_grad": bool(t.requires_grad)})
         return len(self.tensors) - 1
+
+    def storage_bytes(self, s):
+        """What the file holds of storage s: its bytes (fxcpp.convert's documents in memory hold none)."""
+        raw = torch.empty(0, dtype=torch.uint8).set_(s.untyped()) if s.nbytes() else torch.empty(0, dtype=torch.uint8)
+        return raw.numpy().tobytes()
 
     def arg(self, a, where):
         if a is None or isinstance(a, (bool, int, str)):

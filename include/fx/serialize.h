@@ -26,12 +26,14 @@
 #include <fx/graph_module.h>
 
 #include <nlohmann/json.hpp>
+#include <torch/csrc/jit/api/module.h>
 #include <torch/nn/module.h>
 
 #include <cstddef>
 #include <functional>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <typeindex>
 #include <vector>
@@ -90,6 +92,30 @@ std::shared_ptr<GraphModule> load(std::istream& in, const std::string& name = "<
 
 /// Reads an fxcpp file held in memory; `name` stands for the path in errors.
 std::shared_ptr<GraphModule> load_from_string(const std::string& bytes, const std::string& name = "<buffer>");
+
+/// An fxcpp document held in memory, its tensors live: what the file holds
+/// without the file (the Python extension's torch.fx <-> fxcpp conversion).
+struct Document {
+  /// The document (docs/file_format.md): "format", "version", "root"; the
+  /// "tensors" and "storages" tables are not needed (tensor indices refer to `tensors`).
+  nlohmann::json json;
+  /// Tensor i of the document: the tensor itself, shared, never copied.
+  std::vector<at::Tensor> tensors;
+  /// The module whose attributes ("leaf0" ...) are the TorchScript leaves
+  /// the document names, when it has any.
+  std::optional<torch::jit::Module> torchscript;
+};
+
+/// `gm` as an in-memory document: the same JSON fx::save writes (without the
+/// storage table), its parameters and buffers the module's own tensors.
+/// Throws what fx::save throws for a module that cannot be written.
+Document to_document(const GraphModule& gm, const SaveOptions& options = {});
+
+/// The GraphModule a document describes, built and checked as fx::load
+/// builds a file's; parameters and buffers are the document's tensors
+/// (shared storage: a change to one is seen by the other). `name` stands for
+/// the file in errors (fx::ImportError).
+std::shared_ptr<GraphModule> from_document(const Document& document, const std::string& name = "<document>");
 
 /// Whether the file at `path` is a zip archive with an fxcpp document (a
 /// cheap look at the zip directory; false for anything else, never throws).

@@ -10,6 +10,12 @@ namespace fx {
 
 namespace {
 
+/// A node's type annotation for a placeholder of the base graph made from it (torch.fx:
+/// type_expr=node.type; the partitions' placeholders have none).
+std::optional<std::string> type_expr_of(const Node& n) {
+  return n.type().empty() ? std::nullopt : std::optional<std::string>(n.type());
+}
+
 /// An insertion-ordered set (a Python dict used as a set). Small sets (the
 /// usual partition inputs and outputs) are scanned; a hash set is built only
 /// once one grows past 16 items.
@@ -266,7 +272,7 @@ std::shared_ptr<GraphModule> split_module(const std::shared_ptr<GraphModule>& m,
     if (node->op() == Opcode::Placeholder) {
       std::optional<Argument> def;
       if (!node->args().empty()) def = node->args()[0];
-      Node* ph = base_graph->placeholder(node->target(), def);
+      Node* ph = base_graph->placeholder(node->target(), def, type_expr_of(*node));
       const Meta& meta = static_cast<const Node*>(node)->meta();
       if (!meta.empty()) ph->meta() = meta;
       base_env[node->id()] = ph;

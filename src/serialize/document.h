@@ -47,6 +47,8 @@ class TensorTable {
   /// Storage i's record name and bytes, for torch::jit::save's extra files.
   void add_extra_files(std::unordered_map<std::string, std::string>& files) const;
   size_t storages() const { return storages_.size(); }
+  /// The tensors, by index (fx::to_document hands them over as they are).
+  const std::vector<at::Tensor>& tensors() const { return tensors_; }
 
  private:
   std::unordered_map<const c10::TensorImpl*, int64_t> tensor_ids_;
@@ -72,18 +74,22 @@ struct SaveContext {
   std::unordered_map<const torch::nn::Module*, std::string> module_paths;
 };
 
-/// Tensors of a file being loaded, made on first use from their records.
+/// Tensors of a file being loaded, made on first use from their records; or,
+/// for a document held in memory (fx::from_document), the live tensors themselves.
 class TensorSource {
  public:
   TensorSource(const json& doc, caffe2::serialize::PyTorchStreamReader& reader, std::string file);
+  /// Tensor i is live[i] itself (shared, not copied); `live` must outlive this source.
+  TensorSource(const std::vector<at::Tensor>& live, std::string file);
   /// Tensor number `index` (as a JSON value; checked), for `where` in errors.
   at::Tensor get(const json& index, const std::string& where);
 
  private:
   c10::Storage storage(int64_t index, const std::string& where);
-  const json* tensors_;
-  const json* storages_;
-  caffe2::serialize::PyTorchStreamReader& reader_;
+  const json* tensors_ = nullptr;
+  const json* storages_ = nullptr;
+  caffe2::serialize::PyTorchStreamReader* reader_ = nullptr;
+  const std::vector<at::Tensor>* live_ = nullptr;
   std::string file_;
   std::map<int64_t, at::Tensor> made_;
   std::map<int64_t, c10::Storage> storages_made_;
@@ -92,7 +98,7 @@ class TensorSource {
 /// What loading one file needs.
 struct LoadContext {
   std::string file;  ///< the path (or stream name) errors start with
-  caffe2::serialize::PyTorchStreamReader& reader;
+  caffe2::serialize::PyTorchStreamReader* reader;  ///< nullptr for a document in memory
   TensorSource tensors;
   /// Record `name`'s bytes; ImportError naming the file if it is missing.
   std::string record(const std::string& name, const std::string& where);

@@ -118,7 +118,7 @@ std::shared_ptr<GraphModule> load_archive(caffe2::serialize::PyTorchStreamReader
     throw ImportError(file + ": format version " + std::to_string(version) + " is newer than this build of fxcpp (" +
                       std::to_string(kFileFormatVersion) + "); use a newer fxcpp");
   if (version < 1) throw ImportError(file + ": unknown format version " + std::to_string(version));
-  serialize_detail::LoadContext ctx{file, reader, serialize_detail::TensorSource(doc, reader, file), {}, {}};
+  serialize_detail::LoadContext ctx{file, &reader, serialize_detail::TensorSource(doc, reader, file), {}, {}};
   if (const json* ts = serialize_detail::optional_field(doc, "torchscript", where)) {
     if (!ts->is_boolean()) serialize_detail::bad_type(*ts, "a bool", where + ": torchscript");
     if (ts->get<bool>()) ctx.torchscript = load_leaves();

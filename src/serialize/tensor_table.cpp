@@ -155,8 +155,11 @@ void TensorTable::add_extra_files(std::unordered_map<std::string, std::string>& 
 TensorSource::TensorSource(const json& doc, caffe2::serialize::PyTorchStreamReader& reader, std::string file)
     : tensors_(&get_array(doc, "tensors", file)),
       storages_(&get_array(doc, "storages", file)),
-      reader_(reader),
+      reader_(&reader),
       file_(std::move(file)) {}
+
+TensorSource::TensorSource(const std::vector<at::Tensor>& live, std::string file)
+    : live_(&live), file_(std::move(file)) {}
 
 c10::Storage TensorSource::storage(int64_t index, const std::string& where) {
   auto it = storages_made_.find(index);
@@ -168,8 +171,8 @@ c10::Storage TensorSource::storage(int64_t index, const std::string& where) {
   const json& s = (*storages_)[static_cast<size_t>(index)];
   const std::string record = get_string(s, "record", label);
   const int64_t nbytes = get_int(s, "nbytes", label);
-  if (!reader_.hasRecord(record)) throw ImportError(label + ": record '" + record + "' is missing");
-  auto [data, size] = reader_.getRecord(record);
+  if (!reader_->hasRecord(record)) throw ImportError(label + ": record '" + record + "' is missing");
+  auto [data, size] = reader_->getRecord(record);
   if (nbytes < 0 || static_cast<uint64_t>(nbytes) != size)
     throw ImportError(label + ": record '" + record + "' has " + std::to_string(size) + " bytes but the document says " +
                       std::to_string(nbytes));
@@ -180,6 +183,12 @@ c10::Storage TensorSource::storage(int64_t index, const std::string& where) {
 
 at::Tensor TensorSource::get(const json& index_json, const std::string& where) {
   const int64_t index = as_int(index_json, where + ": tensor index");
+  if (live_) {
+    if (index < 0 || index >= static_cast<int64_t>(live_->size()))
+      throw ImportError(where + ": tensor " + std::to_string(index) + " does not exist (the document has " +
+                        std::to_string(live_->size()) + ")");
+    return (*live_)[static_cast<size_t>(index)];
+  }
   auto it = made_.find(index);
   if (it != made_.end()) return it->second;
   if (index < 0 || index >= static_cast<int64_t>(tensors_->size()))
@@ -223,8 +232,8 @@ at::Tensor TensorSource::get(const json& index_json, const std::string& where) {
 }
 
 std::string LoadContext::record(const std::string& name, const std::string& where) {
-  if (!reader.hasRecord(name)) throw ImportError(where + ": record '" + name + "' is missing");
-  auto [data, size] = reader.getRecord(name);
+  if (!reader || !reader->hasRecord(name)) throw ImportError(where + ": record '" + name + "' is missing");
+  auto [data, size] = reader->getRecord(name);
   return std::string(static_cast<const char*>(data.get()), size);
 }
 

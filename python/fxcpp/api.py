@@ -1,0 +1,88 @@
+"""fxcpp.optimize, fxcpp.quantize, fxcpp.load / fxcpp.save: fxcpp's C++ modules as torch.nn.Modules."""
+import torch
+import torch.fx
+
+from . import _C
+from . import bridge
+from .convert import from_fx
+
+
+class Module(torch.nn.Module):
+    """A torch.nn.Module whose forward runs an fxcpp GraphModule: fxcpp's compiled plan, the GIL released,
+    Python tensors in and out (also under torch.no_grad)."""
+
+    def __init__(self, graph_module, report=None):
+        super().__init__()
+        self.graph_module = graph_module  # the fxcpp.GraphModule
+        self.report = report  # what the optimiser / quantizer did (optimize: a dict; quantize: text)
+
+    def forward(self, *args):
+        return self.graph_module(*args)
+
+    @property
+    def code(self):
+        """The generated forward of the fxcpp graph (torch.fx gm.code)."""
+        return self.graph_module.code
+
+    @property
+    def graph(self):
+        return self.graph_module.graph
+
+
+def _inputs(example_inputs):
+    if isinstance(example_inputs, torch.Tensor):
+        return (example_inputs,)
+    return tuple(example_inputs)
+
+
+def _traced(model):
+    return model if isinstance(model, torch.fx.GraphModule) else torch.fx.symbolic_trace(model)
+
+
+def optimize(model_or_gm, example_inputs, *, dtype=None, threads=None):
+    """fx::optimize_for_inference of a model (traced by torch.fx.symbolic_trace unless it is a GraphModule, in
+    eval mode): a torch.nn.Module running oneDNN kernels with packed weights, batch norm folded, activations and
+    residual adds fused, a static memory plan. Kernels are made and weights packed for example_inputs' shapes
+    now. dtype: None / torch.float32, or torch.bfloat16 (bf16 kernels where the CPU has them). threads: sets
+    libtorch's intra-op threads (process-wide, as torch.set_num_threads). The model is not changed; folded and
+    packed weights are new (a later change of its parameters is not seen)."""
+    inputs = _inputs(example_inputs)
+    if dtype not in (None, torch.float32, torch.bfloat16):
+        raise ValueError("fxcpp.optimize: dtype must be None, torch.float32 or torch.bfloat16, not %r" % (dtype,))
+    cgm = from_fx(_traced(model_or_gm), inputs)
+    out, report = _C._optimize(cgm, inputs, "bfloat16" if dtype == torch.bfloat16 else "float32", threads or 0)
+    return Module(out, report)
+
+
+def quantize(model, calibration, example_inputs=None):
+    """int8 post-training quantization (fx::quantization::quantize: prepare, calibrate, convert, oneDNN int8
+    kernels) of a model in eval mode. calibration: batches, each a tensor or a tuple of forward arguments;
+    example_inputs default to the first batch. Returns a torch.nn.Module (its .report: per node, quantized or
+    float, and why)."""
+    batches = [b if isinstance(b, (tuple, list)) else (b,) for b in calibration]
+    if not batches:
+        raise ValueError("fxcpp.quantize: no calibration batches")
+    inputs = _inputs(example_inputs) if example_inputs is not None else tuple(batches[0])
+    cgm = from_fx(_traced(model), inputs)
+    out, report = _C._quantize(cgm, inputs, batches)
+    return Module(out, report)
+
+
+def load(path):
+    """The model in the fxcpp file at `path`: a torch.fx.GraphModule when the Python bridge can read it (what
+    fxcpp.save and fx::save write of torch.fx-style graphs), else (optimised or int8 files, control flow) an
+    fxcpp.Module running it with fxcpp."""
+    try:
+        return bridge.load(path)
+    except bridge.FxcppError:  # what the bridge cannot give back as torch.fx (packed kernels), fx::load runs
+        return Module(_C._load(path))
+
+
+def save(gm, path, example_inputs=None):
+    """Writes a torch.fx.GraphModule (the Python bridge), an fxcpp.GraphModule or an fxcpp.Module (fx::save)."""
+    if isinstance(gm, Module):
+        gm = gm.graph_module
+    if isinstance(gm, _C.GraphModule):
+        _C._save(gm, path)
+        return
+    bridge.save(gm, path, example_inputs)

@@ -1,0 +1,152 @@
+"""fxcpp.from_fx / fxcpp.to_fx: torch.fx GraphModules to fxcpp and back, in memory, tensors shared."""
+import pytest
+import torch
+import torch.fx
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import fxcpp
+from conftest import classifier
+
+
+def same_nodes(a, b):
+    ka = [(n.name, n.op, n.target, str(n.args), str(n.kwargs)) for n in a.graph.nodes]
+    kb = [(n.name, n.op, n.target, str(n.args), str(n.kwargs)) for n in b.graph.nodes]
+    assert ka == kb
+
+
+def test_classifier_round_trip(model_name, rel):
+    m, x = classifier(model_name)
+    gm = torch.fx.symbolic_trace(m)
+    cgm = fxcpp.from_fx(gm)
+    back = fxcpp.to_fx(cgm)
+    assert back.code == gm.code
+    same_nodes(gm, back)
+    with torch.no_grad():
+        expected = m(x)
+        assert rel(cgm(x), expected) < 1e-5
+        assert rel(back(x), expected) < 1e-5
+
+
+def test_classifier_optimize(model_name, rel):
+    m, x = classifier(model_name)
+    fast = fxcpp.optimize(m, (x,))
+    assert isinstance(fast, torch.nn.Module)
+    with torch.no_grad():
+        expected = m(x)
+        assert rel(fast(x), expected) < 1e-4
+    assert rel(fast(x), expected) < 1e-4  # outside no_grad too
+
+
+def test_make_fx_round_trip(rel):
+    m, x = classifier("resnet18")
+    with torch.no_grad():
+        gm = make_fx(m)(x)
+    back = fxcpp.to_fx(fxcpp.from_fx(gm))
+    assert back.code == gm.code
+    same_nodes(gm, back)
+    with torch.no_grad():
+        assert rel(back(x), m(x)) < 1e-5
+        assert rel(fxcpp.from_fx(gm)(x), m(x)) < 1e-5
+        assert rel(fxcpp.optimize(gm, (x,))(x), m(x)) < 1e-4
+
+
+def test_parameters_are_shared():
+    import copy
+    m, x = classifier("resnet18")
+    m = copy.deepcopy(m)  # its own copy to mutate
+    gm = torch.fx.symbolic_trace(m)
+    cgm = fxcpp.from_fx(gm)
+    params = dict(cgm.named_parameters())
+    assert params["conv1.weight"].data_ptr() == m.conv1.weight.data_ptr()
+    with torch.no_grad():
+        before = cgm(x)
+        m.fc.bias.add_(1.0)  # changed in Python: fxcpp sees it
+        after = cgm(x)
+        assert torch.allclose(after, before + 1.0, atol=1e-5)
+        assert torch.allclose(after, m(x), atol=1e-5)
+    back = fxcpp.to_fx(cgm)
+    assert back.fc.bias.data_ptr() == m.fc.bias.data_ptr()
+
+
+class Plain(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(4, 4))
+        self.register_buffer("b", torch.randn(4))
+
+    def forward(self, x):
+        return torch.relu(x @ self.w + self.b).sum(dim=1, keepdim=True) * 2
+
+
+def test_nodes_readable_as_in_torch_fx():
+    gm = torch.fx.symbolic_trace(Plain())
+    cgm = fxcpp.from_fx(gm)
+    nodes = list(cgm.graph.nodes)
+    assert [n.name for n in nodes] == [n.name for n in gm.graph.nodes]
+    assert [n.op for n in nodes] == [n.op for n in gm.graph.nodes]
+    w = nodes[1]
+    assert (w.op, w.target) == ("get_attr", "w")
+    matmul = nodes[2]
+    assert matmul.args[0].name == "x" and matmul.args[1] is not None and matmul.args[1].name == "w"
+    s = [n for n in nodes if n.name == "sum_1"][0]
+    assert s.kwargs == {"dim": 1, "keepdim": True}
+    assert [u.name for u in nodes[0].users] == ["matmul"]
+    assert "graph():" in str(cgm.graph)
+    assert "def forward(self, x):" in cgm.code
+    x = torch.randn(3, 4)
+    assert torch.allclose(cgm(x), gm(x))
+    assert fxcpp.to_fx(cgm).w is gm.w  # the Parameter itself
+
+
+def test_tensor_meta_round_trip():
+    from torch.fx.passes.shape_prop import ShapeProp
+    gm = torch.fx.symbolic_trace(Plain())
+    x = torch.randn(3, 4)
+    ShapeProp(gm).propagate(x)
+    cgm = fxcpp.from_fx(gm)
+    for a, b in zip(gm.graph.nodes, cgm.graph.nodes):
+        assert a.meta.get("tensor_meta") == b.meta.get("tensor_meta"), a.name
+    back = fxcpp.to_fx(cgm)
+    for a, b in zip(gm.graph.nodes, back.graph.nodes):
+        assert a.meta.get("tensor_meta") == b.meta.get("tensor_meta"), a.name
+
+
+def test_errors_name_the_node():
+    def f(x):
+        return torch.nn.functional.linear(x, torch.ones(3, 5))
+    cgm = fxcpp.from_fx(torch.fx.symbolic_trace(f))
+    with pytest.raises(fxcpp.FxError) as e:
+        cgm(torch.randn(2, 4))
+    assert isinstance(e.value, RuntimeError)
+    assert e.value.node == "linear", str(e.value)
+
+
+def test_unmappable_target_refused():
+    def f(x):
+        return x + 1
+    gm = torch.fx.symbolic_trace(f)
+    node = [n for n in gm.graph.nodes if n.op == "call_function"][0]
+    node.target = (lambda a, b: a + b)  # not importable by name
+    gm.recompile()
+    with pytest.raises(fxcpp.FxError) as e:
+        fxcpp.from_fx(gm)
+    assert e.value.node == "add" and "add" in str(e.value)
+
+
+def test_gil_released_forward_runs_in_threads():
+    import threading
+    m, x = classifier("resnet18")
+    cgm = fxcpp.from_fx(torch.fx.symbolic_trace(m))
+    with torch.no_grad():
+        expected = cgm(x)
+    results = []
+
+    def run():
+        with torch.no_grad():
+            results.append(cgm(x))
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 4 and all(torch.equal(r, expected) for r in results)
