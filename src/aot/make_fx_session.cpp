@@ -286,6 +286,16 @@ void MakeFxSession::handle(const c10::OperatorHandle& op, torch::jit::Stack* sta
   if (tracer && !returns_tensor) {
     bool writes = false;
     for (const c10::Argument& a : args) writes = writes || is_write(a);
+    if (!writes && target == "aten::equal" && n == 2 && (*stack)[base].isTensor() &&
+        (*stack)[base + 1].isTensor() && is_traced((*stack)[base].toTensor()) &&
+        is_traced((*stack)[base + 1].toTensor()) &&
+        current_node((*stack)[base].toTensor()) == current_node((*stack)[base + 1].toTensor())) {
+      // equal(x, x) of one traced value is true without reading it (libtorch's
+      // MultiheadAttention asks torch::equal(query, key) for self-attention).
+      torch::jit::drop(*stack, n);
+      torch::jit::push(*stack, true);
+      return;
+    }
     if (!writes) {
       // A value read (item(), is_nonzero, equal ...): nothing can be recorded.
       if (target == "aten::_local_scalar_dense" || target == "aten::is_nonzero" || target == "aten::equal" ||
@@ -348,7 +358,11 @@ void MakeFxSession::handle(const c10::OperatorHandle& op, torch::jit::Stack* sta
     PauseRecording untraced;
     op.callBoxed(stack);
   }
-  if (functionalize && twin) set_current(written[0].tensor, node);
+  if (functionalize && twin) {
+    set_current(written[0].tensor, node);
+    node->meta()["tensor_meta"] = TensorMetadata::from_tensor(example_of(written[0].tensor), false);
+  }
+  // (A write the operator returns is repointed by wrap_results.)
   for (const Written& w : written)
     if (TracerTensorImpl* tr = as_tracer(w.tensor)) tr->refresh_metadata();
   wrap_results(op, stack, base, node, written);
@@ -369,8 +383,16 @@ void MakeFxSession::wrap_results(const c10::OperatorHandle& op, torch::jit::Stac
     }
     return nullptr;
   };
+  // A written value the operator returns is, from now on, that result: later
+  // uses depend on this node (the write), not on what it overwrote.
+  auto repoint = [&](const at::Tensor& w, Node* result) {
+    if (current_node(w) == result) return;
+    set_current(w, result);
+    result->meta()["tensor_meta"] = TensorMetadata::from_tensor(example_of(w), false);
+  };
   if (nret == 1 && (*stack)[first].isTensor()) {
     if (const at::Tensor* w = written_result(0)) {
+      repoint(*w, node);
       (*stack)[first] = *w;
       return;
     }
@@ -388,6 +410,7 @@ void MakeFxSession::wrap_results(const c10::OperatorHandle& op, torch::jit::Stac
     c10::IValue& v = (*stack)[first + r];
     if (v.isTensor()) {
       if (const at::Tensor* w = written_result(r)) {
+        repoint(*w, graph_->call_function("operator.getitem", {Argument(node), Argument(index)}));
         v = *w;
         continue;
       }

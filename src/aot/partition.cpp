@@ -35,7 +35,8 @@ void forward_backward_outputs(const JointGraph& joint, std::vector<Argument>& fo
 }
 
 std::shared_ptr<Graph> extract_graph(const Graph& joint, const std::vector<Node*>& inputs,
-                                     const std::vector<Argument>& outputs) {
+                                     const std::vector<Argument>& outputs,
+                                     const std::function<bool(const Node*)>& skip) {
   auto g = std::make_shared<Graph>();
   // nullptr: the value cannot be computed from the inputs.
   std::unordered_map<const Node*, Node*> env;
@@ -51,7 +52,7 @@ std::shared_ptr<Graph> extract_graph(const Graph& joint, const std::vector<Node*
         env[n] = nullptr;
         break;
       case Opcode::CallFunction: {
-        bool valid = true;
+        bool valid = !(skip && skip(n));
         for_each_node(n->args(), n->kwargs(), [&](Node* x) { valid = valid && env.at(x) != nullptr; });
         env[n] = valid ? g->node_copy(n, [&](Node* x) { return Argument(env.at(x)); }) : nullptr;
         break;
@@ -101,13 +102,22 @@ PartitionedGraphs extract_forward_backward(const JointGraph& joint, std::vector<
     if (is_primal(n)) primals.push_back(n);
     if (is_tangent(n)) tangents.push_back(n);
   }
+  // A write that does not depend on the tangents happened in the forward
+  // (dropout's bernoulli_, a buffer's copy_ back): the backward must not
+  // repeat it, even where it could (its inputs saved).
+  std::unordered_set<const Node*> after_tangents(tangents.begin(), tangents.end());
+  for (Node* n : joint.module->graph().nodes()) {
+    if (after_tangents.count(n))
+      for (Node* u : n->users()) after_tangents.insert(u);
+  }
+  auto forward_write = [&](const Node* n) { return n->is_impure() && !after_tangents.count(n); };
   auto build = [&](std::shared_ptr<Graph>& fw, std::shared_ptr<Graph>& bw) {
     std::vector<Argument> fw_out = fwd;
     for (Node* s : saved) fw_out.emplace_back(s);
     std::vector<Node*> bw_in = saved;
     bw_in.insert(bw_in.end(), tangents.begin(), tangents.end());
     fw = extract_graph(joint.module->graph(), primals, fw_out);
-    bw = extract_graph(joint.module->graph(), bw_in, bwd);
+    bw = extract_graph(joint.module->graph(), bw_in, bwd, forward_write);
   };
   std::shared_ptr<Graph> fw, bw;
   build(fw, bw);

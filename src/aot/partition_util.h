@@ -6,6 +6,7 @@
 #include <fx/graph.h>
 #include <fx/node.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_set>
@@ -27,8 +28,10 @@ void forward_backward_outputs(const JointGraph& joint, std::vector<Argument>& fo
 /// and computing `outputs` from them; nodes depending on other placeholders
 /// are left out, then dead code is eliminated. Throws fx::Error naming an
 /// output that cannot be computed from the inputs.
+/// `skip` (optional) names nodes never to copy, valid inputs or not.
 std::shared_ptr<Graph> extract_graph(const Graph& joint, const std::vector<Node*>& inputs,
-                                     const std::vector<Argument>& outputs);
+                                     const std::vector<Argument>& outputs,
+                                     const std::function<bool(const Node*)>& skip = nullptr);
 
 /// The names of the nodes the forward outputs need (functorch's
 /// forward_only_graph), output node excluded.

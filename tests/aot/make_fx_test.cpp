@@ -1,4 +1,6 @@
 // fx::make_fx: ATen-level capture below autograd, backward included.
+#include "aot_models.h"
+
 #include <fx/aot.h>
 
 #include <gtest/gtest.h>
@@ -8,12 +10,7 @@
 
 namespace {
 
-std::vector<std::string> call_targets(const fx::GraphModule& gm) {
-  std::vector<std::string> out;
-  for (fx::Node* n : gm.graph().nodes())
-    if (n->op() == fx::Opcode::CallFunction) out.push_back(n->target());
-  return out;
-}
+using fx::aot_test::call_targets;
 
 TEST(MakeFx, GradientOfAFunctionIsItsBackwardOps) {
   auto fn = [](std::vector<c10::IValue> a) -> c10::IValue {
