@@ -1,5 +1,7 @@
 // fx::aot_module / aot_function: joint graphs, partitions, and training
 // steps equal to eager libtorch.
+#include "aot_models.h"
+
 #include <fx/aot.h>
 
 #include <gtest/gtest.h>
@@ -47,6 +49,78 @@ TEST(AotModule, TrainingStepEqualsEager) {
   for (const auto& b : be) expect_close(bc[b.key()], b.value(), 1e-5, "buffer " + b.key());
   // functorch 1.13's default_partition saves 11 values of this network too.
   EXPECT_EQ(aot->graphs().partitioned.saved.size(), 11u);
+}
+
+}  // namespace
+
+namespace {
+
+TEST(AotModule, NewShapesAndModesAreTracedAgain) {
+  torch::manual_seed(0);
+  auto net = small_convnet();
+  auto aot = fx::aot_module(net.ptr());
+  aot->forward(torch::randn({2, 3, 8, 8})).sum().backward();
+  aot->forward(torch::randn({2, 3, 8, 8})).sum().backward();
+  EXPECT_EQ(aot->num_traces(), 1u);
+  aot->forward(torch::randn({3, 3, 8, 8})).sum().backward();
+  EXPECT_EQ(aot->num_traces(), 2u);
+  net->eval();
+  at::Tensor x = torch::randn({3, 3, 8, 8});
+  at::Tensor y = aot->forward(x);
+  EXPECT_EQ(aot->num_traces(), 3u);
+  EXPECT_TRUE(y.allclose(net->forward(x), 1e-5, 1e-6)) << "eval mode uses the running statistics";
+  // Eval-mode batch norm writes nothing back.
+  for (const std::string& t : fx::aot_test::call_targets(*aot->forward_graph())) EXPECT_NE(t, "aten::copy_");
+}
+
+TEST(AotModule, UnderNoGradOnlyTheForwardRuns) {
+  torch::manual_seed(0);
+  auto net = small_convnet();
+  auto aot = fx::aot_module(net.ptr());
+  at::Tensor x = torch::randn({2, 3, 8, 8});
+  torch::NoGradGuard no_grad;
+  at::Tensor y = aot->forward(x);
+  EXPECT_FALSE(y.requires_grad());
+}
+
+TEST(AotFunction, GradientsOfInputs) {
+  auto f = fx::aot_function([](std::vector<c10::IValue> a) -> c10::IValue {
+    at::Tensor x = a[0].toTensor(), w = a[1].toTensor();
+    return c10::ivalue::Tuple::create({torch::tanh(torch::mm(x, w)), (x * x).sum()});
+  });
+  torch::manual_seed(0);
+  at::Tensor x = torch::randn({3, 4}, torch::requires_grad()), w = torch::randn({4, 2}, torch::requires_grad());
+  auto out = f->forward({x, w}).toTuple();
+  (out->elements()[0].toTensor().sum() + out->elements()[1].toTensor()).backward();
+  at::Tensor x2 = x.detach().clone().requires_grad_(), w2 = w.detach().clone().requires_grad_();
+  (torch::tanh(torch::mm(x2, w2)).sum() + (x2 * x2).sum()).backward();
+  EXPECT_TRUE(x.grad().allclose(x2.grad(), 1e-5, 1e-6));
+  EXPECT_TRUE(w.grad().allclose(w2.grad(), 1e-5, 1e-6));
+}
+
+TEST(AotFunction, BadInputsAreErrors) {
+  auto f = fx::aot_function([](std::vector<c10::IValue> a) -> c10::IValue { return a[0].toTensor().sum().item<float>(); });
+  try {
+    f->forward({torch::ones({2}, torch::requires_grad())});
+    FAIL() << "no error";
+  } catch (const fx::Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "make_fx: aten::_local_scalar_dense reads the value of a traced tensor (data-dependent control flow or "
+              "item() cannot be captured in a graph)");
+  }
+  auto g = fx::aot_function([](std::vector<c10::IValue> a) -> c10::IValue { return a[0].toTensor() * 2; });
+  try {
+    g->forward({c10::IValue(2.0)});
+    FAIL() << "no error";
+  } catch (const fx::Error& e) {
+    EXPECT_EQ(std::string(e.what()), "AotModule::forward: input 0 is a Double: a compiled training graph takes tensors");
+  }
+  try {
+    fx::AotModule(nullptr, {}, {}, nullptr, {}).graphs();
+    FAIL() << "no error";
+  } catch (const fx::Error& e) {
+    EXPECT_EQ(std::string(e.what()), "AotModule: no graphs yet: they are traced by the first forward");
+  }
 }
 
 }  // namespace

@@ -46,3 +46,97 @@ TEST(MakeFx, MaskedOutResultsOfConvolutionBackward) {
 }
 
 }  // namespace
+
+namespace {
+
+using Args = std::vector<c10::IValue>;
+
+// An in-place write of an input becomes a functional operator and one copy_
+// back at the end; the caller's tensor is not written while tracing.
+TEST(MakeFx, InPlaceWriteOfAnInputIsCopiedBackAtTheEnd) {
+  auto fn = [](Args a) -> c10::IValue {
+    at::Tensor x = a[0].toTensor();
+    x.add_(1);
+    x.mul_(2);
+    return x * 3;
+  };
+  at::Tensor x = torch::ones({2, 2});
+  auto gm = fx::make_fx(fn, {x});
+  EXPECT_TRUE(x.equal(torch::ones({2, 2}))) << "tracing wrote the caller's tensor";
+  EXPECT_EQ(call_targets(*gm), (std::vector<std::string>{"aten::add.Scalar", "aten::mul.Scalar", "aten::mul.Scalar",
+                                                         "aten::copy_"}));
+  // Every node but the copy_ is free of side effects.
+  for (fx::Node* n : gm->graph().nodes())
+    if (n->op() == fx::Opcode::CallFunction) EXPECT_EQ(n->is_impure(), n->target() == "aten::copy_") << n->name();
+  at::Tensor y = torch::ones({2, 2});
+  at::Tensor out = gm->forward({y}).toTensor();
+  EXPECT_TRUE(out.equal(torch::full({2, 2}, 12.0)));
+  EXPECT_TRUE(y.equal(torch::full({2, 2}, 4.0))) << "the input's write is replayed";
+}
+
+// A write through a view of a live value is recorded in place, as eager runs it.
+TEST(MakeFx, WriteThroughAViewIsRecordedInPlace) {
+  auto fn = [](Args a) -> c10::IValue {
+    at::Tensor x = a[0].toTensor() * 1;
+    at::Tensor row = x.select(0, 0);
+    row.add_(10);
+    return x;
+  };
+  at::Tensor x = torch::arange(6, torch::kFloat).reshape({2, 3});
+  auto gm = fx::make_fx(fn, {x});
+  EXPECT_TRUE(gm->forward({x}).toTensor().equal(fn({x}).toTensor()));
+  EXPECT_NE(std::find(call_targets(*gm).begin(), call_targets(*gm).end(), "aten::add_.Tensor"), call_targets(*gm).end());
+}
+
+TEST(MakeFx, FactoriesAreRecorded) {
+  auto fn = [](Args a) -> c10::IValue { return a[0].toTensor() + torch::arange(3, torch::kFloat); };
+  auto gm = fx::make_fx(fn, {torch::zeros({3})});
+  EXPECT_EQ(call_targets(*gm), (std::vector<std::string>{"aten::arange", "aten::add.Tensor"}));
+  EXPECT_TRUE(gm->forward({torch::ones({3})}).toTensor().equal(torch::tensor({1.f, 2.f, 3.f})));
+}
+
+TEST(MakeFx, ReadingATracedValueIsAnError) {
+  auto fn = [](Args a) -> c10::IValue {
+    at::Tensor x = a[0].toTensor();
+    return x.sum().item<float>() > 0 ? x : -x;
+  };
+  try {
+    fx::make_fx(fn, {torch::ones({2})});
+    FAIL() << "no error";
+  } catch (const fx::TraceError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "make_fx: aten::_local_scalar_dense reads the value of a traced tensor (data-dependent control flow or "
+              "item() cannot be captured in a graph)");
+  }
+}
+
+TEST(MakeFx, NonTensorInputsAndOutputsAreErrors) {
+  try {
+    fx::make_fx([](Args a) -> c10::IValue { return a[0]; }, {c10::IValue(int64_t{3})});
+    FAIL() << "no error";
+  } catch (const fx::TraceError& e) {
+    EXPECT_EQ(std::string(e.what()), "make_fx: example input 0 is a Int: the inputs of a traced function are tensors");
+  }
+  try {
+    fx::make_fx([](Args) -> c10::IValue { return std::string("x"); }, {torch::ones({1})});
+    FAIL() << "no error";
+  } catch (const fx::TraceError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "make_fx: the traced function returned a String at output: outputs are tensors, None, and tuples or "
+              "lists of them");
+  }
+}
+
+TEST(MakeFx, RandomOpsLeaveTheGeneratorAsItWas) {
+  auto fn = [](Args a) -> c10::IValue { return torch::dropout(a[0].toTensor(), 0.5, true); };
+  torch::manual_seed(3);
+  at::Tensor x = torch::ones({64});
+  auto state = at::Generator(at::detail::getDefaultCPUGenerator()).get_state();
+  auto gm = fx::make_fx(fn, {x});
+  at::Generator(at::detail::getDefaultCPUGenerator()).set_state(state);
+  at::Tensor eager = fn({x}).toTensor();
+  at::Generator(at::detail::getDefaultCPUGenerator()).set_state(state);
+  EXPECT_TRUE(gm->forward({x}).toTensor().equal(eager)) << "the graph draws the same mask as eager";
+}
+
+}  // namespace
