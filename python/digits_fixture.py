@@ -12,6 +12,8 @@ one thread), then, into OUT_DIR:
   digits.test.pt      the held-out split: torch.save((images [500, 1, 8, 8], labels [500] int64))
   digits.input.pt     the first 64 held-out images: torch.save((images,))  (fxcpp run --input)
   digits.calib.pt     calibration data, 4 batches of 64 training images: torch.save([(images,), ...])
+  digits.train_data.pt  the training split: torch.save((images [1297, 1, 8, 8], labels [1297] int64))
+                      (training through fx::aot_module, tests/aot/digits_training_test.cpp)
   digits.int8.pt      Python's int8 of the model (python/quantize_baseline.py: quantize_fx,
                       onednn, calibrated on digits.calib.pt), traced and frozen
   digits.json         {"fp32_accuracy", "python_int8_accuracy", "train_seconds", ...} on the held-out split
@@ -118,6 +120,7 @@ def main():
         atomic_jit(torch.jit.trace(model, example), os.path.join(out, "digits.trace.pt"))
     save_int8_torchscript(q, example, os.path.join(out, "digits.int8.pt"))
     save(os.path.join(out, "digits.test.pt"), (xte.clone(), yte.clone()))
+    save(os.path.join(out, "digits.train_data.pt"), (xtr.clone(), ytr.clone()))
     save(os.path.join(out, "digits.input.pt"), (xte[:64].clone(),))
     save(os.path.join(out, "digits.calib.pt"), calib)
     save(os.path.join(out, "bad_arity.pt"), (xtr[:8].clone(), xtr[:8].clone()))
