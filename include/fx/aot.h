@@ -115,7 +115,8 @@ using CompiledGraph = std::function<std::vector<c10::IValue>(std::vector<c10::IV
 using AotCompiler =
     std::function<CompiledGraph(const std::shared_ptr<GraphModule>& gm, const std::vector<c10::IValue>& example_inputs)>;
 
-/// The default compiler: the GraphModule's own compiled plan.
+/// The default compiler: the GraphModule's own compiled plan, with its
+/// memory plan on (GraphModule::set_memory_planning).
 CompiledGraph graph_module_compiler(const std::shared_ptr<GraphModule>& gm,
                                     const std::vector<c10::IValue>& example_inputs);
 

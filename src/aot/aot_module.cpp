@@ -304,6 +304,10 @@ size_t AotModule::num_traces() const {
 }
 
 CompiledGraph graph_module_compiler(const std::shared_ptr<GraphModule>& gm, const std::vector<c10::IValue>&) {
+  // The memory plan serves each graph's temporaries from a reused arena
+  // (convolution_backward's scratch, freed intermediates); what escapes, the
+  // forward's saved values and the gradients, comes from the allocator.
+  gm->set_memory_planning(true);
   return [gm](std::vector<c10::IValue>& inputs) {
     c10::IValue r = gm->forward(std::move(inputs));
     inputs.clear();

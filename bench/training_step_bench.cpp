@@ -1,0 +1,93 @@
+// One training step (zero_grad, forward, loss, backward, SGD step), 1 thread:
+// eager libtorch against fx::aot_module with functorch's default partition
+// and with the min-cut partition, on resnet18 and mobilenet_v2 (64x64
+// images, cross-entropy) and libtorch's TransformerEncoderLayer (d 64,
+// 4 heads, sequence 32, mean square), batch 8 and 32.
+//
+//   BM_TrainStep/<model>/<engine>/<batch>   engine 0 eager, 1 aot default, 2 aot min-cut
+//
+// scripts/bench_training.py runs them interleaved (random interleaving of
+// repetitions), next to Python's eager and functorch aot_module, and
+// measures each engine's peak memory in a process of its own.
+#include "../tests/aot/aot_models.h"
+
+#include <fx/aot.h>
+
+#include <ATen/Parallel.h>
+#include <benchmark/benchmark.h>
+#include <torch/torch.h>
+
+#include <functional>
+#include <memory>
+
+namespace {
+
+/// A model, its optimizer and the step to time.
+struct Trainer {
+  std::shared_ptr<torch::nn::Module> module;
+  std::function<at::Tensor(const at::Tensor&)> forward;
+  std::unique_ptr<torch::optim::SGD> opt;
+  at::Tensor x, labels;
+  bool classifier = true;
+
+  void step() {
+    opt->zero_grad();
+    at::Tensor out = forward(x);
+    at::Tensor loss = classifier ? torch::nn::functional::cross_entropy(out, labels) : out.pow(2).mean();
+    loss.backward();
+    opt->step();
+  }
+};
+
+std::unique_ptr<Trainer> make_trainer(int model, int engine, int64_t batch) {
+  torch::manual_seed(0);
+  auto t = std::make_unique<Trainer>();
+  std::shared_ptr<fx::AotModule> aot;
+  fx::AotOptions options;
+  options.partition_fn = engine == 2 ? fx::PartitionFn(fx::min_cut_rematerialization_partition)
+                                     : fx::PartitionFn(fx::default_partition);
+  if (model == 0 || model == 1) {
+    t->x = torch::randn({batch, 3, 64, 64});
+    t->labels = torch::randint(0, 1000, {batch});
+    if (model == 0) {
+      auto m = fx::trace_test::ResNet(false, std::vector<int64_t>{2, 2, 2, 2});
+      t->module = m.ptr();
+      if (engine) aot = fx::aot_module(m.ptr(), options);
+      t->forward = [m](const at::Tensor& x) mutable { return m->forward(x); };
+    } else {
+      auto m = fx::aot_test::MobileNetV2();
+      t->module = m.ptr();
+      if (engine) aot = fx::aot_module(m.ptr(), options);
+      t->forward = [m](const at::Tensor& x) mutable { return m->forward(x); };
+    }
+  } else {
+    auto m = torch::nn::TransformerEncoderLayer(torch::nn::TransformerEncoderLayerOptions(64, 4).dim_feedforward(256));
+    t->module = m.ptr();
+    t->x = torch::randn({32, batch, 64});
+    t->classifier = false;
+    if (engine) aot = fx::aot_module(m.ptr(), options);
+    t->forward = [m](const at::Tensor& x) mutable { return m->forward(x); };
+  }
+  if (aot) t->forward = [aot](const at::Tensor& x) { return aot->forward(x); };
+  t->module->train();
+  t->opt = std::make_unique<torch::optim::SGD>(t->module->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  return t;
+}
+
+void BM_TrainStep(benchmark::State& state) {
+  at::set_num_threads(1);
+  auto t = make_trainer(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)), state.range(2));
+  for (int i = 0; i < 2; ++i) t->step();  // trace, compile, warm the allocator
+  for (auto _ : state) t->step();
+  static const char* models[] = {"resnet18", "mobilenet_v2", "encoder"};
+  static const char* engines[] = {"eager", "aot_default", "aot_min_cut"};
+  state.SetLabel(std::string(models[state.range(0)]) + " " + engines[state.range(1)]);
+}
+
+BENCHMARK(BM_TrainStep)
+    ->ArgsProduct({{0, 1, 2}, {0, 1, 2}, {8, 32}})
+    ->ArgNames({"model", "engine", "batch"})
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(1.0);
+
+}  // namespace
