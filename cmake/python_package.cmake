@@ -19,5 +19,14 @@ if(FXCPP_BUILD_TESTS)
            COMMAND sh -c "rm -rf \"$1\" && \"$0\" --install \"$2\" --prefix \"$1\" >/dev/null && PYTHONPATH=\"$1/$3\" exec /usr/bin/python3 \"$4\" python-package \"$1/$3\" \"$5\""
                    ${CMAKE_COMMAND} ${fx_prefix} ${FX_BIN} ${FXCPP_PYTHON_DIR}
                    ${FX_SRC}/python/test_fxcpp_bridge.py ${PROJECT_VERSION})
-  set_tests_properties(serialize_bridge_python_package PROPERTIES PASS_REGULAR_EXPRESSION "OK")
+  set_tests_properties(serialize_bridge_python_package PROPERTIES PASS_REGULAR_EXPRESSION "OK"
+                       FIXTURES_SETUP fx_python_installed)
+  if(TARGET fxcpp_python)
+    # A fresh shell (no inherited environment) with only the prefix on the path.
+    add_test(NAME python.installed_version
+             COMMAND env -i PATH=/usr/bin:/bin PYTHONPATH=${fx_prefix}/${FXCPP_PYTHON_DIR}
+                     /usr/bin/python3 -c "import fxcpp; print(fxcpp.__version__)")
+    set_tests_properties(python.installed_version PROPERTIES FIXTURES_REQUIRED fx_python_installed
+                         PASS_REGULAR_EXPRESSION "^${PROJECT_VERSION}\n$")
+  endif()
 endif()

@@ -450,6 +450,10 @@ def python_package(args):
         back = fxcpp.load(os.path.join(d, "m.fx"))
     same_graph(gm, back, "import fxcpp")
     close(back(*inputs), gm(*inputs), "import fxcpp")
+    # The extension module (issue 37) from the same prefix, running C++ on Python's tensors.
+    assert os.path.dirname(os.path.abspath(fxcpp._C.__file__)) == os.path.dirname(os.path.abspath(fxcpp.__file__))
+    assert fxcpp._C.__version__ == version
+    close(fxcpp.from_fx(gm)(*inputs), gm(*inputs), "fxcpp.from_fx")
     print("fxcpp %s from %s" % (fxcpp.__version__, fxcpp.__file__))
 
 
