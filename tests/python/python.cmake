@@ -20,3 +20,10 @@ if(TARGET fxcpp_python AND FXCPP_PYTHON_ALL_MODELS)
                    -k "classifier")
   set_tests_properties(python.models_all PROPERTIES ENVIRONMENT "${fx_pytest_env};FXCPP_ALL_MODELS=1" TIMEOUT 900)
 endif()
+# The newcomer example (examples/python/): it checks its own results.
+if(TARGET fxcpp_python)
+  add_test(NAME python.example_optimize_resnet
+           COMMAND /usr/bin/python3 ${FX_SRC}/examples/python/optimize_resnet.py)
+  set_tests_properties(python.example_optimize_resnet PROPERTIES ENVIRONMENT "${fx_pytest_env}"
+                       PASS_REGULAR_EXPRESSION "OK" TIMEOUT 300)
+endif()
