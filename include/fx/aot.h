@@ -44,6 +44,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -90,6 +91,12 @@ struct PartitionedGraphs {
   std::shared_ptr<GraphModule> backward;
   /// The names of the saved values, in the order the forward returns them.
   std::vector<std::string> saved;
+  /// Bytes of the saved values (their tensor_meta).
+  size_t saved_bytes = 0;
+  /// Bytes of the saved values that are neither primals (parameters, buffers,
+  /// inputs) nor views of them: the memory the partition keeps alive
+  /// between forward and backward, the activations.
+  size_t activation_bytes = 0;
 };
 
 /// A partition function (functorch's partition_fn).
@@ -106,6 +113,26 @@ PartitionedGraphs default_partition(const JointGraph& joint);
 /// node weighted by its output's bytes; cheap pointwise operators may be
 /// recomputed in backward, random and compute-heavy ones never.
 PartitionedGraphs min_cut_rematerialization_partition(const JointGraph& joint);
+
+/// Options of min_cut_partition: fxcpp's own policy on top of functorch's.
+struct MinCutOptions {
+  /// Offer the backward batch-norm outputs and the activations after them
+  /// recomputed from the batch norm's input and statistics (in-place
+  /// activated batch norm's idea): conv nets save about half the bytes.
+  bool recompute_batch_norm = true;
+  /// Let convolutions and matrix products be recomputed too (functorch's
+  /// compute-intensive operators; only a memory budget should ask this).
+  bool recompute_compute_intensive = false;
+  /// The most bytes of activations (PartitionedGraphs::activation_bytes) the
+  /// forward may save for backward: the partition takes
+  /// the least recomputation that fits (these options, then batch-norm
+  /// recompute, then compute-intensive recompute) and throws fx::Error
+  /// naming the bytes it needs when nothing fits.
+  std::optional<size_t> memory_budget;
+};
+
+/// fxcpp's min-cut partition: functorch's, plus what MinCutOptions asks.
+PartitionFn min_cut_partition(MinCutOptions options = {});
 
 /// A compiled graph: takes its inputs (the vector may be emptied) and
 /// returns its outputs flattened.

@@ -47,6 +47,22 @@ const std::unordered_set<std::string>& recomputable_ops() {
   return ops;
 }
 
+// What the batch-norm recompute duplicates beyond functorch's list
+// (recompute_batch_norm.cpp): more activations, and the per-channel views.
+const std::unordered_set<std::string>& recompute_batch_norm_ops() {
+  static const std::unordered_set<std::string> ops = {"aten::hardtanh", "aten::hardswish", "aten::leaky_relu",
+                                                      "aten::elu", "aten::view"};
+  return ops;
+}
+
+// functorch 1.13's compute_intensive_ops: never recomputed unless a memory
+// budget asks for it.
+const std::unordered_set<std::string>& compute_intensive_ops() {
+  static const std::unordered_set<std::string> ops = {"aten::mm", "aten::convolution", "aten::convolution_backward",
+                                                      "aten::bmm", "aten::addmm", "aten::upsample_bilinear2d"};
+  return ops;
+}
+
 const std::unordered_set<std::string>& random_ops() {
   static const std::unordered_set<std::string> ops = {"aten::native_dropout", "aten::rand_like", "aten::randn_like"};
   return ops;
@@ -122,8 +138,10 @@ class Network {
 }  // namespace
 }  // namespace aot_impl
 
-PartitionedGraphs min_cut_rematerialization_partition(const JointGraph& original) {
-  using namespace aot_impl;
+namespace aot_impl {
+
+/// One min cut of `original` under `options` (the budget is handled by the caller).
+PartitionedGraphs min_cut(const JointGraph& original, const MinCutOptions& options) {
   // A private copy: CSE and dead-code elimination must not edit the caller's joint graph.
   auto g = std::make_shared<Graph>();
   {
@@ -139,10 +157,24 @@ PartitionedGraphs min_cut_rematerialization_partition(const JointGraph& original
 
   // Classify: what the backward needs (tangents and all they reach), what the forward outputs need.
   std::unordered_set<const Node*> required_bw;
-  for (Node* n : graph.nodes()) {
-    if (is_tangent(n)) required_bw.insert(n);
-    if (required_bw.count(n))
-      for (Node* u : n->users()) required_bw.insert(u);
+  auto classify_backward = [&] {
+    required_bw.clear();
+    for (Node* n : graph.nodes()) {
+      if (is_tangent(n)) required_bw.insert(n);
+      if (required_bw.count(n))
+        for (Node* u : n->users()) required_bw.insert(u);
+    }
+  };
+  classify_backward();
+  if (options.recompute_batch_norm) {
+    // The forward's own nodes keep the fused batch norm; every other use
+    // (the backward, and what only the backward reads, such as autograd's
+    // clone of a value an in-place activation overwrites) may recompute.
+    const std::unordered_set<std::string> forward = forward_node_names(joint);
+    std::unordered_set<const Node*> not_forward;
+    for (Node* n : graph.nodes())
+      if (!forward.count(n->name())) not_forward.insert(n);
+    if (add_batch_norm_recompute(graph, not_forward) > 0) classify_backward();
   }
   const std::unordered_set<std::string> fw_names = forward_node_names(joint);
   std::unordered_set<const Node*> required_fw;
@@ -162,9 +194,14 @@ PartitionedGraphs min_cut_rematerialization_partition(const JointGraph& original
     dist_from_bw[n] = d;
   }
 
+  auto recomputable = [&](const std::string& p) {
+    return recomputable_ops().count(p) > 0 ||
+           (options.recompute_batch_norm && recompute_batch_norm_ops().count(p) > 0) ||
+           (options.recompute_compute_intensive && compute_intensive_ops().count(p) > 0);
+  };
   auto ban_recomputation = [&](const Node* n) {
     if (n->op() != Opcode::CallFunction) return false;
-    if (!recomputable_ops().count(packet(n))) return true;
+    if (!recomputable(packet(n))) return true;
     if (n->target() == "operator.getitem") return false;
     if (!has_meta(n)) return false;
     double inputs = 0;
@@ -174,7 +211,7 @@ PartitionedGraphs min_cut_rematerialization_partition(const JointGraph& original
   };
   auto fusible = [&](const Node* n) {
     const std::string p = packet(n);
-    return recomputable_ops().count(p) > 0 || random_ops().count(p) > 0;
+    return recomputable(p) || random_ops().count(p) > 0;
   };
   auto is_materialized = [&](const Node* n) {
     if (n->op() == Opcode::Placeholder) return true;
@@ -203,7 +240,9 @@ PartitionedGraphs min_cut_rematerialization_partition(const JointGraph& original
       net.edge(source, in_v(n), inf);
     if (ban_recomputation(n) && required_fw.count(n)) net.edge(source, in_v(n), inf);
     double weight = inf;
-    if (has_meta(n)) {
+    if (options.recompute_batch_norm && n->op() == Opcode::CallFunction && is_primal_alias(n)) {
+      weight = 0;  // a view of a parameter or input: saving it keeps no memory alive
+    } else if (has_meta(n)) {
       const double d = static_cast<double>(std::max<int64_t>(std::min<int64_t>(dist_from_bw[n], 100), 1));
       weight = std::floor(tensor_bytes(n) * std::pow(1.1, d));
       if (!is_materialized(n)) weight *= 2;
@@ -221,6 +260,37 @@ PartitionedGraphs min_cut_rematerialization_partition(const JointGraph& original
     if (net.source_side(in_v(n)) && !net.source_side(out_v(n))) saved.push_back(n);
   }
   return extract_forward_backward(joint, std::move(saved));
+}
+
+}  // namespace aot_impl
+
+PartitionedGraphs min_cut_rematerialization_partition(const JointGraph& joint) {
+  MinCutOptions functorch;
+  functorch.recompute_batch_norm = false;
+  return aot_impl::min_cut(joint, functorch);
+}
+
+PartitionFn min_cut_partition(MinCutOptions options) {
+  return [options](const JointGraph& joint) {
+    if (!options.memory_budget) return aot_impl::min_cut(joint, options);
+    // The least recomputation that fits: as asked, then with batch-norm
+    // recompute, then recomputing convolutions and matrix products too.
+    std::vector<MinCutOptions> tries{options};
+    MinCutOptions more = options;
+    more.recompute_batch_norm = true;
+    tries.push_back(more);
+    more.recompute_compute_intensive = true;
+    tries.push_back(more);
+    size_t best = 0;
+    for (const MinCutOptions& o : tries) {
+      PartitionedGraphs p = aot_impl::min_cut(joint, o);
+      best = p.activation_bytes;
+      if (best <= *options.memory_budget) return p;
+    }
+    throw Error("min_cut_partition: the backward needs at least " + std::to_string(best) +
+                " bytes of saved activations, more than the memory budget of " +
+                std::to_string(*options.memory_budget) + " bytes (recomputing everything recomputable)");
+  };
 }
 
 }  // namespace fx

@@ -132,8 +132,26 @@ PartitionedGraphs extract_forward_backward(const JointGraph& joint, std::vector<
   const auto root = std::static_pointer_cast<torch::nn::Module>(joint.module);
   out.forward = std::make_shared<GraphModule>(root, fw);
   out.backward = std::make_shared<GraphModule>(root, bw);
-  for (Node* s : saved) out.saved.push_back(s->name());
+  for (Node* s : saved) {
+    out.saved.push_back(s->name());
+    const auto bytes = static_cast<size_t>(tensor_bytes(s));
+    out.saved_bytes += bytes;
+    if (!is_primal_alias(s)) out.activation_bytes += bytes;
+  }
   return out;
+}
+
+bool is_primal_alias(const Node* n) {
+  static const std::unordered_set<std::string> views = {
+      "aten::t", "aten::view", "aten::_reshape_alias", "aten::expand", "aten::permute", "aten::transpose.int",
+      "aten::unsqueeze", "aten::squeeze.dim", "aten::select.int", "aten::slice.Tensor", "aten::detach", "aten::alias"};
+  for (int depth = 0; depth < 64; ++depth) {
+    if (is_primal(n)) return true;
+    if (n->op() != Opcode::CallFunction || !views.count(n->target()) || n->args().empty() || !n->args()[0].is_node())
+      return false;
+    n = n->args()[0].to_node();
+  }
+  return false;
 }
 
 double tensor_bytes(const Node* n) {

@@ -42,7 +42,17 @@ std::unordered_set<std::string> forward_node_names(const JointGraph& joint);
 /// saved values the backward does not read are dropped first.
 PartitionedGraphs extract_forward_backward(const JointGraph& joint, std::vector<Node*> saved);
 
+/// Whether `n` is a primal or a view of one (saving it costs no memory).
+bool is_primal_alias(const Node* n);
+
 /// Bytes of a node's tensor_meta (0 without one).
 double tensor_bytes(const Node* n);
+
+/// Adds, for every training-mode batch norm, a recomputable decomposition of
+/// its output and duplicates of the pointwise operators after it, and points
+/// the uses by nodes in `backward` (those the forward outputs do not need)
+/// at them (recompute_batch_norm.cpp). Returns how many batch norms got one.
+size_t add_batch_norm_recompute(Graph& g, const std::unordered_set<const Node*>& backward);
+
 
 }  // namespace fx::aot_impl

@@ -66,8 +66,11 @@ TEST(MakeFx, InPlaceWriteOfAnInputIsCopiedBackAtTheEnd) {
   EXPECT_EQ(call_targets(*gm), (std::vector<std::string>{"aten::add.Scalar", "aten::mul.Scalar", "aten::mul.Scalar",
                                                          "aten::copy_"}));
   // Every node but the copy_ is free of side effects.
-  for (fx::Node* n : gm->graph().nodes())
-    if (n->op() == fx::Opcode::CallFunction) EXPECT_EQ(n->is_impure(), n->target() == "aten::copy_") << n->name();
+  for (fx::Node* n : gm->graph().nodes()) {
+    if (n->op() == fx::Opcode::CallFunction) {
+      EXPECT_EQ(n->is_impure(), n->target() == "aten::copy_") << n->name();
+    }
+  }
   at::Tensor y = torch::ones({2, 2});
   at::Tensor out = gm->forward({y}).toTensor();
   EXPECT_TRUE(out.equal(torch::full({2, 2}, 12.0)));
