@@ -4,7 +4,9 @@
 // images, cross-entropy) and libtorch's TransformerEncoderLayer (d 64,
 // 4 heads, sequence 32, mean square), batch 8 and 32.
 //
-//   BM_TrainStep/<model>/<engine>/<batch>   engine 0 eager, 1 aot default, 2 aot min-cut
+//   BM_TrainStep/<model>/<engine>/<batch>   engine 0 eager, 1 aot default partition,
+//                                           2 functorch's min cut, 3 fxcpp's min cut
+//   BM_TrainStepMemory/...                  the memory of a step (one process each)
 //
 // scripts/bench_training.py runs them interleaved (random interleaving of
 // repetitions), next to Python's eager and functorch aot_module, and
@@ -17,6 +19,9 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 
@@ -44,8 +49,9 @@ std::unique_ptr<Trainer> make_trainer(int model, int engine, int64_t batch) {
   auto t = std::make_unique<Trainer>();
   std::shared_ptr<fx::AotModule> aot;
   fx::AotOptions options;
-  options.partition_fn = engine == 2 ? fx::PartitionFn(fx::min_cut_rematerialization_partition)
-                                     : fx::PartitionFn(fx::default_partition);
+  options.partition_fn = engine == 3   ? fx::min_cut_partition()
+                         : engine == 2 ? fx::PartitionFn(fx::min_cut_rematerialization_partition)
+                                       : fx::PartitionFn(fx::default_partition);
   if (model == 0 || model == 1) {
     t->x = torch::randn({batch, 3, 64, 64});
     t->labels = torch::randint(0, 1000, {batch});
@@ -80,14 +86,59 @@ void BM_TrainStep(benchmark::State& state) {
   for (int i = 0; i < 2; ++i) t->step();  // trace, compile, warm the allocator
   for (auto _ : state) t->step();
   static const char* models[] = {"resnet18", "mobilenet_v2", "encoder"};
-  static const char* engines[] = {"eager", "aot_default", "aot_min_cut"};
+  static const char* engines[] = {"eager", "aot_default", "aot_functorch_min_cut", "aot_min_cut"};
   state.SetLabel(std::string(models[state.range(0)]) + " " + engines[state.range(1)]);
 }
 
 BENCHMARK(BM_TrainStep)
-    ->ArgsProduct({{0, 1, 2}, {0, 1, 2}, {8, 32}})
+    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3}, {8, 32}})
     ->ArgNames({"model", "engine", "batch"})
     ->Unit(benchmark::kMillisecond)
     ->MinTime(1.0);
+
+}  // namespace
+
+namespace {
+
+/// Bytes of /proc/self/status's `field` (VmRSS, VmHWM), or -1.
+double status_mb(const char* field) {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  double kb = -1;
+  const size_t n = std::strlen(field);
+  while (std::fgets(line, sizeof line, f) != nullptr)
+    if (std::strncmp(line, field, n) == 0 && line[n] == ':') kb = std::atof(line + n + 1);
+  std::fclose(f);
+  return kb / 1024.0;
+}
+
+/// The memory one training step takes: the process's peak resident size
+/// during three steps (VmHWM, reset by writing 5 to /proc/self/clear_refs
+/// after tracing and warm-up) above its resident size before them. Run each
+/// in a process of its own (scripts/bench_training.py does).
+void BM_TrainStepMemory(benchmark::State& state) {
+  at::set_num_threads(1);
+  auto t = make_trainer(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)), state.range(2));
+  for (int i = 0; i < 2; ++i) t->step();
+  double base = 0, peak = 0;
+  for (auto _ : state) {
+    if (FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
+      std::fputs("5", f);
+      std::fclose(f);
+    }
+    base = status_mb("VmRSS");
+    for (int i = 0; i < 3; ++i) t->step();
+    peak = status_mb("VmHWM");
+  }
+  state.counters["step_MB"] = peak - base;
+  state.counters["peak_MB"] = peak;
+}
+
+BENCHMARK(BM_TrainStepMemory)
+    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3}, {8, 32}})
+    ->ArgNames({"model", "engine", "batch"})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
 
 }  // namespace

@@ -47,6 +47,7 @@ SECTIONS = [
     ("bench_quantize", "int8: fxcpp vs Python's quantize_fx", "bench_quantize"),
     ("quantize_dynamic", "Dynamic int8 linear layers", None),
     ("bench_pipeline", "Pipeline and data parallelism", "bench_pipeline"),
+    ("training", "Training steps", None),
     ("import_torchvision", "TorchScript import: torchvision models", None),
     ("import_families", "TorchScript import: model families", None),
     ("families_speed", "Imported model families: speed", None),

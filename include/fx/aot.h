@@ -91,6 +91,12 @@ struct PartitionedGraphs {
   std::shared_ptr<GraphModule> backward;
   /// The names of the saved values, in the order the forward returns them.
   std::vector<std::string> saved;
+  /// The backward's nodes that recompute forward values (they do not
+  /// depend on the tangents), in program order.
+  std::vector<std::string> recomputed;
+  /// The joint graph these were split from (the min cuts' own copy, after
+  /// CSE and the batch-norm recompute: what draw_joint_graph draws).
+  std::shared_ptr<GraphModule> joint;
   /// Bytes of the saved values (their tensor_meta).
   size_t saved_bytes = 0;
   /// Bytes of the saved values that are neither primals (parameters, buffers,
@@ -133,6 +139,12 @@ struct MinCutOptions {
 
 /// fxcpp's min-cut partition: functorch's, plus what MinCutOptions asks.
 PartitionFn min_cut_partition(MinCutOptions options = {});
+
+/// Draws a partitioned joint graph (functorch's draw_joint_graph) into
+/// `path` (.dot, .svg or .html, FxGraphDrawer::write): forward nodes blue,
+/// backward nodes orange, saved values red, the nodes the backward
+/// recomputes (PartitionedGraphs::recomputed) green, with a key.
+void draw_joint_graph(const PartitionedGraphs& partition, const std::string& path, const std::string& name = "joint");
 
 /// A compiled graph: takes its inputs (the vector may be emptied) and
 /// returns its outputs flattened.
@@ -224,6 +236,8 @@ std::shared_ptr<AotModule> aot_module(const std::shared_ptr<M>& module, AotOptio
   };
   return aot_module(std::static_pointer_cast<torch::nn::Module>(module), std::move(fwd), std::move(options));
 }
+/// aot_module of a GraphModule (a traced or imported model).
+std::shared_ptr<AotModule> aot_module(const std::shared_ptr<GraphModule>& module, AotOptions options = {});
 template <class Impl>
 std::shared_ptr<AotModule> aot_module(const torch::nn::ModuleHolder<Impl>& module, AotOptions options = {}) {
   return aot_module(module.ptr(), std::move(options));

@@ -337,4 +337,11 @@ std::shared_ptr<AotModule> aot_module(std::shared_ptr<torch::nn::Module> module,
                                      std::move(options));
 }
 
+std::shared_ptr<AotModule> aot_module(const std::shared_ptr<GraphModule>& module, AotOptions options) {
+  if (!module) throw Error("aot_module: the module is null");
+  GraphModule* gm = module.get();
+  return aot_module(std::static_pointer_cast<torch::nn::Module>(module),
+                    [gm](std::vector<c10::IValue> args) { return gm->forward(std::move(args)); }, std::move(options));
+}
+
 }  // namespace fx

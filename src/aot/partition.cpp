@@ -132,6 +132,15 @@ PartitionedGraphs extract_forward_backward(const JointGraph& joint, std::vector<
   const auto root = std::static_pointer_cast<torch::nn::Module>(joint.module);
   out.forward = std::make_shared<GraphModule>(root, fw);
   out.backward = std::make_shared<GraphModule>(root, bw);
+  out.joint = joint.module;
+  std::unordered_set<const Node*> from_tangents;
+  for (Node* n : bw->nodes()) {
+    if (n->op() == Opcode::Placeholder && is_tangent(n)) from_tangents.insert(n);
+    if (from_tangents.count(n))
+      for (Node* u : n->users()) from_tangents.insert(u);
+  }
+  for (Node* n : bw->nodes())
+    if (n->op() == Opcode::CallFunction && !from_tangents.count(n)) out.recomputed.push_back(n->name());
   for (Node* s : saved) {
     out.saved.push_back(s->name());
     const auto bytes = static_cast<size_t>(tensor_bytes(s));

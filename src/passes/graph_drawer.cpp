@@ -217,7 +217,18 @@ FxGraphDrawer::FxGraphDrawer(std::shared_ptr<GraphModule> module, std::string na
   if (!module_) throw Error("FxGraphDrawer: no module given");
 }
 
+namespace {
+/// Nodes above which the layout is capped (get_dot_graph).
+constexpr size_t kLargeGraph = 300;
+}  // namespace
+
 void FxGraphDrawer::set_node_times(std::unordered_map<const Node*, double> node_us) { node_us_ = std::move(node_us); }
+
+void FxGraphDrawer::set_node_colors(std::unordered_map<const Node*, std::string> colors,
+                                    std::vector<std::pair<std::string, std::string>> legend) {
+  colors_ = std::move(colors);
+  legend_ = std::move(legend);
+}
 
 std::string FxGraphDrawer::get_dot_graph() const {
   const TimeRange times = time_range(*this);
@@ -226,7 +237,9 @@ std::string FxGraphDrawer::get_dot_graph() const {
   for (const Node* n : nodes) {
     std::string fill;
     auto t = node_us_.find(n);
-    if (times.max_us > 0 && t != node_us_.end()) fill = heat_color(t->second / times.max_us);
+    auto c = colors_.find(n);
+    if (c != colors_.end()) fill = c->second;
+    else if (times.max_us > 0 && t != node_us_.end()) fill = heat_color(t->second / times.max_us);
     else if (const char* c = opcode_color(n->op())) fill = c;
     else fill = hash_color(n->target());
     lines[n] = dot_quoted(n->name()) + " [label=\"" + node_label(*this, *n, times.total_us) + "\", fillcolor=" + dot_quoted(fill) +
@@ -235,9 +248,20 @@ std::string FxGraphDrawer::get_dot_graph() const {
   std::ostringstream os;
   os << "digraph " << dot_quoted(name_) << " {\n"
      << "  rankdir=\"TB\";\n"
+     // Large graphs (a joint forward+backward graph has ~1,000 nodes): cap
+     // Graphviz's crossing minimisation and network simplex, whose full runs
+     // take minutes there, for a layout in seconds.
+     << (nodes.size() > kLargeGraph ? "  mclimit=0.05; nslimit=2; nslimit1=2; remincross=false; searchsize=10;\n" : "")
      << "  node [shape=\"record\", style=\"filled,rounded\", fontcolor=\"#000000\", fontname=\"Helvetica\", "
         "fontsize=10];\n"
      << "  edge [color=\"#555555\"];\n";
+  if (!legend_.empty()) {
+    os << "  subgraph \"cluster_legend\" {\n    label=\"key\"; style=\"rounded\"; color=\"#7f7f7f\";\n";
+    for (size_t i = 0; i < legend_.size(); ++i)
+      os << "    " << dot_quoted("legend_" + std::to_string(i)) << " [label=" << dot_quoted(legend_[i].second)
+         << ", fillcolor=" << dot_quoted(legend_[i].first) << "];\n";
+    os << "  }\n";
+  }
   Cluster root;
   for (const Node* n : nodes) {
     if (!options_.cluster_modules || n->op() != Opcode::CallModule) {

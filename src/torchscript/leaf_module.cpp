@@ -214,6 +214,11 @@ void mirror_attributes(const torch::jit::Module& module, const std::string& qual
 
 }  // namespace
 
+void JitLeafModule::train(bool on) {
+  torch::nn::Module::train(on);
+  module_.train(on);
+}
+
 std::shared_ptr<torch::nn::Module> build_module_tree(const torch::jit::Module& module,
                                                      const std::string& qualified_name,
                                                      const LeafPredicate& is_leaf) {

@@ -39,6 +39,10 @@ class JitLeafModule : public torch::nn::Module {
   c10::IValue forward(std::vector<c10::IValue> args);
   /// The wrapped TorchScript module.
   const torch::jit::Module& jit_module() const { return module_; }
+  /// Sets this mirror's mode and the TorchScript module's `training`
+  /// attributes (its own and its submodules'), which its forward reads:
+  /// gm->train() trains the leaves too (batch norm on batch statistics).
+  void train(bool on = true) override;
   /// forward, or else the forward__N overloads, in order (empty: none).
   const std::vector<torch::jit::Function*>& forwards() const { return forwards_; }
 

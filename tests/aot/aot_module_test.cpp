@@ -7,6 +7,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <fstream>
+#include <iterator>
+
 namespace {
 
 torch::nn::Sequential small_convnet() {
@@ -121,6 +124,34 @@ TEST(AotFunction, BadInputsAreErrors) {
   } catch (const fx::Error& e) {
     EXPECT_EQ(std::string(e.what()), "AotModule: no graphs yet: they are traced by the first forward");
   }
+}
+
+}  // namespace
+
+namespace {
+
+// draw_joint_graph colours the joint graph by its partition, with a key.
+TEST(AotDraw, JointGraphColouredByPartition) {
+  torch::manual_seed(0);
+  auto net = small_convnet();
+  auto aot = fx::aot_module(net.ptr(), fx::AotOptions{fx::min_cut_partition()});
+  aot->forward(torch::randn({2, 3, 8, 8})).sum().backward();
+  const fx::PartitionedGraphs& p = aot->graphs().partitioned;
+  ASSERT_FALSE(p.recomputed.empty()) << "the batch norm's output is recomputed in backward";
+  const std::string path = std::string(::testing::TempDir()) + "joint.dot";
+  fx::draw_joint_graph(p, path, "small");
+  std::ifstream in(path);
+  const std::string dot((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(dot.find("digraph \"small\""), std::string::npos);
+  EXPECT_NE(dot.find("\"legend_2\" [label=\"recomputed in backward\", fillcolor=\"#b6d7a8\"]"), std::string::npos) << dot;
+  // Every saved value is filled red, every recomputed node green.
+  for (const std::string& s : p.saved)
+    EXPECT_NE(dot.find("\"" + s + "\" [label="), std::string::npos) << s;
+  size_t red = 0, green = 0;
+  for (size_t at = dot.find("fillcolor=\"#ea9999\""); at != std::string::npos; at = dot.find("fillcolor=\"#ea9999\"", at + 1)) ++red;
+  for (size_t at = dot.find("fillcolor=\"#b6d7a8\""); at != std::string::npos; at = dot.find("fillcolor=\"#b6d7a8\"", at + 1)) ++green;
+  EXPECT_EQ(red, p.saved.size() + 1);  // + the key's entry
+  EXPECT_EQ(green, p.recomputed.size() + 1);
 }
 
 }  // namespace

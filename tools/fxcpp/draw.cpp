@@ -5,6 +5,7 @@
 #include "command.h"
 #include "model_io.h"
 
+#include <fx/aot.h>
 #include <fx/passes/graph_drawer.h>
 #include <fx/passes/profiler.h>
 #include <fx/passes/shape_prop.h>
@@ -39,16 +40,48 @@ std::string stem(const std::string& path) {
   return dot == std::string::npos || dot == 0 ? base : base.substr(0, dot);
 }
 
+// --training: the joint forward+backward graph of one training step,
+// coloured by the partition (fx::draw_joint_graph).
+int draw_training(const std::shared_ptr<GraphModule>& gm, const ModelArgs& args, const std::string& out) {
+  if (!args.has("input")) throw Error("--training needs --input IN.pt (the shapes to trace the training step with)");
+  const std::string which = args.get("partition", "min-cut");
+  AotOptions options;
+  if (which == "default") options.partition_fn = default_partition;
+  else if (which == "functorch-min-cut") options.partition_fn = min_cut_rematerialization_partition;
+  else if (which == "min-cut") options.partition_fn = min_cut_partition();
+  else throw Error("--partition " + which + ": expected default, functorch-min-cut or min-cut");
+  std::vector<c10::IValue> inputs = load_model_inputs(*gm, args.get("input"));
+  std::shared_ptr<AotModule> aot;
+  set_activity("tracing the training step of " + args.model + " on " + args.get("input"));
+  try {
+    gm->train();
+    aot = aot_module(gm, options);
+    aot->forward(inputs);
+  } catch (const std::exception& e) {
+    return report_run_error("draw", args.model, args.get("input"), e);
+  }
+  const PartitionedGraphs& p = aot->graphs().partitioned;
+  set_activity("drawing " + out);
+  draw_joint_graph(p, out, stem(args.model));
+  const size_t recomputed = p.recomputed.size();
+  std::cout << "wrote " << out << ": joint graph of " << p.joint->graph().nodes().size() << " nodes, " << which
+            << " partition: " << p.saved.size() << " saved values (" << p.activation_bytes / 1000 << " kB of activations), "
+            << recomputed << " nodes recomputed in backward\n";
+  return 0;
+}
+
 int run_draw(const std::vector<std::string>& argv) {
   if (!argv.empty() && argv.back() == "-o") throw Error("-o needs a value");
   std::vector<std::string> args_in;  // -o is --output
   for (const std::string& a : argv) args_in.push_back(a == "-o" ? "--output" : a);
-  ModelArgs args = parse_model_args(args_in, {"output", "input", "profile", "runs"});
+  ModelArgs args = parse_model_args(args_in, {"output", "input", "profile", "runs", "partition"}, {"training"});
   const std::string out = args.get("output", stem(args.model) + ".html");
   check_output_path(out);
   const int runs = args.get_int("runs", 3);
 
   auto gm = import_model(args.model);
+  if (args.has("training")) return draw_training(gm, args, out);
+  if (args.has("partition")) throw Error("--partition draws a training graph: add --training");
   FxGraphDrawer drawer(gm, stem(args.model));
   const std::string shapes_from = args.get("input", args.get("profile"));
   if (!shapes_from.empty()) {
@@ -81,7 +114,11 @@ int run_draw(const std::vector<std::string>& argv) {
 
 }  // namespace
 
-FX_COMMAND("draw", "draw MODEL.pt [-o OUT.dot|OUT.svg|OUT.html] [--input IN.pt] [--profile IN.pt] [--runs N]",
-           "draw the graph (Graphviz): DOT, SVG or an interactive HTML page", run_draw);
+FX_COMMAND("draw",
+           "draw MODEL.pt [-o OUT.dot|OUT.svg|OUT.html] [--input IN.pt] [--profile IN.pt] [--runs N]\n"
+           "       draw MODEL.pt --training --input IN.pt [--partition min-cut|functorch-min-cut|default] [-o OUT]",
+           "draw the graph (Graphviz): DOT, SVG or an interactive HTML page; --training: the joint forward+backward "
+           "graph of a training step, coloured by its partition",
+           run_draw);
 
 }  // namespace fx::cli

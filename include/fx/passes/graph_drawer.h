@@ -68,6 +68,11 @@ class FxGraphDrawer {
   /// microseconds per node, e.g. ProfilingInterpreter::node_us(). Nodes of
   /// other graphs are ignored. An empty map turns the heat map off.
   void set_node_times(std::unordered_map<const Node*, double> node_us);
+  /// Fills nodes with the given colours (Graphviz names or "#rrggbb"),
+  /// over the heat map and the opcode colours; `legend` (colour → meaning)
+  /// is drawn as a key beside the graph. Nodes of other graphs are ignored.
+  void set_node_colors(std::unordered_map<const Node*, std::string> colors,
+                       std::vector<std::pair<std::string, std::string>> legend = {});
 
   /// The graph as Graphviz DOT text (torch.fx get_dot_graph().to_string()).
   std::string get_dot_graph() const;
@@ -105,6 +110,8 @@ class FxGraphDrawer {
   std::string name_;
   GraphDrawerOptions options_;
   std::unordered_map<const Node*, double> node_us_;
+  std::unordered_map<const Node*, std::string> colors_;
+  std::vector<std::pair<std::string, std::string>> legend_;
 };
 
 /// Draws `module`'s graph into `path` (FxGraphDrawer::write: .dot / .gv,

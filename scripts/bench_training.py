@@ -1,0 +1,207 @@
+#!/usr/bin/python3
+"""Training steps: fxcpp's aot_module against eager libtorch, and Python's
+eager PyTorch and functorch aot_module for reference (issue 34).
+
+One step is zero_grad, forward, loss, backward, SGD step (momentum 0.9), at
+1 thread, batch 8 and 32: resnet18 and mobilenet_v2 (64x64 images,
+cross-entropy) and a TransformerEncoderLayer (d 64, 4 heads, feed-forward
+256, sequence 32, mean square).
+
+  C++ (build/fx_bench BM_TrainStep, repetitions randomly interleaved in one
+  process): eager libtorch, aot_module with default_partition, functorch's
+  min cut, fxcpp's min cut (batch-norm outputs and activations recomputed).
+  Memory (BM_TrainStepMemory, one process per engine): the peak resident
+  size of three steps above the resident size before them.
+  Python (one process, engines interleaved round by round): eager PyTorch,
+  functorch.compile.aot_module with the min-cut partition and the nop
+  compiler, and with ts_compile (TorchScript's NNC fusion).
+
+    /usr/bin/python3 scripts/bench_training.py --build build [--quick] [--save-dir docs/bench]
+
+Writes BUILD/bench_training.md, and with --save-dir SAVE/training.md (the
+"Training steps" section of docs/benchmarks.md).
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+MODELS = ["resnet18", "mobilenet_v2", "encoder"]
+ENGINES = ["eager", "aot default", "aot functorch min-cut", "aot fxcpp min-cut"]
+
+
+def cpu_name():
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        name = next(l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name"))
+        flags = next((l for l in out.splitlines() if l.startswith("Flags")), "")
+        isa = "AVX-512" if "avx512f" in flags else ("AVX2" if "avx2" in flags else "SSE")
+        return f"{name} ({isa}, {os.cpu_count()} vCPUs)"
+    except Exception:  # noqa: BLE001
+        return platform.processor() or "unknown CPU"
+
+
+def run_cpp(build, quick):
+    reps = 1 if quick else 3
+    cmd = [os.path.join(build, "fx_bench"), "--benchmark_filter=BM_TrainStep/",
+           "--benchmark_enable_random_interleaving=true", f"--benchmark_repetitions={reps}",
+           "--benchmark_format=json", "--benchmark_min_time=0.5" if quick else "--benchmark_min_time=1"]
+    if quick:
+        cmd[1] = "--benchmark_filter=BM_TrainStep/.*/batch:8"
+    out = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
+                                    env=dict(os.environ, OMP_NUM_THREADS="1")).stdout)
+    times = {}
+    for b in out["benchmarks"]:
+        if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
+            continue
+        name = b["run_name"] if "run_name" in b else b["name"]
+        parts = dict(p.split(":") for p in name.split("/")[1:4])
+        key = (int(parts["model"]), int(parts["engine"]), int(parts["batch"]))
+        times.setdefault(key, []).append(b["real_time"])
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def run_memory(build, quick):
+    mem = {}
+    for m in range(3):
+        for e in range(4):
+            for batch in ([8] if quick else [8, 32]):
+                cmd = [os.path.join(build, "fx_bench"),
+                       f"--benchmark_filter=BM_TrainStepMemory/model:{m}/engine:{e}/batch:{batch}$",
+                       "--benchmark_format=json"]
+                out = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
+                                                env=dict(os.environ, OMP_NUM_THREADS="1")).stdout)
+                mem[(m, e, batch)] = out["benchmarks"][0]["step_MB"]
+    return mem
+
+
+PYTHON_BENCH = r'''
+import json, sys, time, warnings
+warnings.filterwarnings("ignore")
+import torch, torchvision
+from functorch.compile import aot_module, min_cut_rematerialization_partition, nop, ts_compile
+torch.set_num_threads(1)
+batches, rounds = json.loads(sys.argv[1]), int(sys.argv[2])
+
+def model(name):
+    torch.manual_seed(0)
+    if name == "resnet18": return torchvision.models.resnet18()
+    if name == "mobilenet_v2": return torchvision.models.mobilenet_v2()
+    return torch.nn.TransformerEncoderLayer(64, 4, 256)
+
+def trainer(name, engine, batch):
+    m = model(name).train()
+    f = m
+    if engine == "aot_nop":
+        f = aot_module(m, fw_compiler=nop, bw_compiler=nop, partition_fn=min_cut_rematerialization_partition)
+    elif engine == "aot_ts":
+        f = aot_module(m, fw_compiler=ts_compile, bw_compiler=ts_compile, partition_fn=min_cut_rematerialization_partition)
+    opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+    if name == "encoder":
+        x = torch.randn(32, batch, 64)
+        loss = lambda y: y.pow(2).mean()
+    else:
+        x = torch.randn(batch, 3, 64, 64)
+        labels = torch.randint(0, 1000, (batch,))
+        loss = lambda y: torch.nn.functional.cross_entropy(y, labels)
+    def step():
+        opt.zero_grad()
+        loss(f(x)).backward()
+        opt.step()
+    return step
+
+out = {}
+for name in ["resnet18", "mobilenet_v2", "encoder"]:
+    for batch in batches:
+        steps = {e: trainer(name, e, batch) for e in ["eager", "aot_nop", "aot_ts"]}
+        for s in steps.values():
+            s(); s()
+        times = {e: [] for e in steps}
+        for _ in range(rounds):
+            for e, s in steps.items():
+                t0 = time.perf_counter(); s(); times[e].append((time.perf_counter() - t0) * 1e3)
+        for e, t in times.items():
+            t.sort()
+            out[f"{name}/{e}/{batch}"] = t[len(t) // 2]
+print(json.dumps(out))
+'''
+
+
+def run_python(quick):
+    batches = [8] if quick else [8, 32]
+    rounds = 3 if quick else 7
+    res = subprocess.run(["/usr/bin/python3", "-c", PYTHON_BENCH, json.dumps(batches), str(rounds)],
+                         capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    if res.returncode != 0:
+        return None, res.stderr.strip().splitlines()[-1] if res.stderr.strip() else "failed"
+    return json.loads(res.stdout.strip().splitlines()[-1]), None
+
+
+def render(cpu, cpp, mem, py, py_error, quick):
+    batches = [8] if quick else [8, 32]
+    lines = [f"Machine: {cpu}; 1 thread. Measured {time.strftime('%Y-%m-%d')} by "
+             f"`scripts/bench_training.py{' --quick' if quick else ''}`.", "",
+             "One training step (zero_grad, forward, loss, backward, SGD step with momentum), milliseconds "
+             "(median of interleaved repetitions); in brackets the ratio to eager libtorch.", ""]
+    lines.append("| model | batch | eager libtorch | aot default | aot functorch min-cut | aot fxcpp min-cut |"
+                 + (" PyTorch eager | functorch aot (nop) | functorch aot (ts_compile) |" if py else ""))
+    lines.append("|---|---:|---:|---:|---:|---:|" + ("---:|---:|---:|" if py else ""))
+    for m, name in enumerate(MODELS):
+        for batch in batches:
+            eager = cpp.get((m, 0, batch))
+            if eager is None:
+                continue
+            row = [name, str(batch), f"{eager:.1f}"]
+            for e in (1, 2, 3):
+                t = cpp.get((m, e, batch))
+                row.append(f"{t:.1f} ({t / eager:.2f})" if t else "-")
+            if py:
+                pe = py.get(f"{name}/eager/{batch}")
+                for e in ("eager", "aot_nop", "aot_ts"):
+                    t = py.get(f"{name}/{e}/{batch}")
+                    row.append(f"{t:.1f}" + (f" ({t / pe:.2f}×PyTorch)" if e != "eager" else "") if t else "-")
+            lines.append("| " + " | ".join(row) + " |")
+    if py_error:
+        lines += ["", f"Python's functorch could not be measured: {py_error}"]
+    lines += ["", "Memory of a step: the peak resident size during three steps above the resident size before "
+              "them (VmHWM after resetting it, one process per engine), MB; in brackets the ratio to eager.", ""]
+    lines.append("| model | batch | eager libtorch | aot default | aot functorch min-cut | aot fxcpp min-cut |")
+    lines.append("|---|---:|---:|---:|---:|---:|")
+    for m, name in enumerate(MODELS):
+        for batch in batches:
+            eager = mem.get((m, 0, batch))
+            if eager is None:
+                continue
+            row = [name, str(batch), f"{eager:.1f}"]
+            for e in (1, 2, 3):
+                v = mem.get((m, e, batch))
+                row.append(f"{v:.1f} ({v / eager:.2f})" if v is not None and eager > 0 else "-")
+            lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--save-dir")
+    args = ap.parse_args()
+    cpu = cpu_name()
+    cpp = run_cpp(args.build, args.quick)
+    mem = run_memory(args.build, args.quick)
+    py, py_error = run_python(args.quick)
+    text = render(cpu, cpp, mem, py, py_error, args.quick)
+    with open(os.path.join(args.build, "bench_training.md"), "w") as f:
+        f.write(text)
+    if args.save_dir:
+        with open(os.path.join(args.save_dir, "training.md"), "w") as f:
+            f.write(text)
+    sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()
