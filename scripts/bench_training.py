@@ -71,7 +71,7 @@ def run_memory(build, quick):
         for e in range(4):
             for batch in ([8] if quick else [8, 32]):
                 cmd = [os.path.join(build, "fx_bench"),
-                       f"--benchmark_filter=BM_TrainStepMemory/model:{m}/engine:{e}/batch:{batch}$",
+                       f"--benchmark_filter=BM_TrainStepMemory/model:{m}/engine:{e}/batch:{batch}/",
                        "--benchmark_format=json"]
                 out = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
                                                 env=dict(os.environ, OMP_NUM_THREADS="1")).stdout)

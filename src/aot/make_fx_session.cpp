@@ -2,6 +2,9 @@
 // writes functionalised.
 #include "aot/make_fx_session.h"
 
+#include "trace/kernel_registry.h"
+#include "trace/trace_session.h"
+
 #include <fx/error.h>
 #include <fx/tensor_meta.h>
 
@@ -61,10 +64,6 @@ c10::optional<c10::OperatorHandle> functional_twin(const c10::OperatorHandle& op
 }
 
 }  // namespace
-
-std::string operator_name(const c10::OperatorName& name) {
-  return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
-}
 
 struct MakeFxSession::Written {
   size_t index;       // schema argument
@@ -207,30 +206,9 @@ Node* MakeFxSession::tensor_node(const at::Tensor& t) {
 }
 
 Argument MakeFxSession::argument_of(const c10::IValue& v, const c10::TypePtr& type) {
-  if (v.isTensor()) return v.toTensor().defined() ? Argument(tensor_node(v.toTensor())) : Argument();
-  if (v.isNone()) return Argument();
-  const c10::TypePtr t = unwrap_optional(type);
-  if (v.isInt()) {
-    switch (t->kind()) {
-      case c10::TypeKind::ScalarTypeType:
-        return Argument(static_cast<c10::ScalarType>(v.toInt()));
-      case c10::TypeKind::LayoutType:
-        return Argument(static_cast<c10::Layout>(v.toInt()));
-      case c10::TypeKind::MemoryFormatType:
-        return Argument(static_cast<c10::MemoryFormat>(v.toInt()));
-      default:
-        return Argument(v.toInt());
-    }
-  }
-  if (v.isSymInt()) return Argument(v.toSymInt().expect_int());
-  if (v.isList()) {
-    c10::TypePtr elem = t->kind() == c10::TypeKind::ListType ? t->expectRef<c10::ListType>().getElementType()
-                                                              : c10::AnyType::get();
-    std::vector<Argument> items;
-    for (const c10::IValue& e : v.toListRef()) items.push_back(argument_of(e, elem));
-    return Argument::list(std::move(items));
-  }
-  return Argument::from_ivalue(v);
+  return trace_impl::boxed_argument(v, type, [this](const at::Tensor& t) {
+    return t.defined() ? Argument(tensor_node(t)) : Argument();
+  });
 }
 
 c10::IValue MakeFxSession::unwrap(const c10::IValue& v) const {
@@ -254,7 +232,7 @@ void MakeFxSession::handle(const c10::OperatorHandle& op, torch::jit::Stack* sta
   const auto& args = schema.arguments();
   const size_t n = args.size();
   const size_t base = stack->size() - n;
-  const std::string target = operator_name(op.operator_name());
+  const std::string target = trace_impl::full_operator_name(op.operator_name());
 
   bool tracer = false, any_tensor = false;
   for (size_t i = base; i < stack->size(); ++i) {
@@ -327,7 +305,7 @@ void MakeFxSession::handle(const c10::OperatorHandle& op, torch::jit::Stack* sta
                                                                                           : c10::nullopt;
   if (functionalize && !written.empty()) {
     if (twin) {
-      node_target = operator_name(twin->operator_name());
+      node_target = trace_impl::full_operator_name(twin->operator_name());
     } else {
       for (const Written& w : written) {
         // The write goes into a private copy that stands for the value from now on.
@@ -420,7 +398,7 @@ void MakeFxSession::wrap_results(const c10::OperatorHandle& op, torch::jit::Stac
       g->meta()["tensor_meta"] = TensorMetadata::from_tensor(ex, false);
       v = new_tracer(ex, g);
     } else if (v.isTensorList()) {
-      if (nret != 1) throw TraceError("make_fx: " + operator_name(op.operator_name()) +
+      if (nret != 1) throw TraceError("make_fx: " + trace_impl::full_operator_name(op.operator_name()) +
                                       " returns a list of tensors among other results: not supported");
       c10::List<at::Tensor> out;
       int64_t k = 0;

@@ -104,7 +104,4 @@ class MakeFxSession final : public OpRecorder {
   at::Tensor rng_state_;
 };
 
-/// The dispatcher name of an operator: "aten::add.Tensor", "aten::relu".
-std::string operator_name(const c10::OperatorName& name);
-
 }  // namespace fx::aot_impl

@@ -363,8 +363,9 @@ Argument TraceSession::tensor_argument(const at::Tensor& t) {
   return Argument(a->current);
 }
 
-Argument TraceSession::value_argument(const c10::IValue& v, const c10::TypePtr& type) {
-  if (v.isTensor()) return tensor_argument(v.toTensor());
+Argument boxed_argument(const c10::IValue& v, const c10::TypePtr& type,
+                        const std::function<Argument(const at::Tensor&)>& tensor) {
+  if (v.isTensor()) return tensor(v.toTensor());
   if (v.isNone()) return Argument();
   const c10::TypePtr t = unwrap_optional(type);
   if (v.isInt()) {
@@ -384,15 +385,19 @@ Argument TraceSession::value_argument(const c10::IValue& v, const c10::TypePtr& 
     c10::TypePtr elem = t->kind() == c10::TypeKind::ListType ? t->expectRef<c10::ListType>().getElementType()
                                                               : c10::AnyType::get();
     std::vector<Argument> items;
-    for (const c10::IValue& e : v.toListRef()) items.push_back(value_argument(e, elem));
+    for (const c10::IValue& e : v.toListRef()) items.push_back(boxed_argument(e, elem, tensor));
     return Argument::list(std::move(items));
   }
   if (v.isTuple()) {
     std::vector<Argument> items;
-    for (const c10::IValue& e : v.toTupleRef().elements()) items.push_back(value_argument(e, c10::AnyType::get()));
+    for (const c10::IValue& e : v.toTupleRef().elements()) items.push_back(boxed_argument(e, c10::AnyType::get(), tensor));
     return Argument::tuple(std::move(items));
   }
   return Argument::from_ivalue(v);
+}
+
+Argument TraceSession::value_argument(const c10::IValue& v, const c10::TypePtr& type) {
+  return boxed_argument(v, type, [this](const at::Tensor& t) { return tensor_argument(t); });
 }
 
 void TraceSession::record(const c10::OperatorHandle& op, torch::jit::Stack* stack, bool grad_enabled) {

@@ -18,6 +18,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/nn/module.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -131,5 +132,11 @@ class TraceSession final : public OpHandler {
 /// The dispatcher name of an operator: "aten::add.Tensor", or "aten::relu"
 /// for the default overload.
 std::string operator_target(const c10::OperatorName& name);
+
+/// The graph argument of a boxed operator argument of schema type `type`
+/// (its real_type: dtypes, layouts and memory formats come back typed);
+/// tensors, also inside lists and tuples, through `tensor`.
+Argument boxed_argument(const c10::IValue& v, const c10::TypePtr& type,
+                        const std::function<Argument(const at::Tensor&)>& tensor);
 
 }  // namespace fx::trace_impl
