@@ -10,8 +10,9 @@ cross-entropy) and a TransformerEncoderLayer (d 64, 4 heads, feed-forward
   C++ (build/fx_bench BM_TrainStep, repetitions randomly interleaved in one
   process): eager libtorch, aot_module with default_partition, functorch's
   min cut, fxcpp's min cut (batch-norm outputs and activations recomputed).
-  Memory (BM_TrainStepMemory, one process per engine): the peak resident
-  size of three steps above the resident size before them.
+  Memory (BM_TrainStepMemory, one process per engine): the peak of the
+  tensor bytes three steps allocate beyond those alive before them (the
+  CPU allocator's count, as libtorch reports it to a memory profiler).
   Python (one process, engines interleaved round by round): eager PyTorch,
   functorch.compile.aot_module with the min-cut partition and the nop
   compiler, and with ts_compile (TorchScript's NNC fusion).
@@ -75,7 +76,8 @@ def run_memory(build, quick):
                        "--benchmark_format=json"]
                 out = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
                                                 env=dict(os.environ, OMP_NUM_THREADS="1")).stdout)
-                mem[(m, e, batch)] = out["benchmarks"][0]["step_MB"]
+                b = out["benchmarks"][0]
+                mem[(m, e, batch)] = (b["kept_MB"], b["step_MB"])
     return mem
 
 
@@ -167,19 +169,26 @@ def render(cpu, cpp, mem, py, py_error, quick):
             lines.append("| " + " | ".join(row) + " |")
     if py_error:
         lines += ["", f"Python's functorch could not be measured: {py_error}"]
-    lines += ["", "Memory of a step: the peak resident size during three steps above the resident size before "
-              "them (VmHWM after resetting it, one process per engine), MB; in brackets the ratio to eager.", ""]
-    lines.append("| model | batch | eager libtorch | aot default | aot functorch min-cut | aot fxcpp min-cut |")
-    lines.append("|---|---:|---:|---:|---:|---:|")
+    lines += ["", "Memory, MB (libtorch's CPU allocator's count of tensor bytes, as it reports them to a memory "
+              "profiler; one process per engine): **kept**, what the forward keeps alive for the backward (the "
+              "activations); **step**, the peak of a step beyond what was alive before it (parameters, gradients, "
+              "optimizer state): the activations, temporaries, the memory plan's arena, and the new gradients "
+              "before they are accumulated into `.grad` (all at once for a compiled backward, one by one in eager "
+              "mode). In brackets the ratio to eager.", ""]
+    lines.append("| model | batch | eager kept | aot default | aot functorch min-cut | aot fxcpp min-cut "
+                 "| eager step | aot default | aot functorch min-cut | aot fxcpp min-cut |")
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for m, name in enumerate(MODELS):
         for batch in batches:
-            eager = mem.get((m, 0, batch))
-            if eager is None:
+            if (m, 0, batch) not in mem:
                 continue
-            row = [name, str(batch), f"{eager:.1f}"]
-            for e in (1, 2, 3):
-                v = mem.get((m, e, batch))
-                row.append(f"{v:.1f} ({v / eager:.2f})" if v is not None and eager > 0 else "-")
+            row = [name, str(batch)]
+            for k in (0, 1):
+                eager = mem[(m, 0, batch)][k]
+                row.append(f"{eager:.1f}")
+                for e in (1, 2, 3):
+                    v = mem.get((m, e, batch))
+                    row.append(f"{v[k]:.1f} ({v[k] / eager:.2f})" if v is not None and eager > 0 else "-")
             lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 

@@ -153,7 +153,14 @@ class CompiledFunction : public torch::autograd::Function<CompiledFunction> {
         saved.push_back(t);
       }
     }
-    ctx->save_for_backward(saved);
+    // Saved as detached aliases in saved_data, not with save_for_backward:
+    // backward moves them out, so the compiled backward frees each one after
+    // its last use instead of all of them at the end (functorch's
+    // maybe_clear_saved_tensors). Detached, an output kept here holds no
+    // reference back to this node.
+    c10::List<at::Tensor> keep;
+    for (const at::Tensor& t : saved) keep.push_back(t.defined() ? t.detach() : t);
+    ctx->saved_data["saved"] = std::move(keep);
     ctx->saved_data["entry"] = c10::IValue::make_capsule(c10::make_intrusive<EntryHolder>(e));
     if (!non_differentiable.empty()) ctx->mark_non_differentiable(non_differentiable);
     return results;
@@ -162,8 +169,16 @@ class CompiledFunction : public torch::autograd::Function<CompiledFunction> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     auto e = static_cast<EntryHolder*>(ctx->saved_data["entry"].toCapsule().get())->entry;
+    auto it = ctx->saved_data.find("saved");
+    if (it == ctx->saved_data.end())
+      throw Error("aot: trying to backward through the compiled graph a second time: its saved values were freed "
+                  "by the first backward");
     std::vector<c10::IValue> in;
-    for (const at::Tensor& s : ctx->get_saved_variables()) in.emplace_back(s);
+    {
+      c10::List<at::Tensor> saved = std::move(it->second).toTensorList();
+      ctx->saved_data.erase(it);
+      for (size_t i = 0; i < saved.size(); ++i) in.emplace_back(saved.extract(i));
+    }
     for (size_t i = 0; i < grads.size(); ++i) {
       const at::Tensor& g = grads[i];
       in.emplace_back(g.defined() ? g.contiguous() : at::zeros(e->out_sizes[i], e->out_options[i]));
