@@ -88,7 +88,8 @@ TEST(MakeFx, WriteThroughAViewIsRecordedInPlace) {
   at::Tensor x = torch::arange(6, torch::kFloat).reshape({2, 3});
   auto gm = fx::make_fx(fn, {x});
   EXPECT_TRUE(gm->forward({x}).toTensor().equal(fn({x}).toTensor()));
-  EXPECT_NE(std::find(call_targets(*gm).begin(), call_targets(*gm).end(), "aten::add_.Tensor"), call_targets(*gm).end());
+  const std::vector<std::string> targets = call_targets(*gm);
+  EXPECT_NE(std::find(targets.begin(), targets.end(), "aten::add_.Tensor"), targets.end());
 }
 
 TEST(MakeFx, FactoriesAreRecorded) {
