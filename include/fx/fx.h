@@ -1,9 +1,11 @@
 #pragma once
 /// \file
 /// The whole public API of fxcpp: the IR, execution, the passes, tracing,
-/// TorchScript import, tensor files, saving, loading, export, quantization and distributed execution. (tests/core/umbrella_test.cpp checks
+/// TorchScript import, tensor files, saving, loading, export, quantization, distributed execution
+/// and training graphs (make_fx, aot_module). (tests/core/umbrella_test.cpp checks
 /// that every public header is reachable from here.)
 
+#include <fx/aot.h>
 #include <fx/argument.h>
 #include <fx/control_flow.h>
 #include <fx/distributed.h>
