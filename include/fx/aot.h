@@ -179,11 +179,10 @@ struct AotGraphs {
 /// A function or module compiled for training by aot_function / aot_module.
 class AotModule : public torch::nn::Module {
  public:
-  /// Compiles `fn`, whose first `params.size()` inputs are `params` (a
-  /// module's parameters then buffers, bound here) and the rest come from
-  /// forward's arguments. `param_names` name them (for messages).
-  AotModule(AotFunction fn, std::vector<at::Tensor> params, std::vector<std::string> param_names,
-            std::shared_ptr<torch::nn::Module> module, AotOptions options);
+  /// Compiles `fn`. With a `module`, the joint graph's first inputs are its
+  /// parameters then buffers (read at every forward: they may be replaced),
+  /// the rest forward's arguments; without one, only forward's arguments.
+  AotModule(AotFunction fn, std::shared_ptr<torch::nn::Module> module, AotOptions options);
   ~AotModule() override;
 
   /// Runs the compiled forward; the result is differentiable (one autograd

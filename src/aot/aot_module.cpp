@@ -23,7 +23,6 @@ struct Entry {
   AotGraphs graphs;
   OutputKind kind = OutputKind::Tensor;
   size_t num_outputs = 0;
-  size_t num_inputs = 0;
   /// Which inputs (params, buffers, then forward's inputs) get a gradient.
   std::vector<bool> needs_grad;
   /// Metadata of the outputs (zero gradients for outputs backward never saw).
@@ -91,7 +90,6 @@ std::shared_ptr<Entry> trace_joint(const AotFunction& fn, const std::vector<at::
     if (x.requires_grad()) grad_targets.push_back(t);
     args.emplace_back(t);
   }
-  entry->num_inputs = params.size() + inputs.size();
 
   std::vector<Argument> outputs;
   try {
@@ -211,30 +209,26 @@ std::string signature_of(const std::vector<at::Tensor>& args, bool training) {
 
 struct AotModule::State {
   AotFunction fn;
-  std::vector<std::string> param_names;
-  std::vector<at::Tensor> params;
   std::shared_ptr<torch::nn::Module> module;
   AotOptions options;
   std::mutex mutex;
   std::map<std::string, std::shared_ptr<aot_impl::Entry>> cache;
   std::shared_ptr<aot_impl::Entry> last;
 
-  /// The module's parameters then buffers now (they may have been replaced).
+  /// The module's parameters then buffers now (they may have been replaced);
+  /// none for a function.
   std::vector<at::Tensor> current_params() const {
-    if (!module) return params;
     std::vector<at::Tensor> out;
+    if (!module) return out;
     for (const auto& p : module->named_parameters(true)) out.push_back(p.value());
     for (const auto& b : module->named_buffers(true)) out.push_back(b.value());
     return out;
   }
 };
 
-AotModule::AotModule(AotFunction fn, std::vector<at::Tensor> params, std::vector<std::string> param_names,
-                     std::shared_ptr<torch::nn::Module> module, AotOptions options)
+AotModule::AotModule(AotFunction fn, std::shared_ptr<torch::nn::Module> module, AotOptions options)
     : state_(std::make_shared<State>()) {
   state_->fn = std::move(fn);
-  state_->params = std::move(params);
-  state_->param_names = std::move(param_names);
   state_->module = std::move(module);
   state_->options = std::move(options);
   if (!state_->options.partition_fn) state_->options.partition_fn = default_partition;
@@ -331,25 +325,13 @@ CompiledGraph graph_module_compiler(const std::shared_ptr<GraphModule>& gm, cons
 }
 
 std::shared_ptr<AotModule> aot_function(AotFunction fn, AotOptions options) {
-  return std::make_shared<AotModule>(std::move(fn), std::vector<at::Tensor>{}, std::vector<std::string>{}, nullptr,
-                                     std::move(options));
+  return std::make_shared<AotModule>(std::move(fn), nullptr, std::move(options));
 }
 
 std::shared_ptr<AotModule> aot_module(std::shared_ptr<torch::nn::Module> module, AotFunction forward,
                                       AotOptions options) {
   if (!module) throw Error("aot_module: the module is null");
-  std::vector<at::Tensor> params;
-  std::vector<std::string> names;
-  for (const auto& p : module->named_parameters(true)) {
-    names.push_back(p.key());
-    params.push_back(p.value());
-  }
-  for (const auto& b : module->named_buffers(true)) {
-    names.push_back(b.key());
-    params.push_back(b.value());
-  }
-  return std::make_shared<AotModule>(std::move(forward), std::move(params), std::move(names), std::move(module),
-                                     std::move(options));
+  return std::make_shared<AotModule>(std::move(forward), std::move(module), std::move(options));
 }
 
 std::shared_ptr<AotModule> aot_module(const std::shared_ptr<GraphModule>& module, AotOptions options) {

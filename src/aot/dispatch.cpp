@@ -62,7 +62,7 @@ trace_impl::KernelRegistry& registry() {
 void install_make_fx_kernel() { registry().install(); }
 
 RecordingScope::RecordingScope(OpRecorder* recorder)
-    : previous_(tls_recorder), previous_added_(tls_added.included), previous_excluded_added_(tls_added.excluded) {
+    : previous_(tls_recorder), previous_added_(tls_added) {
   c10::DispatchKeySet included(c10::DispatchKey::PrivateUse2), excluded(c10::DispatchKey::BackendSelect);
   tls_added = trace_impl::add_tls_keys({included.raw_repr(), excluded.raw_repr()});
   tls_recorder = recorder;
@@ -70,14 +70,13 @@ RecordingScope::RecordingScope(OpRecorder* recorder)
 
 RecordingScope::~RecordingScope() {
   trace_impl::remove_tls_keys(tls_added);
-  tls_added = {previous_added_, previous_excluded_added_};
+  tls_added = previous_added_;
   tls_recorder = previous_;
 }
 
 PauseRecording::PauseRecording()
     : previous_(tls_recorder),
-      previous_added_(tls_added.included),
-      previous_excluded_added_(tls_added.excluded),
+      previous_added_(tls_added),
       no_autograd_(c10::autograd_dispatch_keyset_with_ADInplaceOrView) {
   trace_impl::remove_tls_keys(tls_added);
   tls_added = {};
@@ -85,8 +84,8 @@ PauseRecording::PauseRecording()
 }
 
 PauseRecording::~PauseRecording() {
-  trace_impl::add_tls_keys({previous_added_, previous_excluded_added_});
-  tls_added = {previous_added_, previous_excluded_added_};
+  trace_impl::add_tls_keys(previous_added_);
+  tls_added = previous_added_;
   tls_recorder = previous_;
 }
 

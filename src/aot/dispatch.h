@@ -17,10 +17,11 @@
 /// included keys (and BackendSelect in its excluded ones), so factories
 /// (aten::zeros, aten::arange) reach the kernel as well.
 
+#include "trace/kernel_registry.h"
+
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
-#include <cstdint>
 
 namespace fx::aot_impl {
 
@@ -46,8 +47,7 @@ class RecordingScope {
 
  private:
   OpRecorder* previous_;
-  uint64_t previous_added_;
-  uint64_t previous_excluded_added_;
+  trace_impl::TlsKeyBits previous_added_;
 };
 
 /// While alive, calls on this thread run as if no trace were active, below
@@ -61,8 +61,7 @@ class PauseRecording {
 
  private:
   OpRecorder* previous_;
-  uint64_t previous_added_;
-  uint64_t previous_excluded_added_;
+  trace_impl::TlsKeyBits previous_added_;
   c10::impl::ExcludeDispatchKeyGuard no_autograd_;
 };
 

@@ -20,11 +20,6 @@ namespace {
 
 std::atomic<uint64_t> next_session{1};
 
-c10::TypePtr unwrap_optional(const c10::TypePtr& t) {
-  if (t->kind() == c10::TypeKind::OptionalType) return t->expectRef<c10::OptionalType>().getElementType();
-  return t;
-}
-
 // Whether a boxed argument equals its schema default (and may be left out,
 // as Python's dispatcher leaves it out of a __torch_dispatch__ call).
 bool is_default(const c10::IValue& v, const c10::Argument& arg) {
@@ -113,8 +108,7 @@ at::Tensor MakeFxSession::add_input(const at::Tensor& example, const std::string
   ph->meta()["tensor_meta"] = TensorMetadata::from_tensor(example, requires_grad);
   at::Tensor t = new_tracer(private_copy(example), ph);
   if (requires_grad) t.set_requires_grad(true);
-  inputs_.emplace_back(ph, c10::weak_intrusive_ptr<c10::TensorImpl>(t.getIntrusivePtr()));
-  input_tracers_[ph] = t;
+  inputs_.emplace_back(ph, t);
   return t;
 }
 
@@ -128,17 +122,15 @@ at::Tensor MakeFxSession::add_late_input(const at::Tensor& example, const std::s
     ph = graph_->placeholder(name);
   }
   ph->meta()["tensor_meta"] = TensorMetadata::from_tensor(example, false);
-  at::Tensor t = new_tracer(private_copy(example), ph);
-  input_tracers_[ph] = t;
-  return t;
+  return new_tracer(private_copy(example), ph);
 }
 
 void MakeFxSession::bind(const at::Tensor& t, const std::string& name) {
   Node* ph = graph_->placeholder(name);
   ph->meta()["tensor_meta"] = TensorMetadata::from_tensor(t);
   at::Tensor example = private_copy(t);
-  bound_[t.unsafeGetTensorImpl()] = Bound{t, ph, ph, example};
-  bound_order_.push_back(t.unsafeGetTensorImpl());
+  bound_[t.unsafeGetTensorImpl()] = Bound{ph, example};
+  inputs_.emplace_back(ph, t);
   track_storage(example, t);
 }
 
@@ -249,12 +241,7 @@ void MakeFxSession::handle(const c10::OperatorHandle& op, torch::jit::Stack* sta
     }
   }
   bool returns_tensor = false;
-  for (const c10::Argument& r : schema.returns()) {
-    const c10::TypePtr t = unwrap_optional(r.type());
-    returns_tensor = returns_tensor || t->kind() == c10::TypeKind::TensorType ||
-                     (t->kind() == c10::TypeKind::ListType &&
-                      t->expectRef<c10::ListType>().getElementType()->kind() == c10::TypeKind::TensorType);
-  }
+  for (const c10::Argument& r : schema.returns()) returns_tensor = returns_tensor || trace_impl::type_has_tensor(r.type());
   // Ordinary tensors only: a constant computation. A factory is recorded.
   if (!tracer && (any_tensor || !returns_tensor)) {
     PauseRecording untraced;
@@ -274,14 +261,10 @@ void MakeFxSession::handle(const c10::OperatorHandle& op, torch::jit::Stack* sta
       torch::jit::push(*stack, true);
       return;
     }
-    if (!writes) {
-      // A value read (item(), is_nonzero, equal ...): nothing can be recorded.
-      if (target == "aten::_local_scalar_dense" || target == "aten::is_nonzero" || target == "aten::equal" ||
-          target == "aten::allclose")
-        throw TraceError("make_fx: " + target +
-                         " reads the value of a traced tensor (data-dependent control flow or item() cannot be "
-                         "captured in a graph)");
-    }
+    if (!writes && trace_impl::reads_value(target, schema))
+      throw TraceError("make_fx: " + target +
+                       " reads the value of a traced tensor (data-dependent control flow or item() cannot be "
+                       "captured in a graph)");
   }
 
   // Which arguments are written, and how each write is recorded.
@@ -336,11 +319,8 @@ void MakeFxSession::handle(const c10::OperatorHandle& op, torch::jit::Stack* sta
     PauseRecording untraced;
     op.callBoxed(stack);
   }
-  if (functionalize && twin) {
-    set_current(written[0].tensor, node);
-    node->meta()["tensor_meta"] = TensorMetadata::from_tensor(example_of(written[0].tensor), false);
-  }
-  // (A write the operator returns is repointed by wrap_results.)
+  // A functional twin's result, like any write the operator returns, is
+  // repointed by wrap_results.
   for (const Written& w : written)
     if (TracerTensorImpl* tr = as_tracer(w.tensor)) tr->refresh_metadata();
   wrap_results(op, stack, base, node, written);
@@ -429,19 +409,13 @@ Argument MakeFxSession::output_argument(const c10::IValue& value, const std::str
 
 std::shared_ptr<GraphModule> MakeFxSession::finish(const Argument& output) {
   // Inputs whose value was written (functionalised) get their final value back.
-  for (auto& [ph, weak] : inputs_) {
-    c10::intrusive_ptr<c10::TensorImpl> impl = weak.lock();
-    auto* tr = impl ? dynamic_cast<TracerTensorImpl*>(impl.get()) : nullptr;
-    if (tr == nullptr || tr->node() == ph) continue;
-    graph_->call_function("aten::copy_", {Argument(ph), Argument(tr->node())});
-  }
-  for (const c10::TensorImpl* impl : bound_order_) {
-    const Bound& b = bound_.at(impl);
-    if (b.node != b.placeholder) graph_->call_function("aten::copy_", {Argument(b.placeholder), Argument(b.node)});
+  for (const auto& [ph, t] : inputs_) {
+    Node* now = current_node(t);
+    if (now != ph) graph_->call_function("aten::copy_", {Argument(ph), Argument(now)});
   }
   graph_->output(output);
   graph_->lint();
-  input_tracers_.clear();
+  inputs_.clear();
   bound_.clear();
   return std::make_shared<GraphModule>(root_, graph_, "GraphModule");
 }

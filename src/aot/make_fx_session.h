@@ -84,23 +84,19 @@ class MakeFxSession final : public OpRecorder {
   uint64_t id_;
   std::shared_ptr<Graph> graph_;
   std::shared_ptr<torch::nn::Module> root_;
-  /// Inputs by placeholder, and their tracers (to write back what changed).
-  std::vector<std::pair<Node*, c10::weak_intrusive_ptr<c10::TensorImpl>>> inputs_;
+  /// The inputs (tracers of add_input, bound tensors) by placeholder, in
+  /// order: finish() writes back those whose value changed.
+  std::vector<std::pair<Node*, at::Tensor>> inputs_;
   /// Every live tracer by the storage of its example (alias detection).
   std::unordered_map<const c10::StorageImpl*, std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>>> by_storage_;
   /// Constants (ordinary tensors the function used) by TensorImpl.
   std::unordered_map<const c10::TensorImpl*, std::pair<at::Tensor, Node*>> constants_;
-  /// Input tracers by placeholder node, kept alive for the write-back.
-  std::unordered_map<const Node*, at::Tensor> input_tracers_;
-  /// Bound ordinary tensors: their placeholder, current node and example.
+  /// Bound ordinary tensors (kept alive by inputs_): current node and example.
   struct Bound {
-    at::Tensor tensor;
-    Node* placeholder;
     Node* node;
     at::Tensor example;
   };
   std::unordered_map<const c10::TensorImpl*, Bound> bound_;
-  std::vector<const c10::TensorImpl*> bound_order_;
   at::Tensor rng_state_;
 };
 

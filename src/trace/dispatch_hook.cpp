@@ -87,27 +87,27 @@ thread_local TlsKeyBits tls_added;
 }  // namespace
 
 ActiveTrace::ActiveTrace(OpHandler* handler, bool below_autograd)
-    : previous_(tls_handler), previous_added_(tls_added.included), previous_excluded_added_(tls_added.excluded) {
+    : previous_(tls_handler), previous_added_(tls_added) {
   tls_added = add_tls_keys(trace_tls_keys(below_autograd));
   tls_handler = handler;
 }
 
 ActiveTrace::~ActiveTrace() {
   remove_tls_keys(tls_added);
-  tls_added = {previous_added_, previous_excluded_added_};
+  tls_added = previous_added_;
   tls_handler = previous_;
 }
 
 SuspendTracing::SuspendTracing()
-    : previous_(tls_handler), previous_added_(tls_added.included), previous_excluded_added_(tls_added.excluded) {
+    : previous_(tls_handler), previous_added_(tls_added) {
   remove_tls_keys(tls_added);
   tls_added = {};
   tls_handler = nullptr;
 }
 
 SuspendTracing::~SuspendTracing() {
-  add_tls_keys({previous_added_, previous_excluded_added_});
-  tls_added = {previous_added_, previous_excluded_added_};
+  add_tls_keys(previous_added_);
+  tls_added = previous_added_;
   tls_handler = previous_;
 }
 

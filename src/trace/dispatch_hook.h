@@ -20,10 +20,11 @@
 /// operators on ordinary tensors (parameters, factories) reach the kernel too;
 /// the handler decides what to record and runs everything else untraced.
 
+#include "trace/kernel_registry.h"
+
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
-#include <cstdint>
 
 namespace fx::trace_impl {
 
@@ -55,8 +56,7 @@ class ActiveTrace {
 
  private:
   OpHandler* previous_;
-  uint64_t previous_added_;
-  uint64_t previous_excluded_added_;
+  TlsKeyBits previous_added_;
 };
 
 /// While alive, operator calls on this thread bypass the tracing kernel.
@@ -69,8 +69,7 @@ class SuspendTracing {
 
  private:
   OpHandler* previous_;
-  uint64_t previous_added_;
-  uint64_t previous_excluded_added_;
+  TlsKeyBits previous_added_;
 };
 
 /// The handler active on this thread, or nullptr.

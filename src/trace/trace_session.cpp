@@ -2,6 +2,8 @@
 // example values, and hands back proxies.
 #include "trace/trace_session.h"
 
+#include "trace/kernel_registry.h"
+
 #include <fx/error.h>
 #include <fx/shape_guard.h>
 #include <fx/tensor_meta.h>
@@ -19,32 +21,6 @@ namespace {
 std::atomic<uint64_t> next_session_id{1};
 
 const char* const kControlFlow = "symbolically traced variables cannot be used as inputs to control flow";
-
-// Operators whose result is the value (not the metadata) of a tensor.
-bool reads_value(const std::string& target, const c10::FunctionSchema& schema) {
-  static const char* const names[] = {"aten::_local_scalar_dense", "aten::item", "aten::is_nonzero", "aten::equal",
-                                      "aten::allclose"};
-  for (const char* n : names) {
-    if (target == n) return true;
-  }
-  for (const c10::Argument& r : schema.returns()) {
-    if (r.type()->kind() == c10::TypeKind::NumberType) return true;  // a Scalar computed from data
-  }
-  return false;
-}
-
-bool type_has_tensor(const c10::TypePtr& t) {
-  switch (t->kind()) {
-    case c10::TypeKind::TensorType:
-      return true;
-    case c10::TypeKind::OptionalType:
-      return type_has_tensor(t->expectRef<c10::OptionalType>().getElementType());
-    case c10::TypeKind::ListType:
-      return type_has_tensor(t->expectRef<c10::ListType>().getElementType());
-    default:
-      return false;
-  }
-}
 
 c10::TypePtr unwrap_optional(const c10::TypePtr& t) {
   if (t->kind() == c10::TypeKind::OptionalType) return t->expectRef<c10::OptionalType>().getElementType();
@@ -133,9 +109,31 @@ int written_arg_for_return(const c10::FunctionSchema& schema, const c10::Argumen
 
 }  // namespace
 
-std::string operator_target(const c10::OperatorName& name) {
-  return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+bool reads_value(const std::string& target, const c10::FunctionSchema& schema) {
+  static const char* const names[] = {"aten::_local_scalar_dense", "aten::item", "aten::is_nonzero", "aten::equal",
+                                      "aten::allclose"};
+  for (const char* n : names) {
+    if (target == n) return true;
+  }
+  for (const c10::Argument& r : schema.returns()) {
+    if (r.type()->kind() == c10::TypeKind::NumberType) return true;  // a Scalar computed from data
+  }
+  return false;
 }
+
+bool type_has_tensor(const c10::TypePtr& t) {
+  switch (t->kind()) {
+    case c10::TypeKind::TensorType:
+      return true;
+    case c10::TypeKind::OptionalType:
+      return type_has_tensor(t->expectRef<c10::OptionalType>().getElementType());
+    case c10::TypeKind::ListType:
+      return type_has_tensor(t->expectRef<c10::ListType>().getElementType());
+    default:
+      return false;
+  }
+}
+
 
 struct TraceSession::Scan {
   bool proxy = false;        // a proxy of this trace
@@ -250,7 +248,7 @@ void TraceSession::handle(const c10::OperatorHandle& op, torch::jit::Stack* stac
   for (size_t i = stack->size() - n; i < stack->size(); ++i) scan((*stack)[i], s);
   if (s.foreign) {
     throw TraceError("a proxy tensor of another or a finished symbolic_trace was used in " +
-                     operator_target(op.operator_name()));
+                     full_operator_name(op.operator_name()));
   }
   if (!s.proxy && !s.traced_attr && !(record_factories_ && is_factory(op.schema()))) {
     run_untraced(op, stack, s.buffer);
@@ -402,7 +400,7 @@ Argument TraceSession::value_argument(const c10::IValue& v, const c10::TypePtr& 
 
 void TraceSession::record(const c10::OperatorHandle& op, torch::jit::Stack* stack, bool grad_enabled) {
   const c10::FunctionSchema& schema = op.schema();
-  const std::string target = operator_target(op.operator_name());
+  const std::string target = full_operator_name(op.operator_name());
   const size_t n = schema.arguments().size();
   const size_t base = stack->size() - n;
 

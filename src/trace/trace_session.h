@@ -129,9 +129,13 @@ class TraceSession final : public OpHandler {
   std::unordered_map<const Node*, RecordedCall> calls_;
 };
 
-/// The dispatcher name of an operator: "aten::add.Tensor", or "aten::relu"
-/// for the default overload.
-std::string operator_target(const c10::OperatorName& name);
+/// Whether a schema type holds tensors (Tensor, Tensor?, Tensor[] ...).
+bool type_has_tensor(const c10::TypePtr& t);
+
+/// Whether `target` (with `schema`) returns the value, not the metadata, of
+/// a tensor (item(), is_nonzero, equal, a Scalar computed from data): what
+/// no trace can record.
+bool reads_value(const std::string& target, const c10::FunctionSchema& schema);
 
 /// The graph argument of a boxed operator argument of schema type `type`
 /// (its real_type: dtypes, layouts and memory formats come back typed);

@@ -119,7 +119,7 @@ TEST(AotFunction, BadInputsAreErrors) {
     EXPECT_EQ(std::string(e.what()), "AotModule::forward: input 0 is a Double: a compiled training graph takes tensors");
   }
   try {
-    fx::AotModule(nullptr, {}, {}, nullptr, {}).graphs();
+    fx::AotModule(nullptr, nullptr, {}).graphs();
     FAIL() << "no error";
   } catch (const fx::Error& e) {
     EXPECT_EQ(std::string(e.what()), "AotModule: no graphs yet: they are traced by the first forward");
