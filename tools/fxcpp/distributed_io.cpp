@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -181,9 +182,16 @@ std::string cpu_name() {
 void install_kill_hook(const RankInfo& rank, std::function<void(std::function<void(int64_t)>)> install) {
   const char* r = std::getenv("FXCPP_TEST_KILL_RANK");
   const char* at = std::getenv("FXCPP_TEST_KILL_AT");
-  if (!r || !at || std::atoi(r) != rank.rank) return;
-  const int64_t n = std::atoll(at);
-  install([n](int64_t done) {
+  const char* ready = std::getenv("FXCPP_TEST_READY_FILE");
+  const bool kill = r && at && std::atoi(r) == rank.rank;
+  if (!kill && !ready) return;
+  const int64_t n = kill ? std::atoll(at) : INT64_MAX;
+  const std::string ready_file = ready ? std::string(ready) + "." + std::to_string(rank.rank) : std::string();
+  install([n, ready_file, marked = false](int64_t done) mutable {
+    if (!ready_file.empty() && !marked) {
+      marked = true;
+      std::ofstream(ready_file) << ::getpid() << "\n";
+    }
     if (done >= n) ::kill(::getpid(), SIGKILL);
   });
 }

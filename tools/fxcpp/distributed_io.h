@@ -78,7 +78,9 @@ std::string cpu_name();
 
 /// A testing hook: with FXCPP_TEST_KILL_RANK=R and FXCPP_TEST_KILL_AT=N in
 /// the environment, rank R kills itself with SIGKILL after computing its
-/// N-th microbatch (a rank lost mid-run, for the reliability tests).
+/// N-th microbatch (a rank lost mid-run, for the reliability tests); with
+/// FXCPP_TEST_READY_FILE=PATH, every rank writes its pid to PATH.RANK after
+/// its first microbatch (the tests know then that the ranks run).
 void install_kill_hook(const RankInfo& rank, std::function<void(std::function<void(int64_t)>)> install);
 
 }  // namespace fx::cli

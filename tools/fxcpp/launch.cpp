@@ -3,9 +3,11 @@
 // --nproc-per-node N` does: the launcher hosts the c10d TCPStore (port 0: a
 // free one, or --master-port), and each rank gets MASTER_ADDR, MASTER_PORT,
 // RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE (and OMP_NUM_THREADS=1 if
-// unset, as torchrun sets it). When a rank fails, the others are given the
-// timeout to notice and exit on their own, then stopped: the launcher never
-// waits forever. Its exit status is the first failing rank's.
+// unset, as torchrun sets it). When a rank fails, the launcher stops the
+// others as torchrun's agent does: SIGTERM at once, SIGKILL to any still
+// running --grace seconds later (default 5), so a failed run is over within
+// seconds, never waiting for --timeout. Its exit status is the first failing
+// rank's.
 #include "command.h"
 #include "distributed_io.h"
 
@@ -86,8 +88,8 @@ int run_launch(const std::vector<std::string>& argv) {
       {{"nproc", "N", "ranks to start on this machine (WORLD_SIZE)"},
        {"master-port", "PORT", "the rendezvous port (default: a free one)"},
        {"master-addr", "ADDR", "the address the rendezvous listens on and the ranks use (default 127.0.0.1)"},
-       {"timeout", "SECONDS", "how long a rank waits for a peer before giving up (FXCPP_DIST_TIMEOUT; default 300), "
-                              "and how long the launcher lets ranks exit after one failed"}},
+       {"timeout", "SECONDS", "how long a rank waits for a peer before giving up (FXCPP_DIST_TIMEOUT; default 300)"},
+       {"grace", "SECONDS", "after one rank failed, how long the others get to exit on SIGTERM before SIGKILL (default 5)"}},
       true);
   if (!args.model.empty()) program.insert(program.begin(), args.model);  // `launch --nproc 2 prog ...` without `--`
   if (program.empty()) throw Error("no program to launch (fxcpp launch --nproc N -- fxcpp pipeline MODEL ...)");
@@ -98,6 +100,8 @@ int run_launch(const std::vector<std::string>& argv) {
   const int port = args.has("master-port") ? args.get_int("master-port", 29500, 1) : 0;
   if (port > 65535) throw Error("--master-port expects a port number (1-65535), got " + std::to_string(port));
   const double timeout_s = args.get_positive("timeout", 300);
+  const double grace_s = args.get_positive("grace", 5);
+  if (grace_s > 25) throw Error("--grace " + args.get("grace", "") + " is too long: a failed run must be over within 30 s");
   const std::string exe = resolve(program[0]);
 
   distributed::quiet_c10d_logging();
@@ -158,17 +162,25 @@ int run_launch(const std::vector<std::string>& argv) {
   }
   set_activity("");
 
-  // Wait for the ranks. After the first failure (or a signal), the others
-  // get the timeout to exit on their own, then SIGTERM, then SIGKILL.
+  // Wait for the ranks. At the first failure (or a signal to the launcher)
+  // the others get SIGTERM at once, and SIGKILL --grace seconds later.
   int first_failure = -1;
-  Clock::time_point deadline = Clock::time_point::max();
+  Clock::time_point kill_at = Clock::time_point::max();
   bool terminated = false, killed = false;
-  std::vector<int> stopped;
-  const auto grace = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000) + 2000);
+  const auto grace = std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000));
+  auto running_ranks = [&] {
+    std::vector<size_t> out;
+    for (size_t r = 0; r < ranks.size(); ++r)
+      if (ranks[r].running) out.push_back(r);
+    return out;
+  };
+  auto stop_others = [&] {
+    terminated = true;
+    for (size_t r : running_ranks()) ::kill(ranks[r].pid, SIGTERM);
+    kill_at = Clock::now() + grace;
+  };
   for (;;) {
-    int running = 0;
-    for (const Rank& r : ranks) running += r.running;
-    if (running == 0) break;
+    if (running_ranks().empty()) break;
     int status = 0;
     const pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid > 0) {
@@ -182,35 +194,24 @@ int run_launch(const std::vector<std::string>& argv) {
           // A rank that exited with a status said why itself; a signal needs saying.
           if (WIFSIGNALED(status))
             std::cerr << "fxcpp launch: rank " << r << " (pid " << pid << ") " << describe_status(status)
-                      << "; waiting for the other ranks to stop\n";
-          deadline = Clock::now() + grace;
+                      << "; stopping the other ranks\n";
+          stop_others();
         }
       }
       continue;
     }
-    if (interrupted && !terminated) {
-      deadline = Clock::now();
-    }
-    if (Clock::now() >= deadline && !terminated) {
-      terminated = true;
-      for (size_t r = 0; r < ranks.size(); ++r)
-        if (ranks[r].running) {
-          stopped.push_back(static_cast<int>(r));
-          ::kill(ranks[r].pid, SIGTERM);
-        }
-      deadline = Clock::now() + std::chrono::seconds(3);
-    } else if (terminated && !killed && Clock::now() >= deadline) {
+    if (interrupted && !terminated) stop_others();
+    if (terminated && !killed && Clock::now() >= kill_at) {
       killed = true;
-      for (const Rank& r : ranks)
-        if (r.running) ::kill(r.pid, SIGKILL);
+      const std::vector<size_t> stubborn = running_ranks();
+      for (size_t r : stubborn) ::kill(ranks[r].pid, SIGKILL);
+      if (!stubborn.empty()) {
+        std::cerr << "fxcpp launch: rank" << (stubborn.size() > 1 ? "s " : " ");
+        for (size_t i = 0; i < stubborn.size(); ++i) std::cerr << (i ? ", " : "") << stubborn[i];
+        std::cerr << " still running " << grace_s << " s after SIGTERM: killed (SIGKILL)\n";
+      }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  if (!stopped.empty() && !interrupted) {
-    std::cerr << "fxcpp launch: stopped rank";
-    for (size_t i = 0; i < stopped.size(); ++i) std::cerr << (i ? ", " : (stopped.size() > 1 ? "s " : " ")) << stopped[i];
-    std::cerr << ", still running " << std::chrono::duration<double>(grace).count() << " s after rank " << first_failure
-              << " failed\n";
   }
   if (interrupted) return 128 + static_cast<int>(interrupted);
   if (first_failure >= 0) return exit_code(ranks[static_cast<size_t>(first_failure)].status);
@@ -219,7 +220,7 @@ int run_launch(const std::vector<std::string>& argv) {
 
 }  // namespace
 
-FX_COMMAND("launch", "launch --nproc N [--master-port P] [--timeout S] -- PROGRAM ARGS...",
+FX_COMMAND("launch", "launch --nproc N [--master-port P] [--timeout S] [--grace S] -- PROGRAM ARGS...",
            "start N local ranks of a distributed command on 127.0.0.1 (as torchrun --standalone)", run_launch);
 
 }  // namespace fx::cli
