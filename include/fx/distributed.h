@@ -18,6 +18,7 @@
 /// computes them and the others take them, SplitOptions::cuts, as `fxcpp
 /// pipeline` does through the store.)
 
+#include <fx/distributed/data_parallel_trainer.h>
 #include <fx/distributed/microbatch.h>
 #include <fx/distributed/pipeline.h>
 #include <fx/distributed/process_group.h>

@@ -604,6 +604,104 @@ DistributedError ProcessGroup::lost(int peer, const std::string& doing) const {
   return DistributedError(lost_text(rank(), peer, doing), peer, doing);
 }
 
+// ---- collectives ---------------------------------------------------------------
+
+struct PendingCollective::Impl {
+  ProcessGroup* group = nullptr;
+  std::string what;
+  c10::intrusive_ptr<c10d::Work> work;
+  at::Tensor tensor;  // alive until Gloo is done with it
+  std::shared_ptr<std::atomic<int64_t>> finished = std::make_shared<std::atomic<int64_t>>(0);
+  bool waited = false;
+};
+
+PendingCollective::PendingCollective() = default;
+PendingCollective::~PendingCollective() {
+  // Never free a tensor under Gloo: a collective not waited for (a failed step) is kept.
+  if (impl_ && !impl_->waited) {
+    static std::mutex mutex;
+    static auto* graveyard = new std::vector<std::unique_ptr<Impl>>();  // never destroyed
+    std::lock_guard<std::mutex> lock(mutex);
+    graveyard->push_back(std::move(impl_));
+  }
+}
+PendingCollective::PendingCollective(PendingCollective&&) noexcept = default;
+PendingCollective& PendingCollective::operator=(PendingCollective&& other) noexcept {
+  PendingCollective old(std::move(*this));
+  impl_ = std::move(other.impl_);
+  return *this;
+}
+
+bool PendingCollective::pending() const { return impl_ && !impl_->waited; }
+
+std::chrono::steady_clock::time_point PendingCollective::finished_at() const {
+  const int64_t ns = impl_ ? impl_->finished->load() : 0;
+  return Clock::time_point(std::chrono::nanoseconds(ns));
+}
+
+namespace {
+
+[[noreturn]] void collective_failed(ProcessGroup& group, const std::string& what, const std::exception& e) {
+  if (dynamic_cast<const DistributedError*>(&e)) throw;
+  const std::string msg = first_line(e);
+  if (is_closed(msg)) {
+    const int peer = group.first_lost_peer();
+    if (peer >= 0) throw group.lost(peer, what);
+    throw DistributedError(group.who() + ": lost a rank while " + what + " (" + msg + ")");
+  }
+  if (contains(msg, "imed out") || contains(msg, "imeout"))
+    throw DistributedError(group.who() + ": the other ranks did not join " + what + " within " +
+                           seconds_text(group.timeout()) + " (a rank hangs, or the timeout is too short)");
+  throw DistributedError(group.who() + ": " + what + " failed: " + msg);
+}
+
+}  // namespace
+
+void PendingCollective::wait() {
+  if (!impl_ || impl_->waited) return;
+  Impl& c = *impl_;
+  try {
+    if (!c.work->wait(c.group->timeout())) throw std::runtime_error("timed out");
+  } catch (const std::exception& e) {
+    collective_failed(*c.group, c.what, e);  // impl_ stays unwaited: kept alive by the destructor
+  }
+  c.waited = true;
+  if (c.finished->load() == 0) c.finished->store(Clock::now().time_since_epoch().count());
+  c.tensor = at::Tensor();
+}
+
+PendingCollective ProcessGroup::allreduce_sum(const at::Tensor& tensor, const std::string& what) {
+  PendingCollective out;
+  out.impl_ = std::make_unique<PendingCollective::Impl>();
+  auto& c = *out.impl_;
+  c.group = this;
+  c.what = what;
+  c.tensor = tensor;
+  std::vector<at::Tensor> v{tensor};
+  try {
+    c.work = impl_->pg->allreduce(v);
+  } catch (const std::exception& e) {
+    c.waited = true;
+    collective_failed(*this, what, e);
+  }
+  // Gloo's thread records when it is done (the all-reduce's end, not when this rank looks).
+  auto finished = c.finished;
+  c.work->getFuture()->addCallback(
+      [finished](c10::ivalue::Future&) { finished->store(Clock::now().time_since_epoch().count()); });
+  return out;
+}
+
+void ProcessGroup::broadcast(const at::Tensor& tensor, int root, const std::string& what) {
+  std::vector<at::Tensor> v{tensor};
+  c10d::BroadcastOptions o;
+  o.rootRank = root;
+  try {
+    if (!impl_->pg->broadcast(v, o)->wait(timeout())) throw std::runtime_error("timed out");
+  } catch (const std::exception& e) {
+    collective_failed(*this, what, e);
+  }
+}
+
 // ---- comparisons -------------------------------------------------------------
 
 namespace {

@@ -202,6 +202,28 @@ class PendingRecv {
   std::unique_ptr<Impl> impl_;
 };
 
+/// A collective in flight (an all-reduce of ProcessGroupGloo, run by Gloo's
+/// own threads while this rank computes), as torch.distributed's Work.
+class PendingCollective {
+ public:
+  PendingCollective();
+  ~PendingCollective();
+  PendingCollective(PendingCollective&&) noexcept;
+  PendingCollective& operator=(PendingCollective&&) noexcept;
+  /// Blocks until every rank has contributed and the result is in the
+  /// tensor; throws DistributedError (a lost peer, the timeout).
+  void wait();
+  /// Whether it is running (posted and not yet waited for).
+  bool pending() const;
+  /// When Gloo finished it (steady clock); valid after wait().
+  std::chrono::steady_clock::time_point finished_at() const;
+
+ private:
+  friend class ProcessGroup;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 /// One ProcessGroupGloo, its store, and numbered messages between ranks.
 /// Not thread-safe: one thread per rank talks through it.
 class ProcessGroup {
@@ -238,6 +260,14 @@ class ProcessGroup {
   bool has(const std::string& key);
   /// Every rank reaches this point (Gloo barrier) or DistributedError.
   void barrier(const std::string& what = "the barrier");
+
+  /// Starts summing `tensor` (dense, contiguous) over every rank in place
+  /// (c10d allreduce, SUM; every rank ends with the same bytes) and returns
+  /// at once. Every rank must start the same collectives in the same order;
+  /// `what` names it in errors ("gradient bucket 2").
+  PendingCollective allreduce_sum(const at::Tensor& tensor, const std::string& what);
+  /// Makes every rank's `tensor` rank `root`'s (c10d broadcast), waiting for it.
+  void broadcast(const at::Tensor& tensor, int root, const std::string& what);
 
   /// The lowest rank whose connection to this one has closed (it died), or
   /// -1; waits up to `probe` per rank. After a lost peer, it tells the rank

@@ -1,0 +1,302 @@
+// DataParallelTrainer (DDP's design) on 2 ranks as threads of this process:
+// after N steps, every rank's parameters equal one process trained on the
+// concatenated batch (SGD with momentum, Adam), bit for bit across ranks;
+// no_sync accumulation; unused parameters; a model that differs.
+#include "dist_test_util.h"
+
+#include <fx/aot.h>
+
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/pooling.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/sgd.h>
+
+#include <cmath>
+
+namespace {
+
+using namespace dist_test;
+
+/// conv - relu - conv - relu - pool - fc1 - relu - fc2 (and an unused layer when asked).
+struct NetImpl : torch::nn::Module {
+  NetImpl(int64_t classes = 10, bool with_unused = false) {
+    conv1 = register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 8, 3).padding(1)));
+    conv2 = register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(8, 8, 3).padding(1)));
+    fc1 = register_module("fc1", torch::nn::Linear(8, 16));
+    fc2 = register_module("fc2", torch::nn::Linear(16, classes));
+    if (with_unused) unused = register_module("unused", torch::nn::Linear(16, 16));
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    at::Tensor h = torch::relu(conv2(torch::relu(conv1(x))));
+    h = at::adaptive_avg_pool2d(h, {1, 1}).flatten(1);
+    return fc2(torch::relu(fc1(h)));
+  }
+  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr}, unused{nullptr};
+};
+TORCH_MODULE(Net);
+
+Net make_net(int seed, int64_t classes = 10, bool with_unused = false) {
+  torch::manual_seed(seed);
+  return Net(classes, with_unused);
+}
+
+at::Tensor labels(int64_t n, int seed) {
+  torch::manual_seed(seed);
+  return at::randint(0, 10, {n}, at::kLong);
+}
+
+enum class Opt { SgdMomentum, Adam };
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<at::Tensor>& params, Opt opt) {
+  if (opt == Opt::SgdMomentum)
+    return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(0.05).momentum(0.9));
+  return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(1e-3));
+}
+
+std::vector<at::Tensor> snapshot(torch::nn::Module& m) {
+  std::vector<at::Tensor> out;
+  for (const at::Tensor& p : m.parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+/// max |a - b| / max |b| over each tensor: the largest.
+double relative_difference(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    const double scale = std::max(b[i].abs().max().item<double>(), 1e-12);
+    worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>() / scale);
+  }
+  return worst;
+}
+
+bool bitwise(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!dist::bitwise_equal(a[i], b[i])) return false;
+  return true;
+}
+
+constexpr int kSteps = 4;
+constexpr int64_t kShard = 4;  // samples per rank and step
+
+/// Trains Net for kSteps on 2 ranks (rank 1 starts from other weights: the broadcast fixes them) and in one
+/// process on the concatenated batches; checks the parameters.
+void train_and_compare(Opt opt, dist::DataParallelOptions options) {
+  const int world = 2;
+  std::vector<Net> nets = {make_net(0), make_net(7)};
+  std::vector<at::Tensor> xs, ys;
+  for (int s = 0; s < kSteps; ++s) xs.push_back(images(world * kShard, 100 + s, 8)), ys.push_back(labels(world * kShard, 200 + s));
+  std::vector<std::vector<at::Tensor>> after(world);
+  std::vector<dist::GradientSyncStats> stats(world);
+  run_ranks(world, [&](int rank, std::shared_ptr<dist::ProcessGroup> group) {
+    Net net = nets[static_cast<size_t>(rank)];
+    dist::DataParallelTrainer ddp(group, net.ptr(), options);
+    auto optimizer = make_optimizer(net->parameters(), opt);
+    for (int s = 0; s < kSteps; ++s) {
+      optimizer->zero_grad();
+      const at::Tensor x = xs[static_cast<size_t>(s)].narrow(0, rank * kShard, kShard);
+      const at::Tensor y = ys[static_cast<size_t>(s)].narrow(0, rank * kShard, kShard);
+      ddp.backward(torch::nn::functional::cross_entropy(net->forward(x), y));
+      optimizer->step();
+    }
+    after[static_cast<size_t>(rank)] = snapshot(*net);
+    stats[static_cast<size_t>(rank)] = ddp.stats();
+  });
+  Net single = make_net(0);
+  auto optimizer = make_optimizer(single->parameters(), opt);
+  for (int s = 0; s < kSteps; ++s) {
+    optimizer->zero_grad();
+    torch::nn::functional::cross_entropy(single->forward(xs[static_cast<size_t>(s)]), ys[static_cast<size_t>(s)]).backward();
+    optimizer->step();
+  }
+  EXPECT_TRUE(bitwise(after[0], after[1])) << "the ranks' parameters differ";
+  EXPECT_LT(relative_difference(after[0], snapshot(*single)), 1e-5);
+  EXPECT_GT(relative_difference(after[0], snapshot(*make_net(0))), 1e-3);  // it did train
+  EXPECT_EQ(stats[0].steps, kSteps);
+  EXPECT_EQ(stats[0].bytes, int64_t{4} * (8 * 3 * 9 + 8 + 8 * 8 * 9 + 8 + 16 * 8 + 16 + 10 * 16 + 10));
+  EXPECT_GE(stats[0].overlap_ms, 0.0);
+  EXPECT_LE(stats[0].overlap_ms, stats[0].allreduce_ms + 1e-9);
+}
+
+TEST(DataParallelTrainer, SgdMomentumEqualsOneProcessOnTheWholeBatch) { train_and_compare(Opt::SgdMomentum, {}); }
+
+TEST(DataParallelTrainer, AdamEqualsOneProcessOnTheWholeBatch) { train_and_compare(Opt::Adam, {}); }
+
+TEST(DataParallelTrainer, SmallBucketsInReverseOrderOfRegistration) {
+  dist::DataParallelOptions o;
+  o.bucket_cap_mb = 3000.0 / (1024 * 1024);  // 3000 bytes: the fc layers and conv2.bias fill the first bucket
+  train_and_compare(Opt::SgdMomentum, o);
+  run_ranks(1, [&](int, std::shared_ptr<dist::ProcessGroup> group) {
+    Net net = make_net(0);
+    dist::DataParallelTrainer ddp(group, net.ptr(), o);
+    const std::vector<std::vector<std::string>> expected = {
+        {"fc2.bias", "fc2.weight", "fc1.bias", "fc1.weight", "conv2.bias"}, {"conv2.weight", "conv1.bias"}, {"conv1.weight"}};
+    EXPECT_EQ(ddp.bucket_parameters(), expected);
+  });
+}
+
+TEST(DataParallelTrainer, NoSyncAccumulatesLocally) {
+  // Each rank: 2 microbatches of 2 per step, the first inside no_sync. One process: the 4 microbatches' losses / 2.
+  const int world = 2;
+  std::vector<Net> nets = {make_net(0), make_net(0)};
+  const at::Tensor x = images(8, 11, 8), y = labels(8, 12);
+  std::vector<std::vector<at::Tensor>> after(world);
+  std::vector<int64_t> steps(world);
+  run_ranks(world, [&](int rank, std::shared_ptr<dist::ProcessGroup> group) {
+    Net net = nets[static_cast<size_t>(rank)];
+    dist::DataParallelTrainer ddp(group, net.ptr());
+    torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+    for (int s = 0; s < 2; ++s) {
+      sgd.zero_grad();
+      auto loss = [&](int mb) {
+        const int64_t at = rank * 4 + mb * 2;
+        return torch::nn::functional::cross_entropy(net->forward(x.narrow(0, at, 2)), y.narrow(0, at, 2));
+      };
+      {
+        auto scope = ddp.no_sync();
+        ddp.backward(loss(0));
+      }
+      ddp.backward(loss(1));
+      sgd.step();
+    }
+    after[static_cast<size_t>(rank)] = snapshot(*net);
+    steps[static_cast<size_t>(rank)] = ddp.stats().steps;
+  });
+  Net single = make_net(0);
+  torch::optim::SGD sgd(single->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  for (int s = 0; s < 2; ++s) {
+    sgd.zero_grad();
+    for (int mb = 0; mb < 4; ++mb)
+      (torch::nn::functional::cross_entropy(single->forward(x.narrow(0, mb * 2, 2)), y.narrow(0, mb * 2, 2)) / 2).backward();
+    sgd.step();
+  }
+  EXPECT_TRUE(bitwise(after[0], after[1]));
+  EXPECT_LT(relative_difference(after[0], snapshot(*single)), 1e-5);
+  EXPECT_EQ(steps[0], 2);  // the no_sync backwards all-reduced nothing
+}
+
+TEST(DataParallelTrainer, UnusedParameterNamedOrSkipped) {
+  const at::Tensor x = images(4, 3, 8), y = labels(4, 4);
+  std::vector<std::string> errors;
+  run_ranks(2, [&](int rank, std::shared_ptr<dist::ProcessGroup> group) {
+    Net net = make_net(0, 10, /*with_unused=*/true);
+    dist::DataParallelTrainer ddp(group, net.ptr());
+    ddp.backward(torch::nn::functional::cross_entropy(net->forward(x.narrow(0, rank * 2, 2)), y.narrow(0, rank * 2, 2)));
+  }, std::chrono::seconds(30), &errors);
+  ASSERT_EQ(errors.size(), 2u);
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(errors[static_cast<size_t>(r)],
+              "rank " + std::to_string(r) +
+                  ": parameters that did not receive a gradient in this step: unused.weight, unused.bias (they were "
+                  "not used in producing the loss: set DataParallelOptions::find_unused_parameters, or make every "
+                  "forward output take part in the loss)");
+
+  // find_unused_parameters: trains as one process does; the unused layer keeps no gradient.
+  std::vector<std::vector<at::Tensor>> after(2);
+  std::vector<bool> unused_grad(2);
+  run_ranks(2, [&](int rank, std::shared_ptr<dist::ProcessGroup> group) {
+    Net net = make_net(0, 10, true);
+    dist::DataParallelOptions o;
+    o.find_unused_parameters = true;
+    dist::DataParallelTrainer ddp(group, net.ptr(), o);
+    torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+    for (int s = 0; s < 2; ++s) {
+      sgd.zero_grad();
+      ddp.backward(torch::nn::functional::cross_entropy(net->forward(x.narrow(0, rank * 2, 2)), y.narrow(0, rank * 2, 2)));
+      sgd.step();
+    }
+    after[static_cast<size_t>(rank)] = snapshot(*net);
+    unused_grad[static_cast<size_t>(rank)] = net->unused->weight.grad().defined();
+  });
+  Net single = make_net(0, 10, true);
+  torch::optim::SGD sgd(single->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  for (int s = 0; s < 2; ++s) {
+    sgd.zero_grad();
+    torch::nn::functional::cross_entropy(single->forward(x), y).backward();
+    sgd.step();
+  }
+  EXPECT_TRUE(bitwise(after[0], after[1]));
+  EXPECT_LT(relative_difference(after[0], snapshot(*single)), 1e-5);
+  EXPECT_FALSE(unused_grad[0]);
+}
+
+TEST(DataParallelTrainer, ModelThatDiffersIsNamedOnEveryRank) {
+  std::vector<std::string> errors;
+  std::vector<Net> nets = {make_net(0, 10), make_net(0, 5)};
+  run_ranks(2, [&](int rank, std::shared_ptr<dist::ProcessGroup> group) {
+    dist::DataParallelTrainer ddp(group, nets[static_cast<size_t>(rank)].ptr());
+  }, std::chrono::seconds(30), &errors);
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0], "rank 0: parameter 'fc2.weight' has shape [10, 16] here but [5, 16] on rank 1 (every rank must "
+                       "hold the same model)");
+  EXPECT_EQ(errors[1], "rank 1: parameter 'fc2.weight' has shape [5, 16] here but [10, 16] on rank 0 (every rank must "
+                       "hold the same model)");
+
+  errors.clear();
+  std::vector<Net> other = {make_net(0, 10, true), make_net(0, 10)};
+  run_ranks(2, [&](int rank, std::shared_ptr<dist::ProcessGroup> group) {
+    dist::DataParallelTrainer ddp(group, other[static_cast<size_t>(rank)].ptr());
+  }, std::chrono::seconds(30), &errors);
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[1], "rank 1: the model has 8 parameters here but 10 on rank 0 ('unused.weight' is only there; every "
+                       "rank must hold the same model)");
+}
+
+TEST(DataParallelTrainer, GraphModuleAndAotModule) {
+  // small_resnet (a GraphModule, batch norm in eval mode) through the trainer's forward, and the same model
+  // compiled by aot_module: both train as one process on the whole batch.
+  const at::Tensor x = images(8, 21, 8), y = labels(8, 22);
+  for (bool aot : {false, true}) {
+    std::vector<std::shared_ptr<fx::GraphModule>> models = {small_resnet(0, 1), small_resnet(3, 1)};
+    std::vector<std::shared_ptr<fx::AotModule>> compiled_models;
+    for (auto& gm : models) {  // traced and compiled here, not in the ranks' threads
+      compiled_models.push_back(aot ? fx::aot_module(gm) : nullptr);
+      if (aot) compiled_models.back()->forward(x.narrow(0, 0, 4));
+    }
+    std::vector<std::vector<at::Tensor>> after(2);
+    run_ranks(2, [&](int rank, std::shared_ptr<dist::ProcessGroup> group) {
+      auto gm = models[static_cast<size_t>(rank)];
+      std::shared_ptr<fx::AotModule> compiled = compiled_models[static_cast<size_t>(rank)];
+      dist::DataParallelTrainer ddp(group, aot ? std::static_pointer_cast<torch::nn::Module>(compiled)
+                                               : std::static_pointer_cast<torch::nn::Module>(gm));
+      torch::optim::SGD sgd(gm->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+      for (int s = 0; s < 3; ++s) {
+        sgd.zero_grad();
+        const at::Tensor shard = x.narrow(0, rank * 4, 4);
+        const at::Tensor out = aot ? compiled->forward(shard) : ddp.forward({shard}).toTensor();
+        ddp.backward(torch::nn::functional::cross_entropy(out, y.narrow(0, rank * 4, 4)));
+        sgd.step();
+      }
+      after[static_cast<size_t>(rank)] = snapshot(*gm);
+    });
+    auto single = small_resnet(0, 1);
+    torch::optim::SGD sgd(single->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+    for (int s = 0; s < 3; ++s) {
+      sgd.zero_grad();
+      torch::nn::functional::cross_entropy(single->forward(x), y).backward();
+      sgd.step();
+    }
+    EXPECT_TRUE(bitwise(after[0], after[1])) << (aot ? "aot" : "graph module");
+    EXPECT_LT(relative_difference(after[0], snapshot(*single)), 1e-5) << (aot ? "aot" : "graph module");
+  }
+  Net net = make_net(0);
+  run_ranks(1, [&](int, std::shared_ptr<dist::ProcessGroup> group) {
+    dist::DataParallelTrainer ddp(group, net.ptr());
+    try {
+      ddp.forward({images(1)});
+      ADD_FAILURE() << "no error";
+    } catch (const fx::Error& e) {
+      const std::string text = e.what();
+      EXPECT_EQ(text.rfind("DataParallelTrainer::forward: the module (", 0), 0u) << text;
+      EXPECT_NE(text.find("NetImpl) is not a GraphModule: call its own forward (its gradients sync all the same)"),
+                std::string::npos)
+          << text;
+    }
+  });
+}
+
+}  // namespace
