@@ -21,6 +21,7 @@
 #include <fx/distributed/data_parallel_trainer.h>
 #include <fx/distributed/microbatch.h>
 #include <fx/distributed/pipeline.h>
+#include <fx/distributed/pipeline_trainer.h>
 #include <fx/distributed/process_group.h>
 #include <fx/distributed/runner.h>
 #include <fx/distributed/simulate.h>
