@@ -2,10 +2,13 @@
 // Internal helpers shared by fuse, prepare and convert.
 #include <fx/graph_module.h>
 #include <fx/module_attributes.h>
+#include <fx/quantization/prepare.h>
 
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace fx::quantization::detail {
 
@@ -27,5 +30,49 @@ std::shared_ptr<GraphModule> copy_graph_module(const std::shared_ptr<GraphModule
 
 /// Whether `gm` or any of its submodules is in training mode; names the first in `which`.
 bool any_training(const GraphModule& gm, std::string* which);
+
+/// One of fuse_fx's patterns: a conv / linear layer, then its batch norm
+/// and / or a ReLU (module or aten::relu / aten::relu_), each node but the
+/// last used once.
+struct FusionMatch {
+  Node* first = nullptr;
+  Node* bn = nullptr;    ///< or nullptr
+  Node* relu = nullptr;  ///< or nullptr
+  /// The first layer's type: "Conv1d", "Conv2d", "Conv3d" or "Linear".
+  std::string type;
+};
+
+/// The fusion patterns of `gm`'s graph, matched from the last node backwards
+/// as Python's fuser does (each node in one match), returned in graph order.
+std::vector<FusionMatch> find_fusions(const GraphModule& gm);
+
+/// A batch norm's statistics and affine parameters (ones / zeros when it has none).
+struct BnState {
+  at::Tensor mean, var, weight, bias;
+  double eps = 1e-5;
+};
+
+/// The state of batch-norm module `bn`; fx::Error without running statistics.
+BnState bn_state(const torch::nn::Module& bn);
+
+/// fuse_conv_bn_weights: W·γ/√(σ²+ε) and (b−μ)·γ/√(σ²+ε)+β, detached, in
+/// Python's float32 arithmetic (`b` may be undefined: zeros).
+std::pair<at::Tensor, at::Tensor> fuse_conv_bn_weights(const at::Tensor& w, const at::Tensor& b, const BnState& bn);
+
+/// fuse_linear_bn_weights: the same for a linear layer's [out, in] weight.
+std::pair<at::Tensor, at::Tensor> fuse_linear_bn_weights(const at::Tensor& w, const at::Tensor& b, const BnState& bn);
+
+/// The first node that computes on quantized tensors (a reference or lowered
+/// int8 graph, or Python's convert_fx output), or nullptr.
+const Node* quantized_node(const GraphModule& gm);
+
+/// Whether `gm` calls observer or fake-quantizer modules (a prepared module);
+/// the first one's target in `which`.
+bool has_observers(const GraphModule& gm, std::string* which = nullptr);
+
+/// prepare's second half: observers (or fake quantizers) placed by
+/// `mapping` into `gm`, which is fused and shape-propagated (node meta
+/// "tensor_meta"); fills `report`'s nodes and observer counts.
+void insert_observers(const std::shared_ptr<GraphModule>& gm, const QConfigMapping& mapping, PrepareReport& report);
 
 }  // namespace fx::quantization::detail

@@ -6,6 +6,7 @@
 
 #include <fx/error.h>
 #include <fx/module_attributes.h>
+#include <fx/quantization/qat.h>
 
 #include <unordered_map>
 #include <unordered_set>
@@ -65,7 +66,8 @@ Node* Converter::replace_observer(const Node* n, ObserverBase& obs) {
   const std::string base = n->args()[0].to_node()->name();
   auto [scale, zero_point] = obs.calculate_qparams();
   Node* q = nullptr;
-  if (obs.type_name() != "PerChannelMinMaxObserver") {
+  const QScheme qs = obs.options().qscheme;
+  if (qs == QScheme::PerTensorAffine || qs == QScheme::PerTensorSymmetric) {
     Node* s = attr(base + "_scale", at::scalar_tensor(scale.item<float>(), at::kFloat));
     Node* z = attr(base + "_zero_point", at::scalar_tensor(zero_point.item<int64_t>(), at::kLong));
     q = g_->call_function("aten::quantize_per_tensor.tensor_qparams", {input, s, z, obs.dtype()});
@@ -77,27 +79,62 @@ Node* Converter::replace_observer(const Node* n, ObserverBase& obs) {
   return g_->call_method("dequantize", {q});
 }
 
+/// The weight observer of a QAT layer as convert_fx runs it: a copy of the
+/// layer's own weight fake quantizer (its moving min / max), fed the folded
+/// float weight once more, as Python's convert runs `weight_fake_quant(float_module.weight)`.
+std::shared_ptr<ObserverBase> qat_weight_observer(const QatLayer& layer, const at::Tensor& w) {
+  const FakeQuantize& trained = layer.weight_fake_quant();
+  auto copy = std::dynamic_pointer_cast<FakeQuantize>(make_fake_quantize(trained.factory()));
+  {
+    at::NoGradGuard no_grad;
+    auto dst = copy->named_buffers(true);
+    for (const auto& b : trained.named_buffers(true)) {
+      at::Tensor* t = dst.find(b.key());
+      t->resize_(b.value().sizes());
+      t->copy_(b.value());
+    }
+  }
+  at::NoGradGuard no_grad;
+  copy->forward(w);
+  return copy;
+}
+
 Node* Converter::replace_layer(const Node* n, const QConfig& q, NodeQuantization& entry) {
   auto module = gm_->get_submodule(n->target());
   auto outer = module_attributes(*module);
+  if (n->args().size() != 1 || !n->kwargs().empty()) return nullptr;
   std::shared_ptr<torch::nn::Module> inner = module;
   bool relu = false;
-  if (auto* f = dynamic_cast<FusedModule*>(module.get())) {
-    inner = f->first();
-    relu = true;
+  std::optional<ModuleAttributes> a;
+  at::Tensor w, b;
+  std::shared_ptr<ObserverBase> wobs;
+  if (auto* l = dynamic_cast<QatLayer*>(module.get())) {
+    // to_float(): the batch norm folded in with its running statistics.
+    std::tie(w, b) = l->to_float();
+    a = outer;
+    a->type = l->options().dim == 0 ? "Linear" : "Conv" + std::to_string(l->options().dim) + "d";
+    relu = l->options().relu;
+    wobs = qat_weight_observer(*l, w);
+  } else {
+    if (auto* f = dynamic_cast<FusedModule*>(module.get())) {
+      inner = f->first();
+      relu = true;
+    }
+    a = module_attributes(*inner);
+    if (!a || !is_weighted_type(a->type)) return nullptr;
+    if (a->type != "Linear" && a->attributes.count("padding_mode") &&
+        a->at("padding_mode").toStringRef() != "zeros") {
+      entry.reason = a->type + " with padding_mode '" + a->at("padding_mode").toStringRef() + "': weight kept float";
+      return nullptr;
+    }
+    w = detail::module_tensor(*inner, "weight").detach();
+    b = detail::module_tensor(*inner, "bias");
+    wobs = q.weight();
+    wobs->forward(w);
   }
-  auto a = module_attributes(*inner);
-  if (!a || !is_weighted_type(a->type) || n->args().size() != 1 || !n->kwargs().empty()) return nullptr;
-  if (a->type != "Linear" && a->attributes.count("padding_mode") && a->at("padding_mode").toStringRef() != "zeros") {
-    entry.reason = a->type + " with padding_mode '" + a->at("padding_mode").toStringRef() + "': weight kept float";
-    return nullptr;
-  }
-  at::Tensor w = detail::module_tensor(*inner, "weight").detach();
-  at::Tensor b = detail::module_tensor(*inner, "bias");
-  std::shared_ptr<ObserverBase> wobs = q.weight();
-  wobs->forward(w);
   auto [ws, wz] = wobs->calculate_qparams();
-  const bool per_channel = wobs->type_name() == "PerChannelMinMaxObserver";
+  const bool per_channel = wobs->options().qscheme == QScheme::PerChannelSymmetric ||
+                           wobs->options().qscheme == QScheme::PerChannelAffine;
   const std::string target = n->target();
   gm_->add_submodule(target, std::make_shared<torch::nn::Module>());
   // In the order the graph reads them (fx::load registers them so: a saved
@@ -181,6 +218,7 @@ std::string ConvertReport::str() const { return format_report(nodes); }
 std::shared_ptr<GraphModule> convert(const std::shared_ptr<GraphModule>& prepared, ConvertReport* report) {
   register_observer_modules();
   register_fused_modules();
+  register_qat_modules();
   bool any = false;
   for (const Node* n : prepared->graph().nodes()) {
     if (n->op() != Opcode::CallModule) continue;

@@ -113,20 +113,6 @@ std::shared_ptr<torch::nn::Module> make_linear(const at::Tensor& w, const at::Te
   return linear;
 }
 
-struct BnState {
-  at::Tensor mean, var, weight, bias;
-  double eps;
-};
-
-BnState bn_state(const torch::nn::Module& bn, const ModuleAttributes& a) {
-  BnState s{module_tensor(bn, "running_mean"), module_tensor(bn, "running_var"), module_tensor(bn, "weight"),
-            module_tensor(bn, "bias"), a.at("eps").toDouble()};
-  if (!s.mean.defined() || !s.var.defined()) throw Error("fuse: batch norm without running statistics");
-  if (!s.weight.defined()) s.weight = at::ones_like(s.mean);
-  if (!s.bias.defined()) s.bias = at::zeros_like(s.mean);
-  return s;
-}
-
 /// The fused module for `first` (+ `bn`) (+ relu), or nullptr when `first`
 /// cannot be rebuilt (an unknown layer).
 std::shared_ptr<torch::nn::Module> fused_module(GraphModule& gm, Node* first, Node* bn, bool relu,
@@ -136,24 +122,15 @@ std::shared_ptr<torch::nn::Module> fused_module(GraphModule& gm, Node* first, No
   if (bn) {
     auto bn_module = gm.get_submodule(bn->target());
     auto fa = module_attributes(*first_module);
-    auto ba = module_attributes(*bn_module);
     if (first_module->is_training() || bn_module->is_training()) throw Error("fuse: Fusion only for eval!");
-    const BnState s = bn_state(*bn_module, *ba);
-    at::NoGradGuard no_grad;
+    const detail::BnState s = detail::bn_state(*bn_module);
     at::Tensor w = module_tensor(*first_module, "weight");
     at::Tensor b = module_tensor(*first_module, "bias");
-    if (!b.defined()) b = at::zeros_like(s.mean);
     if (first_type == "Linear") {
-      // fuse_linear_bn_weights
-      at::Tensor bn_scale = s.weight * at::rsqrt(s.var + s.eps);
-      base = make_linear((w * bn_scale.unsqueeze(-1)).detach(), ((b - s.mean) * bn_scale + s.bias).detach());
+      auto [fw, fb] = detail::fuse_linear_bn_weights(w, b, s);
+      base = make_linear(fw, fb);
     } else {
-      // fuse_conv_bn_weights
-      at::Tensor var_rsqrt = at::rsqrt(s.var + s.eps);
-      std::vector<int64_t> shape(w.dim(), 1);
-      shape[0] = -1;
-      at::Tensor fw = (w * (s.weight * var_rsqrt).reshape(shape)).to(w.scalar_type()).detach();
-      at::Tensor fb = ((b - s.mean) * var_rsqrt * s.weight + s.bias).to(b.scalar_type()).detach();
+      auto [fw, fb] = detail::fuse_conv_bn_weights(w, b, s);
       if (first_type == "Conv1d") base = make_conv<1, torch::nn::Conv1dImpl>(*fa, fw, fb);
       else if (first_type == "Conv2d") base = make_conv<2, torch::nn::Conv2dImpl>(*fa, fw, fb);
       else base = make_conv<3, torch::nn::Conv3dImpl>(*fa, fw, fb);
@@ -166,69 +143,15 @@ std::shared_ptr<torch::nn::Module> fused_module(GraphModule& gm, Node* first, No
   return fused;
 }
 
-bool single_user(const Node* n) { return n->users().size() == 1; }
-
 }  // namespace
 
 std::shared_ptr<GraphModule> fuse(const std::shared_ptr<GraphModule>& gm, FuseReport* report) {
   register_fused_modules();
   auto out = detail::copy_graph_module(gm);
   Graph& g = out->graph();
-  // Python matches from the last node backwards; each node joins one match.
-  std::vector<Node*> nodes = g.nodes().to_vector();
   std::vector<std::string> lines;
-  std::unordered_set<Node*> taken;
-  struct Match {
-    Node* first;
-    Node* bn;
-    Node* relu;
-    std::string type;
-  };
-  std::vector<Match> matches;
-  auto first_of = [&](Node* n) -> std::string {
-    const std::string t = detail::module_type(*out, n);
-    return (t == "Conv1d" || t == "Conv2d" || t == "Conv3d" || t == "Linear") ? t : "";
-  };
-  auto is_bn_for = [&](Node* n, const std::string& first_type) {
-    const std::string t = detail::module_type(*out, n);
-    if (first_type == "Linear") return t == "BatchNorm1d";
-    return t == "BatchNorm" + first_type.substr(4);
-  };
-  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
-    Node* n = *it;
-    if (taken.count(n)) continue;
-    Match m{nullptr, nullptr, nullptr, ""};
-    Node* tail = n;
-    if (detail::is_relu(*out, n) && n->args()[0].is_node()) {
-      m.relu = n;
-      tail = n->args()[0].to_node();
-      if (!single_user(tail) || taken.count(tail)) continue;
-    }
-    // tail is the bn or the layer.
-    if (tail->op() == Opcode::CallModule && tail->args().size() == 1 && tail->args()[0].is_node()) {
-      Node* prev = tail->args()[0].to_node();
-      const std::string pt = first_of(prev);
-      if (!pt.empty() && is_bn_for(tail, pt) && single_user(prev) && !taken.count(prev) &&
-          prev->args().size() == 1) {
-        m.first = prev;
-        m.bn = tail;
-        m.type = pt;
-      }
-    }
-    if (!m.first && m.relu) {
-      const std::string t = first_of(tail);
-      if (!t.empty() && tail->args().size() == 1) {
-        m.first = tail;
-        m.type = t;
-      }
-    }
-    if (!m.first || (!m.bn && !m.relu)) continue;
-    for (Node* x : {m.first, m.bn, m.relu})
-      if (x) taken.insert(x);
-    matches.push_back(m);
-  }
-  for (auto it = matches.rbegin(); it != matches.rend(); ++it) {
-    const Match& m = *it;
+  const std::vector<detail::FusionMatch> matches = detail::find_fusions(*out);
+  for (const detail::FusionMatch& m : matches) {
     auto module = fused_module(*out, m.first, m.bn, m.relu != nullptr, m.type);
     std::string line = m.first->name() + ": " + m.type;
     Node* last = m.first;

@@ -1,6 +1,8 @@
 // Observers, ported op for op from torch/ao/quantization/observer.py (1.13).
 #include <fx/quantization/observers.h>
 
+#include <fx/quantization/fake_quantize.h>
+
 #include <fx/error.h>
 #include <fx/graph_module.h>
 #include <fx/serialize.h>
@@ -157,13 +159,16 @@ at::Tensor MovingAverageMinMaxObserver::forward(const at::Tensor& x_orig) {
 // ---- PerChannelMinMaxObserver ---------------------------------------------
 
 PerChannelMinMaxObserver::PerChannelMinMaxObserver(const ObserverOptions& options)
-    : ObserverBase("PerChannelMinMaxObserver", options) {
-  require(!is_per_tensor(options.qscheme),
-          "PerChannelMinMaxObserver's qscheme only support torch.per_channel_symmetric and "
-          "torch.per_channel_affine.");
+    : PerChannelMinMaxObserver("PerChannelMinMaxObserver", options) {}
+
+PerChannelMinMaxObserver::PerChannelMinMaxObserver(const std::string& type_name, const ObserverOptions& options)
+    : ObserverBase(type_name, options) {
+  require(!is_per_tensor(options.qscheme), type_name +
+                                               "'s qscheme only support torch.per_channel_symmetric and "
+                                               "torch.per_channel_affine.");
   require(!(options.qscheme == QScheme::PerChannelSymmetric && options.reduce_range &&
             options.dtype == c10::kQUInt8),
-          "PerChannelMinMaxObserver: Cannot reduce range for symmetric quantization for quint8");
+          type_name + ": Cannot reduce range for symmetric quantization for quint8");
   min_val_ = register_buffer("min_val", at::empty({0}, at::kFloat));
   max_val_ = register_buffer("max_val", at::empty({0}, at::kFloat));
 }
@@ -178,19 +183,28 @@ at::Tensor PerChannelMinMaxObserver::forward(const at::Tensor& x_orig) {
   axes[axis] = 0;
   axes[0] = axis;
   at::Tensor y = at::flatten(x.permute(axes).to(min_val_.scalar_type()), 1);
-  at::Tensor min_val, max_val;
-  if (min_val_.numel() == 0 || max_val_.numel() == 0) {
-    std::tie(min_val, max_val) = at::aminmax(y, 1);
-  } else {
-    auto [min_cur, max_cur] = at::aminmax(y, 1);
-    min_val = at::min(min_cur, min_val_);
-    max_val = at::max(max_cur, max_val_);
-  }
+  auto [min_cur, max_cur] = at::aminmax(y, 1);
+  at::Tensor min_val = min_cur, max_val = max_cur;
+  if (min_val_.numel() != 0 && max_val_.numel() != 0) std::tie(min_val, max_val) = merge(min_cur, max_cur);
   min_val_.resize_(min_val.sizes());
   max_val_.resize_(max_val.sizes());
   min_val_.copy_(min_val);
   max_val_.copy_(max_val);
   return x_orig;
+}
+
+std::pair<at::Tensor, at::Tensor> PerChannelMinMaxObserver::merge(const at::Tensor& min_cur,
+                                                                 const at::Tensor& max_cur) const {
+  return {at::min(min_cur, min_val_), at::max(max_cur, max_val_)};
+}
+
+MovingAveragePerChannelMinMaxObserver::MovingAveragePerChannelMinMaxObserver(const ObserverOptions& options)
+    : PerChannelMinMaxObserver("MovingAveragePerChannelMinMaxObserver", options) {}
+
+std::pair<at::Tensor, at::Tensor> MovingAveragePerChannelMinMaxObserver::merge(const at::Tensor& min_cur,
+                                                                              const at::Tensor& max_cur) const {
+  return {min_val_ + options_.averaging_constant * (min_cur - min_val_),
+          max_val_ + options_.averaging_constant * (max_cur - max_val_)};
 }
 
 std::pair<at::Tensor, at::Tensor> PerChannelMinMaxObserver::calculate_qparams() {
@@ -372,11 +386,16 @@ std::shared_ptr<ObserverBase> ObserverFactory::operator()() const {
   if (type == "MinMaxObserver") return std::make_shared<MinMaxObserver>(options);
   if (type == "MovingAverageMinMaxObserver") return std::make_shared<MovingAverageMinMaxObserver>(options);
   if (type == "PerChannelMinMaxObserver") return std::make_shared<PerChannelMinMaxObserver>(options);
+  if (type == "MovingAveragePerChannelMinMaxObserver")
+    return std::make_shared<MovingAveragePerChannelMinMaxObserver>(options);
+  if (type == "FakeQuantize" || type == "FusedMovingAvgObsFakeQuantize" || type == "FixedQParamsFakeQuantize")
+    return make_fake_quantize(*this);
   if (type == "HistogramObserver") return std::make_shared<HistogramObserver>(options);
   if (type == "FixedQParamsObserver") return std::make_shared<FixedQParamsObserver>(options);
   throw Error("unknown observer type '" + type +
               "' (known: MinMaxObserver, MovingAverageMinMaxObserver, PerChannelMinMaxObserver, "
-              "HistogramObserver, FixedQParamsObserver)");
+              "MovingAveragePerChannelMinMaxObserver, HistogramObserver, FixedQParamsObserver, FakeQuantize, "
+              "FusedMovingAvgObsFakeQuantize, FixedQParamsFakeQuantize)");
 }
 
 ObserverBase* as_observer(torch::nn::Module& module) { return dynamic_cast<ObserverBase*>(&module); }
@@ -396,6 +415,7 @@ nlohmann::json factory_to_json(const ObserverFactory& f) {
                       {"zero_point", p.zero_point}};
   if (p.quant_min) j["quant_min"] = *p.quant_min;
   if (p.quant_max) j["quant_max"] = *p.quant_max;
+  if (!f.observer.empty()) j["observer"] = f.observer;
   return j;
 }
 
@@ -421,6 +441,7 @@ ObserverFactory factory_from_json(const nlohmann::json& j) {
   p.zero_point = j.at("zero_point").get<int64_t>();
   if (j.contains("quant_min")) p.quant_min = j.at("quant_min").get<int64_t>();
   if (j.contains("quant_max")) p.quant_max = j.at("quant_max").get<int64_t>();
+  if (j.contains("observer")) f.observer = j.at("observer").get<std::string>();
   f();  // checks the options
   return f;
 }
@@ -438,7 +459,7 @@ void register_one(const char* name) {
       typeid(M), SerializableModuleType{std::string("torch.ao.quantization.") + name,
                                         [](const torch::nn::Module& m) {
                                           auto& o = dynamic_cast<const ObserverBase&>(m);
-                                          return factory_to_json(ObserverFactory{o.type_name(), o.options()});
+                                          return factory_to_json(ObserverFactory{o.type_name(), o.options(), ""});
                                         },
                                         [](const nlohmann::json& j) -> std::shared_ptr<torch::nn::Module> {
                                           return factory_from_json(j)();
@@ -453,9 +474,11 @@ void register_observer_modules() {
     register_one<MinMaxObserver>("MinMaxObserver");
     register_one<MovingAverageMinMaxObserver>("MovingAverageMinMaxObserver");
     register_one<PerChannelMinMaxObserver>("PerChannelMinMaxObserver");
+    register_one<MovingAveragePerChannelMinMaxObserver>("MovingAveragePerChannelMinMaxObserver");
     register_one<HistogramObserver>("HistogramObserver");
     register_one<FixedQParamsObserver>("FixedQParamsObserver");
   });
+  register_fake_quantize_modules();
 }
 
 }  // namespace fx::quantization

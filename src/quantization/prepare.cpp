@@ -32,8 +32,10 @@ struct OpInfo {
 const std::unordered_map<std::string, OpInfo>& module_ops() {
   static const std::unordered_map<std::string, OpInfo> table = [] {
     std::unordered_map<std::string, OpInfo> t;
+    // The QAT layers (ConvBn2d ...) are prepare_qat's (fx/quantization/qat.h).
     for (const char* c : {"Conv1d", "Conv2d", "Conv3d", "ConvReLU1d", "ConvReLU2d", "ConvReLU3d", "Linear",
-                          "LinearReLU", "BatchNorm2d", "BatchNorm3d", "Dropout", "LayerNorm", "ELU", "Hardswish",
+                          "LinearReLU", "ConvBn1d", "ConvBn2d", "ConvBn3d", "ConvBnReLU1d", "ConvBnReLU2d",
+                          "ConvBnReLU3d", "LinearBn1d", "BatchNorm2d", "BatchNorm3d", "Dropout", "LayerNorm", "ELU", "Hardswish",
                           "LeakyReLU", "PReLU", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "GroupNorm"})
       t[c] = {Kind::Compute, false, false};
     for (const char* c : {"Sigmoid", "Tanh", "Softmax", "Hardsigmoid"}) t[c] = {Kind::Compute, false, true};
@@ -126,7 +128,7 @@ class Preparer {
   }
   Node* insert_observer(Node* after, std::shared_ptr<ObserverBase> obs) {
     const std::string name = "activation_post_process_" + std::to_string(counter_++);
-    obs->eval();
+    obs->train(gm_->is_training());  // fake quantizers of a module prepared for training train with it
     gm_->add_submodule(name, std::move(obs));
     auto guard = gm_->graph().inserting_after(after);
     return gm_->graph().call_module(name, {after});
@@ -248,7 +250,8 @@ void Preparer::run(PrepareReport* report) {
     auto m = matches.find(n);
     const QConfigPtr q = qconfigs.count(n) ? qconfigs[n] : nullptr;
     if (m != matches.end() && q && n->target() != "operator.getitem") {
-      if (m->second.info.fixed_qparams && q->activation.type != "FixedQParamsObserver") {
+      if (m->second.info.fixed_qparams && q->activation.type != "FixedQParamsObserver" &&
+          q->activation.type != "FixedQParamsFakeQuantize") {
         why_float[n] = "fixed-qparams op: its qconfig's activation must be a FixedQParamsObserver, not " +
                        q->activation.type;
         matches.erase(m);
@@ -321,6 +324,11 @@ void Preparer::run(PrepareReport* report) {
 
 }  // namespace
 
+void detail::insert_observers(const std::shared_ptr<GraphModule>& gm, const QConfigMapping& mapping,
+                              PrepareReport& report) {
+  Preparer(gm, mapping).run(&report);
+}
+
 std::string format_report(const std::vector<NodeQuantization>& nodes) {
   std::ostringstream os;
   for (const NodeQuantization& n : nodes)
@@ -341,9 +349,8 @@ std::shared_ptr<GraphModule> prepare(const std::shared_ptr<GraphModule>& gm, con
                                      const std::vector<c10::IValue>& example_inputs, PrepareReport* report) {
   register_observer_modules();
   register_fused_modules();
-  for (const Node* n : gm->graph().nodes())
-    if (n->op() == Opcode::CallModule && as_observer(*gm->get_submodule(n->target())))
-      throw Error("prepare: the module is already prepared (it has observer '" + n->target() + "')");
+  if (std::string which; detail::has_observers(*gm, &which))
+    throw Error("prepare: the module is already prepared (it has observer '" + which + "')");
   std::string training;
   if (detail::any_training(*gm, &training))
     throw Error("prepare: module '" + training +
@@ -358,7 +365,7 @@ std::shared_ptr<GraphModule> prepare(const std::shared_ptr<GraphModule>& gm, con
   } catch (const std::exception& e) {
     throw Error(std::string("prepare: the example inputs do not run the model: ") + e.what());
   }
-  Preparer(out, qconfig_mapping).run(&r);
+  detail::insert_observers(out, qconfig_mapping, r);
   return out;
 }
 

@@ -3,6 +3,8 @@
 
 #include <fx/error.h>
 
+#include <functional>
+
 namespace fx::quantization {
 
 QConfigMapping& QConfigMapping::set_global(QConfigPtr qconfig) {
@@ -65,7 +67,7 @@ QConfigPtr QConfigMapping::for_function(const std::string& target) const {
 
 namespace {
 
-ObserverFactory observer(const std::string& type, ObserverOptions o = {}) { return ObserverFactory{type, o}; }
+ObserverFactory observer(const std::string& type, ObserverOptions o = {}) { return ObserverFactory{type, o, ""}; }
 
 ObserverFactory per_channel_weight_observer() {
   ObserverOptions o;
@@ -108,19 +110,30 @@ QConfigPtr get_default_qconfig(const std::string& backend) {
   return q;
 }
 
-QConfigMapping get_default_qconfig_mapping(const std::string& backend) {
-  QConfigPtr q = get_default_qconfig(backend);
+namespace {
+
+/// _get_default_qconfig_mapping: `global` everywhere, "reshape" reusing its
+/// input's observer, the fixed-qparams ops observed by `fixed(scale, zero_point)`.
+QConfigMapping default_mapping(const QConfigPtr& global,
+                               const std::function<QConfigPtr(double scale, int64_t zero_point)>& fixed) {
   QConfigMapping m;
-  m.set_global(q);
-  auto reuse = std::make_shared<QConfig>(*q);
+  m.set_global(global);
+  auto reuse = std::make_shared<QConfig>(*global);
   reuse->reuse_input = true;
   m.set_object_type("aten::reshape", reuse);
-  auto fixed01 = std::make_shared<QConfig>(QConfig{fixed_qparams(1.0 / 256.0, 0), per_tensor_weight_observer()});
-  auto fixed11 = std::make_shared<QConfig>(QConfig{fixed_qparams(2.0 / 256.0, 128), per_tensor_weight_observer()});
+  const QConfigPtr fixed01 = fixed(1.0 / 256.0, 0), fixed11 = fixed(2.0 / 256.0, 128);
   for (const char* t : {"Hardsigmoid", "aten::hardsigmoid", "Sigmoid", "aten::sigmoid", "Softmax"})
     m.set_object_type(t, fixed01);
   for (const char* t : {"Tanh", "aten::tanh"}) m.set_object_type(t, fixed11);
   return m;
+}
+
+}  // namespace
+
+QConfigMapping get_default_qconfig_mapping(const std::string& backend) {
+  return default_mapping(get_default_qconfig(backend), [](double scale, int64_t zero_point) {
+    return std::make_shared<QConfig>(QConfig{fixed_qparams(scale, zero_point), per_tensor_weight_observer()});
+  });
 }
 
 std::string qconfig_to_string(const QConfig& q) {
@@ -141,6 +154,54 @@ QConfigPtr qconfig_from_string(const std::string& text) {
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("not a qconfig: ") + e.what());
   }
+}
+
+namespace {
+
+/// FusedMovingAvgObsFakeQuantize.with_args(observer=..., quant_min, quant_max, dtype, qscheme, reduce_range).
+ObserverFactory fused_fake_quant(const std::string& observer_type, c10::ScalarType dtype, QScheme qscheme,
+                                 int64_t quant_min, int64_t quant_max, bool reduce_range = false) {
+  ObserverOptions o;
+  o.dtype = dtype;
+  o.qscheme = qscheme;
+  o.quant_min = quant_min;
+  o.quant_max = quant_max;
+  o.reduce_range = reduce_range;
+  return ObserverFactory{"FusedMovingAvgObsFakeQuantize", o, observer_type};
+}
+
+/// default_weight_fake_quant: FakeQuantize of a per-tensor symmetric qint8 MovingAverageMinMaxObserver.
+ObserverFactory default_weight_fake_quant() {
+  ObserverOptions o;
+  o.dtype = c10::kQInt8;
+  o.qscheme = QScheme::PerTensorSymmetric;
+  o.quant_min = -128;
+  o.quant_max = 127;
+  return ObserverFactory{"FakeQuantize", o, "MovingAverageMinMaxObserver"};
+}
+
+}  // namespace
+
+QConfigPtr get_default_qat_qconfig(const std::string& backend) {
+  auto q = std::make_shared<QConfig>();
+  const bool reduce = backend == "fbgemm" || backend == "x86";
+  if (backend != "onednn" && !reduce && backend != "qnnpack")
+    throw Error("backend '" + backend + "' not supported (known: onednn, fbgemm, x86, qnnpack)");
+  q->activation = fused_fake_quant("MovingAverageMinMaxObserver", c10::kQUInt8, QScheme::PerTensorAffine, 0, 255, reduce);
+  q->weight = backend == "qnnpack"
+                  ? fused_fake_quant("MovingAverageMinMaxObserver", c10::kQInt8, QScheme::PerTensorSymmetric, -128, 127)
+                  : fused_fake_quant("MovingAveragePerChannelMinMaxObserver", c10::kQInt8,
+                                     QScheme::PerChannelSymmetric, -128, 127);
+  return q;
+}
+
+QConfigMapping get_default_qat_qconfig_mapping(const std::string& backend) {
+  return default_mapping(get_default_qat_qconfig(backend), [](double scale, int64_t zero_point) {
+    ObserverFactory f = fixed_qparams(scale, zero_point);
+    f.observer = f.type;
+    f.type = "FixedQParamsFakeQuantize";
+    return std::make_shared<QConfig>(QConfig{f, default_weight_fake_quant()});
+  });
 }
 
 QConfigPtr per_tensor_minmax_qconfig(bool moving_average) {

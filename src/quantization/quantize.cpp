@@ -128,25 +128,6 @@ CalibrationBatch checked_tuple(const c10::IValue& tuple, const std::string& wher
   return batch;
 }
 
-/// Whether `gm` has observer modules (a prepared module, which prepare() refuses).
-bool has_observers(const GraphModule& gm) {
-  for (const Node* n : gm.graph().nodes())
-    if (n->op() == Opcode::CallModule && as_observer(*gm.get_submodule(n->target()))) return true;
-  return false;
-}
-
-/// The first node that computes on quantized tensors (a reference or lowered
-/// int8 graph, or Python's convert_fx output), or nullptr.
-const Node* quantized_node(const GraphModule& gm) {
-  for (const Node* n : gm.graph().nodes()) {
-    if (n->op() != Opcode::CallFunction) continue;
-    const std::string& t = n->target();
-    if (t.rfind("aten::quantize_per_", 0) == 0 || t.rfind("fxcpp::onednn_q", 0) == 0 || t.rfind("quantized::", 0) == 0)
-      return n;
-  }
-  return nullptr;
-}
-
 }  // namespace
 
 std::string QuantizeReport::summary() const {
@@ -174,12 +155,12 @@ std::shared_ptr<GraphModule> quantize(const std::shared_ptr<GraphModule>& gm, co
   QuantizeReport local;
   QuantizeReport& r = report ? *report : local;
   r = QuantizeReport{};
-  if (const Node* n = quantized_node(*gm))
+  if (const Node* n = detail::quantized_node(*gm))
     throw Error("quantize: the model is already quantized (node '" + n->name() + "' calls " + n->target() + ")");
   const QConfigMapping mapping = with_skips(*gm, options);
   // Not for a training-mode or prepared module: a forward would change its
   // batch-norm statistics or observers; prepare() refuses both.
-  if (std::string which; !detail::any_training(*gm, &which) && !has_observers(*gm)) {
+  if (std::string which; !detail::any_training(*gm, &which) && !detail::has_observers(*gm)) {
     at::NoGradGuard no_grad;
     try {
       gm->forward(example_inputs);

@@ -29,27 +29,6 @@ using namespace fx::quantization;
 
 const std::string kDir = std::string(FX_BINARY_DIR) + "/models/quant/";
 
-/// fxcpp's spelling of a node as the goldens spell Python's: in-place ATen
-/// calls without their underscore ("add_" → "add", "add__1" → "add_1") and
-/// call_function targets without overload.
-std::vector<std::string> normalized(const fx::Node* n) {
-  std::string name = n->name(), target = n->target();
-  if (n->op() == fx::Opcode::CallFunction) {
-    target = canonical_function(target);
-    const std::string base = target.substr(target.find("::") + 2);
-    const bool in_place = n->target().compare(0, target.size() + 1, target + "_") == 0;
-    if (in_place && name.compare(0, base.size() + 1, base + "_") == 0) name = base + name.substr(base.size() + 1);
-  }
-  return {name, fx::to_string(n->op()), target};
-}
-
-std::string type_of(const fx::GraphModule& gm, const fx::Node* n) {
-  auto m = gm.get_submodule(n->target());
-  if (auto* o = as_observer(*m)) return o->type_name();
-  auto a = fx::module_attributes(*m);
-  return a ? a->type : "?";
-}
-
 bool has_attr(const fx::GraphModule& gm, const std::string& name) {
   try {
     gm.fetch_attr(name);
@@ -79,7 +58,7 @@ void check_model(const std::string& model, const std::string& mapping_name) {
   const auto t1 = clock::now();
   // Structure.
   std::vector<std::vector<std::string>> mine;
-  for (const fx::Node* n : prepared->graph().nodes()) mine.push_back(normalized(n));
+  for (const fx::Node* n : prepared->graph().nodes()) mine.push_back(quant_test::spelled_as_python(n));
   const auto expected = g["prepared"].get<std::vector<std::vector<std::string>>>();
   ASSERT_EQ(mine.size(), expected.size());
   for (size_t i = 0; i < mine.size(); ++i) EXPECT_EQ(mine[i], expected[i]) << "node " << i;
@@ -87,7 +66,7 @@ void check_model(const std::string& model, const std::string& mapping_name) {
   std::map<const torch::nn::Module*, std::string> seen;
   for (const fx::Node* n : prepared->graph().nodes()) {
     if (n->op() != fx::Opcode::CallModule) continue;
-    EXPECT_EQ(type_of(*prepared, n), g["module_types"][normalized(n)[0]].get<std::string>()) << n->name();
+    EXPECT_EQ(quant_test::python_class(*prepared, n), g["module_types"][quant_test::spelled_as_python(n)[0]].get<std::string>()) << n->name();
     auto m = prepared->get_submodule(n->target());
     if (as_observer(*m)) {
       auto it = seen.emplace(m.get(), n->target()).first;

@@ -102,7 +102,7 @@ TEST(Observers, BadOptions) {
   p.quant_min = 0;
   EXPECT_THROW(MinMaxObserver{p}, fx::Error);
   try {
-    ObserverFactory{"NoSuchObserver", {}}();
+    ObserverFactory{"NoSuchObserver", {}, ""}();
     FAIL();
   } catch (const fx::Error& e) {
     EXPECT_NE(std::string(e.what()).find("unknown observer type 'NoSuchObserver'"), std::string::npos);

@@ -4,6 +4,9 @@
 #include "fx_paths.h"
 
 #include <fx/graph_module.h>
+#include <fx/module_attributes.h>
+#include <fx/quantization/observers.h>
+#include <fx/quantization/qconfig.h>
 
 #include <nlohmann/json.hpp>
 #include <torch/nn/modules/activation.h>
@@ -14,6 +17,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace quant_test {
 
@@ -75,6 +79,28 @@ inline std::shared_ptr<fx::GraphModule> small_net() {
   auto gm = std::make_shared<fx::GraphModule>(root, g);
   gm->eval();
   return gm;
+}
+
+/// fxcpp's spelling of a node as the goldens spell Python's: in-place ATen
+/// calls without their underscore ("add_" → "add", "add__1" → "add_1") and
+/// call_function targets without overload; {name, opcode, target}.
+inline std::vector<std::string> spelled_as_python(const fx::Node* n) {
+  std::string name = n->name(), target = n->target();
+  if (n->op() == fx::Opcode::CallFunction) {
+    target = fx::quantization::canonical_function(target);
+    const std::string base = target.substr(target.find("::") + 2);
+    const bool in_place = n->target().compare(0, target.size() + 1, target + "_") == 0;
+    if (in_place && name.compare(0, base.size() + 1, base + "_") == 0) name = base + name.substr(base.size() + 1);
+  }
+  return {name, fx::to_string(n->op()), target};
+}
+
+/// Python's class name of what a call_module node calls (an observer's or a layer's).
+inline std::string python_class(const fx::GraphModule& gm, const fx::Node* n) {
+  auto m = gm.get_submodule(n->target());
+  if (auto* o = fx::quantization::as_observer(*m)) return o->type_name();
+  auto a = fx::module_attributes(*m);
+  return a ? a->type : "?";
 }
 
 /// Seeded inputs of small_net.

@@ -220,7 +220,7 @@ TEST(Convert, FunctionalLinearWeights) {
   auto gm = std::make_shared<fx::GraphModule>(root, g);
   // MinMax activations (a histogram clips the outliers of so few values), per-channel weights.
   auto q = std::make_shared<QConfig>(*get_default_qconfig("onednn"));
-  q->activation = ObserverFactory{"MinMaxObserver", {}};
+  q->activation = ObserverFactory{"MinMaxObserver", {}, ""};
   auto prepared = prepare(gm, QConfigMapping().set_global(q), {at::randn({2, 4})});
   EXPECT_EQ(structure(*prepared),
             "x x\nactivation_post_process_0 activation_post_process_0\nw w\n"

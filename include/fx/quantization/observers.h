@@ -130,8 +130,27 @@ class PerChannelMinMaxObserver : public ObserverBase {
   /// Whether forward() has recorded any value.
   bool has_observed() const override;
 
- private:
+ protected:
+  /// For subclasses: a PerChannelMinMaxObserver reporting `type_name`.
+  PerChannelMinMaxObserver(const std::string& type_name, const ObserverOptions& options);
+  /// The running (min, max) after a batch whose per-channel extremes are
+  /// (min_cur, max_cur): the elementwise min / max (the moving average in
+  /// MovingAveragePerChannelMinMaxObserver).
+  virtual std::pair<at::Tensor, at::Tensor> merge(const at::Tensor& min_cur, const at::Tensor& max_cur) const;
   at::Tensor min_val_, max_val_;
+};
+
+/// Moving averages of each channel's min and max
+/// (MovingAveragePerChannelMinMaxObserver): the weight observer of
+/// quantization-aware training's fake quantizers.
+class MovingAveragePerChannelMinMaxObserver : public PerChannelMinMaxObserver {
+ public:
+  /// A MovingAveragePerChannelMinMaxObserver (per-channel schemes only).
+  explicit MovingAveragePerChannelMinMaxObserver(const ObserverOptions& options = {});
+
+ protected:
+  /// min + c·(min_cur − min), max + c·(max_cur − max), c the averaging constant.
+  std::pair<at::Tensor, at::Tensor> merge(const at::Tensor& min_cur, const at::Tensor& max_cur) const override;
 };
 
 /// A histogram of the values seen, qparams by L2-error search (HistogramObserver).
@@ -176,10 +195,15 @@ class FixedQParamsObserver : public ObserverBase {
 /// Makes a new observer (Python's `Observer.with_args(...)` partial).
 struct ObserverFactory {
   /// Python's class name ("MinMaxObserver", "MovingAverageMinMaxObserver",
-  /// "PerChannelMinMaxObserver", "HistogramObserver", "FixedQParamsObserver").
+  /// "PerChannelMinMaxObserver", "MovingAveragePerChannelMinMaxObserver",
+  /// "HistogramObserver", "FixedQParamsObserver"), or a fake quantizer's
+  /// ("FakeQuantize", "FusedMovingAvgObsFakeQuantize", "FixedQParamsFakeQuantize";
+  /// fx/quantization/fake_quantize.h).
   std::string type;
-  /// Its keyword arguments.
+  /// Its keyword arguments (a fake quantizer's: its observer's).
   ObserverOptions options;
+  /// A fake quantizer's observer class ("MovingAverageMinMaxObserver"); empty for observers.
+  std::string observer;
   /// A new observer; fx::Error for an unknown type.
   std::shared_ptr<ObserverBase> operator()() const;
 };

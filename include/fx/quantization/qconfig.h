@@ -81,6 +81,17 @@ QConfigPtr get_default_qconfig(const std::string& backend = "onednn");
 /// zero point 0) and tanh (2/256, 128), and "reshape" reusing its input's observer.
 QConfigMapping get_default_qconfig_mapping(const std::string& backend = "onednn");
 
+/// get_default_qat_qconfig(backend) (Python 1.13's version 1): activations
+/// FusedMovingAvgObsFakeQuantize of a MovingAverageMinMaxObserver (quint8,
+/// 0..255, reduce_range for "fbgemm" / "x86"), weights
+/// FusedMovingAvgObsFakeQuantize of a MovingAveragePerChannelMinMaxObserver
+/// (qint8, -128..127, per-channel symmetric; per-tensor for "qnnpack").
+QConfigPtr get_default_qat_qconfig(const std::string& backend = "onednn");
+
+/// get_default_qat_qconfig_mapping(backend): as get_default_qconfig_mapping,
+/// with get_default_qat_qconfig and FixedQParamsFakeQuantize for the fixed-qparams ops.
+QConfigMapping get_default_qat_qconfig_mapping(const std::string& backend = "onednn");
+
 /// A per-tensor MinMax QConfig: MinMaxObserver (quint8, per-tensor affine)
 /// activations, MinMaxObserver (qint8, per-tensor symmetric) weights;
 /// `moving_average` uses MovingAverageMinMaxObserver for activations.
