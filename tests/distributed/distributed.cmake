@@ -12,3 +12,8 @@ add_test(NAME distributed_models_transformer_encoder
          COMMAND test_distributed --gtest_filter=DistributedModels.transformer_encoder)
 set_tests_properties(distributed_models_transformer_encoder PROPERTIES FIXTURES_REQUIRED fx_families_4 TIMEOUT 300
                      ENVIRONMENT "OMP_NUM_THREADS=1")
+# The training commands (train-dp, train-pipeline) under `fxcpp launch`, on a
+# torch.jit.script model and data written by plain torch.save (Debian's python3).
+add_test(NAME distributed.training_cli
+         COMMAND /usr/bin/python3 ${FX_SRC}/tests/distributed/check_training_cli.py ${FX_CLI} ${FX_BIN}/training_cli)
+set_tests_properties(distributed.training_cli PROPERTIES TIMEOUT 300 PASS_REGULAR_EXPRESSION "training command line: ok")

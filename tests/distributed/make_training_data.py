@@ -1,0 +1,34 @@
+"""Writes what the training command-line tests read, as a PyTorch user would:
+OUT/net.pt, a small CNN saved with torch.jit.script, and OUT/data.pt, its
+training data saved with plain torch.save((inputs, labels)).
+
+usage: python3 make_training_data.py OUT_DIR
+"""
+import sys
+
+import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.conv2 = torch.nn.Conv2d(8, 8, 3, padding=1)
+        self.fc = torch.nn.Linear(8, 10)
+
+    def forward(self, x):
+        h = torch.relu(self.conv2(torch.relu(self.conv1(x))))
+        return self.fc(torch.nn.functional.adaptive_avg_pool2d(h, 1).flatten(1))
+
+
+def main():
+    out = sys.argv[1]
+    torch.manual_seed(0)
+    torch.jit.script(Net()).save(out + "/net.pt")
+    inputs = torch.randn(64, 3, 12, 12)
+    labels = torch.randint(0, 10, (64,))
+    torch.save((inputs, labels), out + "/data.pt")
+
+
+if __name__ == "__main__":
+    main()

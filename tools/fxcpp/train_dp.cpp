@@ -1,0 +1,126 @@
+// fxcpp train-dp MODEL --data DATA.pt [--steps N] [--batch B] ...: data-
+// parallel training (fx::distributed::DataParallelTrainer, DDP's design)
+// with cross-entropy over WORLD_SIZE ranks, under `fxcpp launch --nproc N`
+// or torchrun's environment. Every rank loads the model and the data; step
+// k takes B rows from row k * B on (wrapping), each rank its B / WORLD_SIZE
+// of them. Rank 0 prints the loss of each step (the mean over the ranks)
+// and the throughput, and writes the checkpoint.
+#include "command.h"
+#include "distributed_io.h"
+#include "model_io.h"
+#include "train_io.h"
+
+#include <fx/distributed.h>
+
+#include <torch/nn/functional/loss.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+namespace fx::cli {
+namespace {
+
+namespace dist = fx::distributed;
+using Clock = std::chrono::steady_clock;
+
+int run_train_dp(const std::vector<std::string>& argv) {
+  RankInfo rank;
+  try {
+    std::vector<DistOption> options = training_options();
+    options.push_back({"bucket-mb", "MB", "gradient bucket size in MiB (DDP's bucket_cap_mb, default 25)"});
+    options.push_back({"find-unused", nullptr, "parameters without a gradient count as zero (DDP's find_unused_parameters)"});
+    ModelArgs args = parse_dist_args("train-dp", argv, options);
+    if (!args.has("data")) throw SharedError("--data DATA.pt is required");
+    const int64_t steps = args.get_int("steps", 10);
+    const int64_t batch = args.get_int("batch", 32);
+    set_threads(args);
+    int world = 1;
+    if (dist::rendezvous_env_present()) world = dist::rendezvous_from_env().world_size;
+    if (batch % world != 0)
+      throw SharedError("--batch " + std::to_string(batch) + " cannot be shared by " + std::to_string(world) +
+                        " ranks: use a multiple of " + std::to_string(world));
+    Checkpoint checkpoint{args.get("checkpoint", "")};
+    const bool resume = args.has("resume") && checkpoint.exists();
+    if (args.has("resume") && !args.has("checkpoint")) throw SharedError("--resume needs --checkpoint DIR");
+    if (args.has("checkpoint") && ::mkdir(checkpoint.dir.c_str(), 0777) != 0 && errno != EEXIST)
+      throw SharedError("--checkpoint " + checkpoint.dir + ": cannot make the directory (" + std::strerror(errno) + ")");
+    join_ranks(rank, args, world, "train-dp", "train-dp");
+
+    set_activity("reading " + (resume ? checkpoint.model_path() : args.model));
+    std::shared_ptr<GraphModule> model = import_model(resume ? checkpoint.model_path() : args.model);
+    model->train();
+    set_activity("reading " + args.get("data"));
+    const TrainingData data = load_training_data(args.get("data"));
+    std::shared_ptr<dist::ProcessGroup> group = group_or_solo(rank);
+    dist::DataParallelOptions ddp_options;
+    ddp_options.bucket_cap_mb = args.get_positive("bucket-mb", 25);
+    ddp_options.find_unused_parameters = args.has("find-unused");
+    set_activity("checking the model against rank 0's");
+    dist::DataParallelTrainer ddp(group, model, ddp_options);
+    auto optimizer = make_optimizer(args, model->parameters());
+    int64_t first = 0;
+    if (resume) {
+      first = checkpoint.step();
+      checkpoint.load_optimizer(*optimizer);
+    }
+    const int64_t shard = batch / world;
+    if (rank.rank == 0)
+      std::cout << "train-dp: " << args.model << " on " << world << " rank" << (world > 1 ? "s" : "") << ", batch "
+                << batch << " (" << shard << " per rank), " << describe_optimizer(args) << ", "
+                << ddp.bucket_parameters().size() << " gradient bucket" << (ddp.bucket_parameters().size() > 1 ? "s" : "")
+                << (resume ? ", resumed after step " + std::to_string(first) : std::string()) << "\n";
+    set_activity("training");
+    double total_s = 0, overlap_ms = 0, allreduce_ms = 0, backward_ms = 0;
+    int64_t timed = 0;
+    for (int64_t step = first; step < first + steps; ++step) {
+      training_test_hooks(rank.rank, step + 1);
+      const Clock::time_point t0 = Clock::now();
+      const TrainingData b = step_batch(data, step, batch);
+      optimizer->zero_grad();
+      const at::Tensor out = ddp.forward({b.inputs.narrow(0, rank.rank * shard, shard)}).toTensor();
+      const at::Tensor loss = torch::nn::functional::cross_entropy(out, b.labels.narrow(0, rank.rank * shard, shard));
+      ddp.backward(loss);
+      optimizer->step();
+      at::Tensor mean = loss.detach().to(at::kDouble).reshape({1}).clone();
+      if (world > 1) group->allreduce_sum(mean, "sharing step " + std::to_string(step + 1) + "'s loss").wait();
+      const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (step > first || steps == 1) {  // the first step warms up
+        total_s += seconds, ++timed;
+        overlap_ms += ddp.stats().overlap_ms, allreduce_ms += ddp.stats().allreduce_ms, backward_ms += ddp.stats().backward_ms;
+      }
+      if (rank.rank == 0) print_step(step + 1, mean.item<double>() / world, batch, seconds);
+      const int64_t every = args.has("save-every") ? args.get_int("save-every", 1) : 0;
+      if (rank.rank == 0 && args.has("checkpoint") && ((every && (step + 1 - first) % every == 0) || step + 1 == first + steps))
+        checkpoint.save(*model, *optimizer, step + 1);
+    }
+    if (rank.rank == 0 && timed > 0) {
+      const double n = static_cast<double>(timed);
+      std::cout << "throughput: " << format_number(static_cast<double>(batch) * n / total_s) << " samples/s over "
+                << timed << " step" << (timed > 1 ? "s" : "") << " after the first (" << cpu_name() << ", "
+                << world << " rank" << (world > 1 ? "s" : "") << ")\n"
+                << "gradient all-reduce: " << format_number(allreduce_ms / n) << " ms per step, "
+                << format_number(overlap_ms / n) << " ms of it while backward ran (backward "
+                << format_number(backward_ms / n) << " ms)\n";
+      if (args.has("checkpoint")) std::cout << "checkpoint: " << checkpoint.dir << " (step " << first + steps << ")\n";
+    }
+    if (group) group->barrier("the end of training");
+    return 0;
+  } catch (const HelpRequested&) {
+    throw;
+  } catch (const std::exception& e) {
+    return report_rank_error("train-dp", rank, e);
+  }
+}
+
+}  // namespace
+
+FX_COMMAND("train-dp", "train-dp MODEL --data DATA.pt [--steps N] [--batch B] [--optimizer sgd|adam] [--lr LR] ...",
+           "data-parallel training with cross-entropy (run under fxcpp launch --nproc N)", run_train_dp);
+
+}  // namespace fx::cli

@@ -1,0 +1,71 @@
+#pragma once
+// Shared by the training subcommands (train-dp, train-pipeline): the data
+// file (inputs, labels) written by torch.save, the batches of each step, the
+// optimizer from the command line, checkpoints, and the testing hooks.
+
+#include "distributed_io.h"
+
+#include <torch/optim/optimizer.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fx::cli {
+
+/// The options every training subcommand takes.
+std::vector<DistOption> training_options();
+
+/// A data file: `torch.save((inputs, labels))`, labels class indices.
+struct TrainingData {
+  at::Tensor inputs;  ///< [N, ...]
+  at::Tensor labels;  ///< [N], int64
+};
+
+/// Reads --data PATH; throws fx::Error naming the file when it does not
+/// hold (inputs, labels) with as many rows each and int64 labels.
+TrainingData load_training_data(const std::string& path);
+
+/// The rows of step `step` (0-based): `batch` rows from row step * batch on,
+/// wrapping around the data.
+TrainingData step_batch(const TrainingData& data, int64_t step, int64_t batch);
+
+/// --optimizer sgd|adam, --lr, --momentum over `params`.
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const ModelArgs& args, const std::vector<at::Tensor>& params);
+
+/// "sgd (lr 0.01, momentum 0.9)".
+std::string describe_optimizer(const ModelArgs& args);
+
+/// A checkpoint directory (--checkpoint DIR): model.fx (fx::save of the
+/// model), optimizer.pt (the optimizer's state, torch::save), step (how many
+/// steps were done). Written by rank 0, files replaced atomically.
+struct Checkpoint {
+  std::string dir;
+  /// Whether DIR holds a complete checkpoint.
+  bool exists() const;
+  /// The steps done when it was written.
+  int64_t step() const;
+  /// Its model.
+  std::string model_path() const;
+  /// Loads the optimizer's state into `optimizer`.
+  void load_optimizer(torch::optim::Optimizer& optimizer) const;
+  /// Writes the model, the optimizer and `step`.
+  void save(const GraphModule& model, torch::optim::Optimizer& optimizer, int64_t step) const;
+};
+
+/// The group of a run: the rendezvous's, or for a single process (none) a
+/// world of one over a FileStore of its own.
+std::shared_ptr<distributed::ProcessGroup> group_or_solo(const RankInfo& rank);
+
+/// Rank 0's line for a step: "step 3: loss 2.245765, 3012.6 samples/s".
+void print_step(int64_t step, double loss, int64_t samples, double seconds);
+
+/// Testing hooks: FXCPP_TEST_KILL_RANK=R with FXCPP_TEST_KILL_AT=S kills
+/// rank R (SIGKILL) at the start of step S (1-based); FXCPP_TEST_HANG_RANK=R
+/// with FXCPP_TEST_HANG_AT=S makes it sleep there instead (a hung peer).
+void training_test_hooks(int rank, int64_t step);
+
+/// "12.3" with one decimal, "0.000123" with 3 significant digits.
+std::string format_number(double v);
+
+}  // namespace fx::cli

@@ -1,0 +1,121 @@
+// fxcpp train-pipeline MODEL --data DATA.pt [--schedule 1f1b|gpipe]
+// [--microbatches M] ...: pipeline-parallel training
+// (fx::distributed::PipelineTrainer) with cross-entropy, one stage per rank,
+// under `fxcpp launch --nproc N`. Every rank loads the model and the data,
+// checks its parameters against rank 0's and takes rank 0's values, and
+// cuts the model the same way (balanced by FLOPs on one microbatch); rank
+// 0 prints the loss of each step and the throughput.
+#include "command.h"
+#include "distributed_io.h"
+#include "model_io.h"
+#include "train_io.h"
+
+#include <fx/distributed.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+namespace fx::cli {
+namespace {
+
+namespace dist = fx::distributed;
+using Clock = std::chrono::steady_clock;
+
+int run_train_pipeline(const std::vector<std::string>& argv) {
+  RankInfo rank;
+  try {
+    std::vector<DistOption> options;
+    for (const DistOption& o : training_options())
+      if (std::string(o.name) != "checkpoint" && std::string(o.name) != "save-every" && std::string(o.name) != "resume")
+        options.push_back(o);
+    options.push_back({"schedule", "NAME", "1f1b (default: one forward, one backward) or gpipe (fill-drain)"});
+    options.push_back({"microbatches", "M", "microbatches per step (default 4)"});
+    ModelArgs args = parse_dist_args("train-pipeline", argv, options);
+    if (!args.has("data")) throw SharedError("--data DATA.pt is required");
+    const int64_t steps = args.get_int("steps", 10);
+    const int64_t batch = args.get_int("batch", 32);
+    const int64_t microbatches = args.get_int("microbatches", 4);
+    const dist::Schedule schedule = dist::parse_schedule(args.get("schedule", "1f1b"));
+    if (batch < microbatches)
+      throw SharedError("--batch " + std::to_string(batch) + " has fewer samples than --microbatches " +
+                        std::to_string(microbatches));
+    set_threads(args);
+    int world = 1;
+    if (dist::rendezvous_env_present()) world = dist::rendezvous_from_env().world_size;
+    join_ranks(rank, args, world, "train-pipeline", "train-pipeline");
+
+    set_activity("reading " + args.model);
+    std::shared_ptr<GraphModule> model = import_model(args.model);
+    model->train();
+    set_activity("reading " + args.get("data"));
+    const TrainingData data = load_training_data(args.get("data"));
+    if (rank.group) {
+      set_activity("checking the model against rank 0's");
+      std::vector<std::pair<std::string, at::Tensor>> named;
+      for (const auto& p : model->named_parameters(true)) named.emplace_back(p.key(), p.value());
+      dist::check_same_parameters(*rank.group, named, "train-pipeline/parameters");
+      dist::broadcast_from_rank0(*rank.group, model->parameters(), "broadcasting rank 0's parameters");
+    }
+    set_activity("cutting " + args.model + " into " + std::to_string(world) + " stages");
+    dist::SplitOptions split;
+    split.stages = world;
+    split.balance = dist::Balance::Flops;
+    split.example_inputs = {data.inputs.narrow(0, 0, (batch + microbatches - 1) / microbatches)};
+    split.only_stage = rank.rank;
+    std::shared_ptr<dist::ProcessGroup> group = group_or_solo(rank);
+    dist::PipelinePlan plan;
+    if (world > 1) {
+      plan = dist::pipeline_split(model, split);
+    } else {  // one stage: the whole model
+      dist::PipelineStage whole;
+      whole.module = model;
+      plan.stages.push_back(whole);
+    }
+    dist::PipelineTrainOptions train_options;
+    train_options.schedule = schedule;
+    train_options.microbatches = microbatches;
+    dist::PipelineTrainer trainer(group, plan.stages[static_cast<size_t>(rank.rank)], train_options);
+    auto optimizer = make_optimizer(args, trainer.parameters());
+    if (rank.rank == 0)
+      std::cout << "train-pipeline: " << args.model << " in " << world << " stage" << (world > 1 ? "s" : "") << ", "
+                << dist::to_string(schedule) << ", batch " << batch << " in " << microbatches << " microbatches, "
+                << describe_optimizer(args) << "\n";
+    set_activity("training stage " + std::to_string(rank.rank));
+    double total_s = 0;
+    int64_t timed = 0;
+    for (int64_t step = 0; step < steps; ++step) {
+      training_test_hooks(rank.rank, step + 1);
+      const Clock::time_point t0 = Clock::now();
+      const TrainingData b = step_batch(data, step, batch);
+      optimizer->zero_grad();
+      const double loss = trainer.train_step({b.inputs}, b.labels);
+      optimizer->step();
+      const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (step > 0 || steps == 1) total_s += seconds, ++timed;
+      if (rank.rank == 0) print_step(step + 1, loss, batch, seconds);
+    }
+    if (rank.rank == 0 && timed > 0)
+      std::cout << "throughput: " << format_number(static_cast<double>(batch * timed) / total_s) << " samples/s over "
+                << timed << " step" << (timed > 1 ? "s" : "") << " after the first (" << cpu_name() << ", " << world
+                << " stage" << (world > 1 ? "s" : "") << "); stage 0 kept at most "
+                << trainer.stats().peak_microbatches_kept << " microbatches' activations\n";
+    if (rank.group) rank.group->barrier("the end of training");
+    return 0;
+  } catch (const HelpRequested&) {
+    throw;
+  } catch (const std::exception& e) {
+    return report_rank_error("train-pipeline", rank, e);
+  }
+}
+
+}  // namespace
+
+FX_COMMAND("train-pipeline",
+           "train-pipeline MODEL --data DATA.pt [--schedule 1f1b|gpipe] [--microbatches M] [--steps N] [--batch B] ...",
+           "pipeline-parallel training with cross-entropy, one stage per rank (run under fxcpp launch --nproc N)",
+           run_train_pipeline);
+
+}  // namespace fx::cli
