@@ -9,3 +9,13 @@ set_tests_properties(quantization_qat_export PROPERTIES FIXTURES_SETUP fx_qat_mo
 add_test(NAME quantization_qat_models COMMAND test_quantization --gtest_filter=QatModels.*)
 set_tests_properties(quantization_qat_models PROPERTIES FIXTURES_REQUIRED fx_qat_models TIMEOUT 600
                      ENVIRONMENT "OMP_NUM_THREADS=1;FX_QAT_MODELS=1")
+# QAT on real data: python/qat_digits_fixture.py trains the depthwise-separable digits net
+# and scores Python's post-training int8 and QAT of it and of digits_fixture.py's CNN (whose
+# files it reads: it runs after that fixture); tests/quantization/qat_digits_test.cpp.
+add_test(NAME quantization_qat_digits_fixture
+         COMMAND /usr/bin/python3 ${FX_SRC}/python/qat_digits_fixture.py ${FX_MODELS_DIR}/digits)
+set_tests_properties(quantization_qat_digits_fixture PROPERTIES FIXTURES_SETUP fx_qat_digits
+                     FIXTURES_REQUIRED fx_digits TIMEOUT 300 ENVIRONMENT "OMP_NUM_THREADS=1")
+add_test(NAME quantization_qat_digits COMMAND test_quantization --gtest_filter=QatDigits.*)
+set_tests_properties(quantization_qat_digits PROPERTIES FIXTURES_REQUIRED "fx_digits;fx_qat_digits" TIMEOUT 300
+                     ENVIRONMENT "OMP_NUM_THREADS=1")
