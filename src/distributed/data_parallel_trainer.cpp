@@ -47,7 +47,23 @@ std::vector<std::string> split_at(const std::string& s, char sep) {
 std::string difference(const std::string& who, const std::vector<std::string>& mine,
                        const std::vector<std::string>& theirs, int other) {
   const std::string there = " on rank " + std::to_string(other);
-  for (size_t i = 0; i < std::min(mine.size(), theirs.size()); ++i) {
+  if (mine.size() != theirs.size()) {
+    auto names = [](const std::vector<std::string>& sigs) {
+      std::vector<std::string> out;
+      for (const std::string& sig : sigs) out.push_back(split_at(sig, '|')[0]);
+      return out;
+    };
+    const auto here = names(mine), there_names = names(theirs);
+    std::string only;
+    for (const std::string& n : here)
+      if (only.empty() && std::find(there_names.begin(), there_names.end(), n) == there_names.end()) only = "'" + n + "' is only here";
+    for (const std::string& n : there_names)
+      if (only.empty() && std::find(here.begin(), here.end(), n) == here.end()) only = "'" + n + "' is only there";
+    return who + ": the model has " + std::to_string(mine.size()) + " parameters here but " +
+           std::to_string(theirs.size()) + there + " (" + (only.empty() ? std::string("some appear twice") : only) +
+           "; every rank must hold the same model)";
+  }
+  for (size_t i = 0; i < mine.size(); ++i) {
     if (mine[i] == theirs[i]) continue;
     const auto a = split_at(mine[i], '|'), b = split_at(theirs[i], '|');
     if (a[0] != b[0])
@@ -58,13 +74,6 @@ std::string difference(const std::string& who, const std::vector<std::string>& m
              " (every rank must hold the same model)";
     return who + ": parameter '" + a[0] + "' is " + a[2] + " here but " + b[2] + there +
            " (every rank must hold the same model)";
-  }
-  if (mine.size() != theirs.size()) {
-    const bool more = mine.size() > theirs.size();
-    const std::string extra = split_at((more ? mine : theirs)[std::min(mine.size(), theirs.size())], '|')[0];
-    return who + ": the model has " + std::to_string(mine.size()) + " parameters here but " +
-           std::to_string(theirs.size()) + there + " ('" + extra + "' is only " + (more ? "here" : "there") +
-           "; every rank must hold the same model)";
   }
   return "";
 }

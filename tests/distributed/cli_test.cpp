@@ -24,6 +24,9 @@ class Cli : public ::testing::Test {
     fx::save(*small_resnet(0), *dir_ / "model.fx");
     fx::save(*small_resnet(5), *dir_ / "other.fx");  // same structure, other weights
     fx::save_value(*dir_ / "input.pt", images(1));
+    fx::save(*small_resnet(0, 2), *dir_ / "two_blocks.fx");  // another model: fewer parameters
+    torch::manual_seed(3);
+    fx::save_value(*dir_ / "train.pt", c10::ivalue::Tuple::create({images(64, 2), at::randint(0, 10, {64}, at::kLong)}));
   }
   static void TearDownTestSuite() {
     delete dir_;
@@ -219,6 +222,86 @@ TEST_F(Cli, RankKilledByAnotherProgramTheOthersStop) {
   EXPECT_LT(after_kill, 50.0) << r0.output;  // not the --timeout (60 s): the lost connection said it
   ASSERT_EQ(lines(r0.output).size(), 1u) << r0.output;
   EXPECT_EQ(r0.output.rfind("fxcpp pipeline: rank 0: lost rank 1 while ", 0), 0u) << r0.output;
+}
+
+/// The step lines of a training run, and the rest.
+std::pair<size_t, std::vector<std::string>> step_lines_and_others(const std::string& output) {
+  size_t steps = 0;
+  std::vector<std::string> others;
+  for (const std::string& l : lines(output)) {
+    if (l.rfind("step ", 0) == 0 || l.rfind("train-dp: ", 0) == 0) ++steps;
+    else others.push_back(l);
+  }
+  return {steps, others};
+}
+
+TEST_F(Cli, TrainDpRankKilledMidStep) {
+  // Two ranks by hand (no launcher): rank 1 dies (SIGKILL) at the start of step 3; rank 0, in the gradient
+  // all-reduce of step 3, says so in one line and exits 1, long before --timeout.
+  const std::string port = std::to_string(free_port());
+  const std::vector<std::string> args = {"fxcpp", "train-dp", path("model.fx"), "--data", path("train.pt"), "--batch",
+                                         "8", "--steps", "100", "--timeout", "60"};
+  const std::vector<std::string> kill = {"FXCPP_TEST_KILL_RANK=1", "FXCPP_TEST_KILL_AT=3"};
+  auto env = [&](int r) {
+    std::vector<std::string> e = {"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port, "RANK=" + std::to_string(r), "WORLD_SIZE=2"};
+    e.insert(e.end(), kill.begin(), kill.end());
+    return e;
+  };
+  Child r0 = start(args, env(0));
+  Child r1 = start(args, env(1));
+  finish(r1, std::chrono::seconds(100));
+  finish(r0, std::chrono::seconds(100));
+  EXPECT_EQ(exit_status(r1), 128 + SIGKILL) << r1.output;
+  EXPECT_EQ(exit_status(r0), 1) << r0.output;
+  const auto [steps, others] = step_lines_and_others(r0.output);
+  EXPECT_EQ(steps, 3u) << r0.output;  // the heading, steps 1 and 2
+  ASSERT_EQ(others.size(), 1u) << r0.output;
+  EXPECT_EQ(others[0], "fxcpp train-dp: rank 0: lost rank 1 while all-reducing gradient bucket 0 (its connection "
+                       "closed: the process ended or was killed)");
+  EXPECT_LT(r0.seconds, 50.0) << r0.output;  // not the --timeout
+
+  // Under the launcher: the launcher's line, and rank 0 stopped at once.
+  Child c = run({"fxcpp", "launch", "--nproc", "2", "--", "fxcpp", "train-dp", path("model.fx"), "--data",
+                 path("train.pt"), "--batch", "8", "--steps", "100", "--timeout", "60"},
+                kill, std::chrono::seconds(100));
+  EXPECT_EQ(exit_status(c), 128 + SIGKILL) << c.output;
+  EXPECT_EQ(count(c.output, ") was killed by signal 9 (Killed); stopping the other ranks\n"), 1u) << c.output;
+  EXPECT_LT(c.seconds, 30.0) << c.output;
+}
+
+TEST_F(Cli, TrainDpHungPeerTimesOut) {
+  // Rank 1 hangs at the start of step 2: rank 0 gives up after --timeout 3 with one line; the launcher stops rank 1.
+  Child c = run({"fxcpp", "launch", "--nproc", "2", "--", "fxcpp", "train-dp", path("model.fx"), "--data",
+                 path("train.pt"), "--batch", "8", "--steps", "100", "--timeout", "3"},
+                {"FXCPP_TEST_HANG_RANK=1", "FXCPP_TEST_HANG_AT=2"}, std::chrono::seconds(100));
+  EXPECT_EQ(exit_status(c), 1) << c.output;
+  const auto [steps, others] = step_lines_and_others(c.output);
+  EXPECT_EQ(steps, 2u) << c.output;
+  ASSERT_EQ(others.size(), 1u) << c.output;
+  EXPECT_EQ(others[0], "fxcpp train-dp: rank 0: the other ranks did not join all-reducing gradient bucket 0 within 3 s "
+                       "(a rank hangs, or the timeout is too short)");
+  EXPECT_LT(c.seconds, 60.0) << c.output;
+}
+
+TEST_F(Cli, TrainDpModelThatDiffersOnOneRank) {
+  // Rank 1 was given another model: each rank names the difference in one line, exit status 2.
+  const std::string port = std::to_string(free_port());
+  auto args = [&](const std::string& model) {
+    return std::vector<std::string>{"fxcpp", "train-dp", model, "--data", path("train.pt"), "--batch", "8", "--timeout", "60"};
+  };
+  auto env = [&](int r) {
+    return std::vector<std::string>{"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port, "RANK=" + std::to_string(r), "WORLD_SIZE=2"};
+  };
+  Child r0 = start(args(path("model.fx")), env(0));
+  Child r1 = start(args(path("two_blocks.fx")), env(1));
+  finish(r0, std::chrono::seconds(100));
+  finish(r1, std::chrono::seconds(100));
+  EXPECT_EQ(exit_status(r0), 2) << r0.output;
+  EXPECT_EQ(exit_status(r1), 2) << r1.output;
+  EXPECT_EQ(r0.output, "fxcpp train-dp: rank 0: the model has 23 parameters here but 17 on rank 1 "
+                       "('layer2_conv_a.weight' is only here; every rank must hold the same model)\n");
+  EXPECT_EQ(r1.output, "fxcpp train-dp: rank 1: the model has 17 parameters here but 23 on rank 0 "
+                       "('layer2_conv_a.weight' is only there; every rank must hold the same model)\n");
 }
 
 TEST_F(Cli, PingPongAndPlanJson) {
