@@ -135,8 +135,13 @@ std::string QuantizeReport::summary() const {
   for (const NodeQuantization& n : nodes) quantized += n.quantized ? 1 : 0;
   std::ostringstream os;
   os << quantized << " of " << nodes.size() << " nodes quantized, " << lower.int8_kernels << " int8 kernels"
-     << (lowered ? "" : " (not lowered: reference graph)") << ", " << calibration_batches << " calibration batch"
-     << (calibration_batches == 1 ? "" : "es") << " (" << calibration_samples << " samples)";
+     << (lowered ? "" : " (not lowered: reference graph)");
+  if (trained_epochs > 0)
+    os << ", quantization-aware training: " << trained_epochs << " epoch" << (trained_epochs == 1 ? "" : "s") << " ("
+       << trained_samples << " samples)";
+  else
+    os << ", " << calibration_batches << " calibration batch" << (calibration_batches == 1 ? "" : "es") << " ("
+       << calibration_samples << " samples)";
   return os.str();
 }
 
@@ -186,8 +191,12 @@ std::shared_ptr<GraphModule> quantize(const std::shared_ptr<GraphModule>& gm, co
       r.calibration_samples += samples_of(calibration_batches[i]);
     }
   }
+  return convert_and_lower(prepared, options.lower, r);
+}
+
+std::shared_ptr<GraphModule> convert_and_lower(const std::shared_ptr<GraphModule>& prepared, bool lower,
+                                               QuantizeReport& r) {
   auto reference = convert(prepared, &r.convert);
-  prepared.reset();
   r.nodes = r.convert.nodes;
   {
     // A node convert() left float says only that; prepare() knew why ("qconfig is None", no pattern ...).
@@ -199,7 +208,7 @@ std::shared_ptr<GraphModule> quantize(const std::shared_ptr<GraphModule>& gm, co
         n.reason = it->second->reason;
     }
   }
-  if (!options.lower) return reference;
+  if (!lower) return reference;
   auto lowered = lower_to_onednn_int8(reference, &r.lower);
   r.lowered = true;
   if (r.lower.int8_kernels > 0 && !onednn::has_int8_dot_product())

@@ -31,4 +31,15 @@ std::shared_ptr<GraphModule> quantize_model(const std::shared_ptr<GraphModule>& 
                                             fx::quantization::QuantizeReport* report, const std::string& where,
                                             bool lower = true);
 
+struct ModelArgs;
+
+/// fxcpp quantize --qat: MODEL imported, prepared with prepare_qat (onednn's
+/// default QAT qconfig) and trained with cross-entropy on --train DATA.pt
+/// (torch.save((inputs, labels))) for --epochs of shuffled --batch batches
+/// (--optimizer, --lr, --momentum; batch norm frozen from epoch
+/// --freeze-bn-after on), one line per epoch on stdout; returned in eval mode,
+/// ready for convert; `report` gets prepare's report and the epochs and
+/// samples trained. fx::Error (one line) for bad data or labels.
+std::shared_ptr<GraphModule> qat_train(const ModelArgs& args, fx::quantization::QuantizeReport& report);
+
 }  // namespace fx::cli

@@ -74,6 +74,8 @@ struct QuantizeReport {
   size_t calibration_batches = 0;
   /// Calibration samples seen (the sum of dim 0 of each run's first tensor argument).
   int64_t calibration_samples = 0;
+  /// Epochs of quantization-aware training instead of calibration (fxcpp quantize --qat), and their samples.
+  int64_t trained_epochs = 0, trained_samples = 0;
   /// One entry per computing node of the quantized model: convert()'s verdict,
   /// replaced by the lowering's for the nodes it names (int8 kernel, runs on
   /// quint8, or why it stays float).
@@ -84,7 +86,8 @@ struct QuantizeReport {
   std::vector<std::string> warnings;
   /// One line per node ("name  target  quantized|float  reason", as
   /// format_report) and a last summary line: "N of M nodes quantized, K int8
-  /// kernels, C calibration batches (S samples)", then "note: W" for each of
+  /// kernels, C calibration batches (S samples)" (after quantization-aware
+  /// training: "..., quantization-aware training: E epochs (S samples)"), then "note: W" for each of
   /// `warnings`.
   std::string str() const;
   /// The summary line of str() alone.
@@ -107,6 +110,13 @@ struct QuantizeReport {
 std::shared_ptr<GraphModule> quantize(const std::shared_ptr<GraphModule>& gm, const std::vector<c10::IValue>& example_inputs,
                                       const std::vector<CalibrationBatch>& calibration_batches,
                                       const QuantizeOptions& options = {}, QuantizeReport* report = nullptr);
+
+/// quantize()'s last half, for any calibrated or QAT-trained prepared module
+/// (eval mode): convert(), and with `lower` lower_to_onednn_int8(), filling
+/// `report`'s convert, lower, nodes (prepare's reasons for the nodes left
+/// float, the lowering's verdicts) and warnings; `prepared` unchanged.
+std::shared_ptr<GraphModule> convert_and_lower(const std::shared_ptr<GraphModule>& prepared, bool lower,
+                                               QuantizeReport& report);
 
 /// The calibration data in a torch.save file (written by plain torch.save in
 /// Python, read with fx::load_value's checks): a tuple of forward arguments
