@@ -25,3 +25,4 @@
 #include <fx/distributed/process_group.h>
 #include <fx/distributed/runner.h>
 #include <fx/distributed/simulate.h>
+#include <fx/distributed/simulate_training.h>

@@ -201,3 +201,37 @@ TEST(PipelineTrainer, ScheduleOrders) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(PipelineTrainer, SimulatedStepBubbleAndActivations) {
+  // 4 equal stages (forward 1 ms, backward 2 ms), 8 microbatches, an infinite link: both schedules take
+  // (M + S - 1) x (f + b) = 33 ms, a bubble of (S - 1) / (M + S - 1) = 3/11; GPipe keeps 8 microbatches on
+  // every stage, 1F1B S - s on stage s.
+  dist::TrainingSimulationInput in;
+  in.forward_ms = {1, 1, 1, 1};
+  in.backward_ms = {2, 2, 2, 2};
+  in.microbatches = 8;
+  for (dist::Schedule s : {dist::Schedule::GPipe, dist::Schedule::OneFOneB}) {
+    in.schedule = s;
+    const dist::TrainingSimulationResult r = dist::simulate_pipeline_training(in);
+    EXPECT_DOUBLE_EQ(r.step_ms, 33.0) << dist::to_string(s);
+    EXPECT_NEAR(r.bubble_fraction, 3.0 / 11.0, 1e-12) << dist::to_string(s);
+    EXPECT_EQ(r.peak_microbatches_kept,
+              (s == dist::Schedule::GPipe ? std::vector<int64_t>{8, 8, 8, 8} : std::vector<int64_t>{4, 3, 2, 1}));
+  }
+  // A link of 1 ms per message (latency) on each boundary and direction: 2 ms more per boundary crossed
+  // on the critical path of the first microbatch down and the last one back up.
+  in.latency_ms = 1;
+  in.schedule = dist::Schedule::GPipe;
+  EXPECT_DOUBLE_EQ(dist::simulate_pipeline_training(in).step_ms, 33.0 + 2 * 3);
+  in.backward_ms = {2, 2};
+  try {
+    dist::simulate_pipeline_training(in);
+    ADD_FAILURE() << "no error";
+  } catch (const fx::Error& e) {
+    EXPECT_EQ(std::string(e.what()), "simulate_pipeline_training: 4 forward times but 2 backward times");
+  }
+}
+
+}  // namespace

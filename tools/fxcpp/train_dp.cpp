@@ -106,7 +106,8 @@ int run_train_dp(const std::vector<std::string>& argv) {
                 << world << " rank" << (world > 1 ? "s" : "") << ")\n"
                 << "gradient all-reduce: " << format_number(allreduce_ms / n) << " ms per step, "
                 << format_number(overlap_ms / n) << " ms of it while backward ran (backward "
-                << format_number(backward_ms / n) << " ms)\n";
+                << format_number(backward_ms / n) << " ms; rank 0's peak resident memory "
+                << format_number(peak_resident_mib()) << " MiB)\n";
       if (args.has("checkpoint")) std::cout << "checkpoint: " << checkpoint.dir << " (step " << first + steps << ")\n";
     }
     if (group) group->barrier("the end of training");

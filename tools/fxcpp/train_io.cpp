@@ -144,6 +144,14 @@ void training_test_hooks(int rank, int64_t step) {
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
+double peak_resident_mib() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::atof(line.c_str() + 6) / 1024.0;  // kB
+  return 0;
+}
+
 std::string format_number(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, v >= 100 ? "%.1f" : v >= 1 ? "%.2f" : "%.3g", v);

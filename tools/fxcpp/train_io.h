@@ -65,6 +65,9 @@ void print_step(int64_t step, double loss, int64_t samples, double seconds);
 /// with FXCPP_TEST_HANG_AT=S makes it sleep there instead (a hung peer).
 void training_test_hooks(int rank, int64_t step);
 
+/// This process's peak resident memory (VmHWM), MiB; 0 if unknown.
+double peak_resident_mib();
+
 /// "12.3" with one decimal, "0.000123" with 3 significant digits.
 std::string format_number(double v);
 

@@ -84,7 +84,7 @@ int run_train_pipeline(const std::vector<std::string>& argv) {
                 << dist::to_string(schedule) << ", batch " << batch << " in " << microbatches << " microbatches, "
                 << describe_optimizer(args) << "\n";
     set_activity("training stage " + std::to_string(rank.rank));
-    double total_s = 0;
+    double total_s = 0, forward_ms = 0, backward_ms = 0;
     int64_t timed = 0;
     for (int64_t step = 0; step < steps; ++step) {
       training_test_hooks(rank.rank, step + 1);
@@ -94,14 +94,41 @@ int run_train_pipeline(const std::vector<std::string>& argv) {
       const double loss = trainer.train_step({b.inputs}, b.labels);
       optimizer->step();
       const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-      if (step > 0 || steps == 1) total_s += seconds, ++timed;
+      if (step > 0 || steps == 1) {
+        total_s += seconds, ++timed;
+        forward_ms += trainer.stats().forward_ms, backward_ms += trainer.stats().backward_ms;
+      }
       if (rank.rank == 0) print_step(step + 1, loss, batch, seconds);
     }
     if (rank.rank == 0 && timed > 0)
       std::cout << "throughput: " << format_number(static_cast<double>(batch * timed) / total_s) << " samples/s over "
                 << timed << " step" << (timed > 1 ? "s" : "") << " after the first (" << cpu_name() << ", " << world
                 << " stage" << (world > 1 ? "s" : "") << "); stage 0 kept at most "
-                << trainer.stats().peak_microbatches_kept << " microbatches' activations\n";
+                << trainer.stats().peak_microbatches_kept << " microbatches' activations (rank 0's peak resident memory "
+                << format_number(peak_resident_mib()) << " MiB)\n";
+    // Every stage's compute per microbatch, to rank 0: the schedules simulated on them.
+    at::Tensor times = at::zeros({2 * world}, at::kDouble);
+    const double per = static_cast<double>(std::max<int64_t>(timed, 1) * microbatches);
+    times[rank.rank] = forward_ms / per;
+    times[world + rank.rank] = backward_ms / per;
+    if (world > 1) group->allreduce_sum(times, "gathering the stage times").wait();
+    if (rank.rank == 0 && timed > 0) {
+      dist::TrainingSimulationInput sim;
+      for (int r = 0; r < world; ++r) {
+        sim.forward_ms.push_back(times[r].item<double>());
+        sim.backward_ms.push_back(times[world + r].item<double>());
+      }
+      sim.microbatches = microbatches;
+      std::cout << "simulated on these stage times (links free):";
+      for (dist::Schedule sched : {dist::Schedule::GPipe, dist::Schedule::OneFOneB}) {
+        sim.schedule = sched;
+        const dist::TrainingSimulationResult r = dist::simulate_pipeline_training(sim);
+        std::cout << (sched == dist::Schedule::GPipe ? " " : "; ") << dist::to_string(sched) << " "
+                  << format_number(r.step_ms) << " ms per step, bubble " << format_number(r.bubble_fraction)
+                  << ", stage 0 keeps " << r.peak_microbatches_kept[0];
+      }
+      std::cout << " microbatches\n";
+    }
     if (rank.group) rank.group->barrier("the end of training");
     return 0;
   } catch (const HelpRequested&) {
