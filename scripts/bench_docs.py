@@ -48,6 +48,7 @@ SECTIONS = [
     ("quantize_dynamic", "Dynamic int8 linear layers", None),
     ("bench_pipeline", "Pipeline and data parallelism", "bench_pipeline"),
     ("training", "Training steps", None),
+    ("qat", "Quantization-aware training", None),
     ("import_torchvision", "TorchScript import: torchvision models", None),
     ("import_families", "TorchScript import: model families", None),
     ("families_speed", "Imported model families: speed", None),

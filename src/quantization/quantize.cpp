@@ -139,7 +139,7 @@ std::string QuantizeReport::summary() const {
   if (trained_epochs > 0)
     os << ", quantization-aware training: " << trained_epochs << " epoch" << (trained_epochs == 1 ? "" : "s") << " ("
        << trained_samples << " samples)";
-  else
+  else if (calibration_batches > 0)
     os << ", " << calibration_batches << " calibration batch" << (calibration_batches == 1 ? "" : "es") << " ("
        << calibration_samples << " samples)";
   return os.str();

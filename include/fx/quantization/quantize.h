@@ -87,7 +87,8 @@ struct QuantizeReport {
   /// One line per node ("name  target  quantized|float  reason", as
   /// format_report) and a last summary line: "N of M nodes quantized, K int8
   /// kernels, C calibration batches (S samples)" (after quantization-aware
-  /// training: "..., quantization-aware training: E epochs (S samples)"), then "note: W" for each of
+  /// training: "..., quantization-aware training: E epochs (S samples)"; neither
+  /// when the report has no calibration: convert_and_lower alone), then "note: W" for each of
   /// `warnings`.
   std::string str() const;
   /// The summary line of str() alone.
