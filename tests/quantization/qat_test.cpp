@@ -6,6 +6,7 @@
 
 #include "../common/error_of.h"
 
+#include <fx/aot.h>
 #include <fx/error.h>
 #include <fx/quantization/convert.h>
 #include <fx/quantization/lower.h>
@@ -254,6 +255,47 @@ TEST(PrepareQat, SavedMidTrainingResumesTheSame) {
   auto ab = qat->named_buffers(), bb = loaded->named_buffers();
   ASSERT_EQ(ab.size(), bb.size());
   for (const auto& p : ab) EXPECT_TRUE(at::equal(p.value(), bb[p.key()])) << p.key();
+}
+
+TEST(PrepareQat, CompiledForTrainingWithAotModule) {
+  auto gm = quant_test::small_net();
+  gm->train();
+  auto qat = prepare_qat(gm, get_default_qat_qconfig_mapping("onednn"), {quant_test::small_input(1)});
+  register_qat_modules();
+  auto twin = fx::load_from_string(fx::save_to_string(*qat));
+  auto compiled = fx::aot_module(twin);
+  torch::optim::SGD a(qat->parameters(), torch::optim::SGDOptions(0.05)), b(twin->parameters(), torch::optim::SGDOptions(0.05));
+  for (int s = 0; s < 3; ++s) {
+    torch::manual_seed(50 + s);
+    at::Tensor x = torch::randn({8, 3, 8, 8});
+    at::Tensor y = torch::randint(0, 5, {8});
+    a.zero_grad();
+    b.zero_grad();
+    at::Tensor la = torch::nn::functional::cross_entropy(qat->forward({x}).toTensor(), y);
+    at::Tensor lb = torch::nn::functional::cross_entropy(compiled->forward(std::vector<c10::IValue>{x}).toTensor(), y);
+    EXPECT_NEAR(la.item<double>(), lb.item<double>(), 1e-5 * std::abs(la.item<double>())) << s;
+    la.backward();
+    lb.backward();
+    a.step();
+    b.step();
+  }
+  // The fake quantizers are ATen operators of the captured graphs, their state written back.
+  size_t fake_quant_nodes = 0, copies_back = 0;
+  for (const fx::Node* n : compiled->forward_graph()->graph().nodes()) {
+    fake_quant_nodes += n->target().find("fused_moving_avg_obs_fq_helper") != std::string::npos;
+    copies_back += n->target().rfind("aten::copy_", 0) == 0;
+  }
+  EXPECT_EQ(fake_quant_nodes, 10u);  // 7 activation fake quantizers, 3 weight ones
+  EXPECT_GE(copies_back, 10u * 4);   // running min / max, scale, zero point of each
+  auto pb = twin->named_parameters();
+  for (const auto& p : qat->named_parameters())
+    EXPECT_LE((p.value() - pb[p.key()]).abs().max().item<double>(), 1e-5 * (1 + p.value().abs().max().item<double>()))
+        << p.key();
+  auto bb = twin->named_buffers();
+  for (const auto& p : qat->named_buffers())
+    EXPECT_LE((p.value().to(at::kDouble) - bb[p.key()].to(at::kDouble)).abs().max().item<double>(),
+              1e-5 * (1 + p.value().to(at::kDouble).abs().max().item<double>()))
+        << p.key();
 }
 
 }  // namespace qat_test
