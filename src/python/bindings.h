@@ -27,6 +27,8 @@ void bind_convert(py::module_& m);
 void bind_passes(py::module_& m);
 /// optimize_for_inference, quantize, fx::load / fx::save.
 void bind_optimize(py::module_& m);
+/// fx::aot_module: training graphs (python/fxcpp/training.py wraps it as a torch.nn.Module).
+void bind_training(py::module_& m);
 
 /// A Python value (tensor, number, bool, None, tuple / list of these) as an IValue.
 c10::IValue to_ivalue(py::handle value);

@@ -12,4 +12,5 @@ PYBIND11_MODULE(_C, m) {
   fx::python::bind_convert(m);
   fx::python::bind_passes(m);
   fx::python::bind_optimize(m);
+  fx::python::bind_training(m);
 }

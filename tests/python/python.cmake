@@ -1,11 +1,11 @@
 # `import fxcpp` (issue 37): pytest (Debian's python3-pytest) on the extension
 # module as the build tree holds it (PYTHONPATH=${FX_BIN}/python, see
-# cmake/python_module.cmake). python.convert / python.passes / python.api are
+# cmake/python_module.cmake). python.convert / python.passes / python.api / python.training are
 # quick (a handful of torchvision models at 64x64, seeded honest weights);
 # python.models_all (opt-in) runs every torchvision classifier torch.fx traces.
 if(TARGET fxcpp_python)
   set(fx_pytest_env "PYTHONPATH=${FX_BIN}/python" "OMP_NUM_THREADS=1" "PYTHONDONTWRITEBYTECODE=1")
-  foreach(name convert passes api)
+  foreach(name convert passes api training)
     add_test(NAME python.${name}
              COMMAND /usr/bin/python3 -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_LIST_DIR}/test_${name}.py)
     set_tests_properties(python.${name} PROPERTIES ENVIRONMENT "${fx_pytest_env}" TIMEOUT 600)

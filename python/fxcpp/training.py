@@ -1,0 +1,69 @@
+"""fxcpp.aot_module: a model compiled for training by fxcpp (fx::aot_module, functorch's aot_module in C++)."""
+import torch
+import torch.fx
+
+from . import _C
+from .convert import from_fx
+
+
+class AotModule(torch.nn.Module):
+    """A torch.nn.Module whose forward runs fxcpp's compiled forward graph (the GIL released) and whose backward,
+    run by loss.backward() in libtorch's autograd engine, is fxcpp's backward graph.
+
+    Its parameters() are fxcpp's tensors for the model's parameters: they share the model's storage (an
+    optimizer step on them changes the model's weights too, and a change of the model's weights is seen),
+    and they are where the gradients accumulate. Build the optimizer on this module's parameters()."""
+
+    def __init__(self, compiled, graph_module):
+        super().__init__()
+        self._compiled = compiled  # fxcpp._C.AotModule
+        self.graph_module = graph_module  # the fxcpp.GraphModule it compiles (its tensors are the model's)
+
+    def forward(self, *args):
+        return self._compiled.forward(*args)
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        for name, p in self.graph_module.named_parameters():
+            yield (prefix + "." + name if prefix else name), p
+
+    def parameters(self, recurse=True):
+        for _, p in self.named_parameters():
+            yield p
+
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        for name, b in self.graph_module.named_buffers():
+            yield (prefix + "." + name if prefix else name), b
+
+    def buffers(self, recurse=True):
+        for _, b in self.named_buffers():
+            yield b
+
+    def train(self, mode=True):
+        super().train(mode)
+        self._compiled.train(mode)
+        return self
+
+    def forward_graph(self):
+        """fxcpp's forward graph of the last traced input signature (an fxcpp.GraphModule)."""
+        return self._compiled.forward_graph()
+
+    def backward_graph(self):
+        """fxcpp's backward graph of the last traced input signature."""
+        return self._compiled.backward_graph()
+
+
+def aot_module(model, example_inputs=None, *, partition="default"):
+    """functorch's aot_module by fxcpp: `model` (traced by torch.fx.symbolic_trace unless it is a GraphModule)
+    with its forward and backward captured as ATen graphs at the first call (again for new input shapes or
+    after train() / eval()), split by `partition` ("default", "min-cut": fxcpp's, recomputing batch-norm outputs
+    and activations in backward, or "functorch-min-cut"), run as one autograd node. `example_inputs` (optional)
+    pick the ATen overloads of torch.* calls. The result keeps the model's mode (train() / eval())."""
+    gm = model if isinstance(model, torch.fx.GraphModule) else torch.fx.symbolic_trace(model)
+    inputs = None
+    if example_inputs is not None:
+        inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
+    cgm = from_fx(gm, inputs)
+    compiled = _C._aot_module(cgm, partition)
+    out = AotModule(compiled, cgm)
+    out.train(model.training)
+    return out
