@@ -68,7 +68,7 @@ def _conv_options(m):
 
 
 def _conv_make(cls, transposed):
-    def make(o):
+    def make(o, **factory):
         kw = dict(in_channels=o["in_channels"], out_channels=o["out_channels"],
                   kernel_size=tuple(o["kernel_size"]), stride=tuple(o["stride"]),
                   padding=o["padding"] if isinstance(o["padding"], str) else tuple(o["padding"]),
@@ -76,7 +76,7 @@ def _conv_make(cls, transposed):
                   padding_mode=o["padding_mode"][1:].lower())
         if transposed:
             kw["output_padding"] = tuple(o["output_padding"])
-        return cls(**kw)
+        return cls(**kw, **factory)
     return make
 
 
@@ -95,14 +95,14 @@ def _rnn_options(m):
 
 
 def _rnn_make(cls):
-    def make(o):
+    def make(o, **factory):
         kw = {k: o[k] for k in ("input_size", "hidden_size", "num_layers", "bias", "batch_first", "dropout",
                                 "bidirectional")}
         if cls is torch.nn.LSTM:
             kw["proj_size"] = o.get("proj_size", 0)
         if cls is torch.nn.RNN:
             kw["nonlinearity"] = o.get("nonlinearity", "tanh")
-        return cls(**kw)
+        return cls(**kw, **factory)
     return make
 
 
@@ -110,33 +110,34 @@ _nn = torch.nn
 _LEAVES = {
     "torch.nn.Linear": (_nn.Linear, lambda m: {"in_features": m.in_features, "out_features": m.out_features,
                                                "bias": m.bias is not None},
-                        lambda o: _nn.Linear(o["in_features"], o["out_features"], bias=o["bias"])),
+                        lambda o, **f: _nn.Linear(o["in_features"], o["out_features"], bias=o["bias"], **f)),
     "torch.nn.LayerNorm": (_nn.LayerNorm, lambda m: {"normalized_shape": list(m.normalized_shape), "eps": m.eps,
                                                      "elementwise_affine": m.elementwise_affine},
-                           lambda o: _nn.LayerNorm(o["normalized_shape"], eps=o["eps"],
-                                                   elementwise_affine=o["elementwise_affine"])),
+                           lambda o, **f: _nn.LayerNorm(o["normalized_shape"], eps=o["eps"],
+                                                        elementwise_affine=o["elementwise_affine"], **f)),
     "torch.nn.GroupNorm": (_nn.GroupNorm, lambda m: {"num_groups": m.num_groups, "num_channels": m.num_channels,
                                                      "eps": m.eps, "affine": m.affine},
-                           lambda o: _nn.GroupNorm(o["num_groups"], o["num_channels"], eps=o["eps"],
-                                                   affine=o["affine"])),
+                           lambda o, **f: _nn.GroupNorm(o["num_groups"], o["num_channels"], eps=o["eps"],
+                                                        affine=o["affine"], **f)),
     "torch.nn.Embedding": (_nn.Embedding, lambda m: {"num_embeddings": m.num_embeddings,
                                                      "embedding_dim": m.embedding_dim, "padding_idx": m.padding_idx,
                                                      "max_norm": m.max_norm, "norm_type": m.norm_type,
                                                      "scale_grad_by_freq": m.scale_grad_by_freq,
                                                      "sparse": m.sparse},
-                           lambda o: _nn.Embedding(o["num_embeddings"], o["embedding_dim"],
-                                                   padding_idx=o["padding_idx"], max_norm=o["max_norm"],
-                                                   norm_type=o["norm_type"],
-                                                   scale_grad_by_freq=o["scale_grad_by_freq"], sparse=o["sparse"])),
-    "torch.nn.ReLU": (_nn.ReLU, lambda m: {"inplace": m.inplace}, lambda o: _nn.ReLU(inplace=o["inplace"])),
+                           lambda o, **f: _nn.Embedding(o["num_embeddings"], o["embedding_dim"],
+                                                        padding_idx=o["padding_idx"], max_norm=o["max_norm"],
+                                                        norm_type=o["norm_type"],
+                                                        scale_grad_by_freq=o["scale_grad_by_freq"], sparse=o["sparse"],
+                                                        **f)),
+    "torch.nn.ReLU": (_nn.ReLU, lambda m: {"inplace": m.inplace}, lambda o, **f: _nn.ReLU(inplace=o["inplace"])),
     "torch.nn.Dropout": (_nn.Dropout, lambda m: {"p": m.p, "inplace": m.inplace},
-                         lambda o: _nn.Dropout(o["p"], inplace=o["inplace"])),
+                         lambda o, **f: _nn.Dropout(o["p"], inplace=o["inplace"])),
     "torch.nn.Flatten": (_nn.Flatten, lambda m: {"start_dim": m.start_dim, "end_dim": m.end_dim},
-                         lambda o: _nn.Flatten(o["start_dim"], o["end_dim"])),
-    "torch.nn.Softmax": (_nn.Softmax, lambda m: {"dim": m.dim}, lambda o: _nn.Softmax(o["dim"])),
-    "torch.nn.Identity": (_nn.Identity, lambda m: {}, lambda o: _nn.Identity()),
-    "torch.nn.Sigmoid": (_nn.Sigmoid, lambda m: {}, lambda o: _nn.Sigmoid()),
-    "torch.nn.Tanh": (_nn.Tanh, lambda m: {}, lambda o: _nn.Tanh()),
+                         lambda o, **f: _nn.Flatten(o["start_dim"], o["end_dim"])),
+    "torch.nn.Softmax": (_nn.Softmax, lambda m: {"dim": m.dim}, lambda o, **f: _nn.Softmax(o["dim"])),
+    "torch.nn.Identity": (_nn.Identity, lambda m: {}, lambda o, **f: _nn.Identity()),
+    "torch.nn.Sigmoid": (_nn.Sigmoid, lambda m: {}, lambda o, **f: _nn.Sigmoid()),
+    "torch.nn.Tanh": (_nn.Tanh, lambda m: {}, lambda o, **f: _nn.Tanh()),
 }
 for _d in (1, 2, 3):
     _c = getattr(_nn, "Conv%dd" % _d)
@@ -146,8 +147,8 @@ for _d in (1, 2, 3):
     _LEAVES["torch.nn.ConvTranspose%dd" % _d] = (_t, _conv_options, _conv_make(_t, True))
     _LEAVES["torch.nn.BatchNorm%dd" % _d] = (
         _b, _bn_options,
-        (lambda cls: lambda o: cls(o["num_features"], eps=o["eps"], momentum=o["momentum"], affine=o["affine"],
-                                   track_running_stats=o["track_running_stats"]))(_b))
+        (lambda cls: lambda o, **f: cls(o["num_features"], eps=o["eps"], momentum=o["momentum"], affine=o["affine"],
+                                        track_running_stats=o["track_running_stats"], **f))(_b))
 for _name, _cls in (("LSTM", _nn.LSTM), ("GRU", _nn.GRU), ("RNN", _nn.RNN)):
     _LEAVES["torch.nn." + _name] = (_cls, _rnn_options, _rnn_make(_cls))
 _LEAF_NAMES = {cls: name for name, (cls, _, _) in _LEAVES.items()}
@@ -355,7 +356,9 @@ def _new_module(reader, doc, path):
     if kind == "registered":
         if doc["type"] not in _LEAVES:
             raise FxcppError("%s: module type %r is not known to the bridge" % (reader.path, doc["type"]))
-        m = _LEAVES[doc["type"]][2](doc["options"])
+        # Built on the meta device, then given uninitialised CPU storage (torch.nn.utils.skip_init's way): every
+        # tensor is replaced below, so drawing the random initial weights (100 ms for resnet50) would be waste.
+        m = _LEAVES[doc["type"]][2](doc["options"], device="meta").to_empty(device="cpu")
         if getattr(reader, "shares_tensors", False):  # a document in memory: the tensors themselves, not copies
             _share_state(m, doc, reader)
             m.training = doc["training"]

@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
 namespace fx::serialize_detail {
 
 using json = nlohmann::json;
@@ -161,5 +163,19 @@ c10::IValue dynamic_linear_from_json(const json& doc, LoadContext& ctx, const st
 
 /// "module 'a.b'" or "the root module".
 std::string module_label(const std::string& path);
+
+/// While alive, aten::uniform_ and aten::normal_ leave their tensor as it
+/// is on this thread (skip_init.cpp): a registered layer built from its
+/// options, whose tensors load_state then replaces, draws no random weights.
+class SkipInitGuard {
+ public:
+  SkipInitGuard();
+  ~SkipInitGuard();
+  SkipInitGuard(const SkipInitGuard&) = delete;
+  SkipInitGuard& operator=(const SkipInitGuard&) = delete;
+
+ private:
+  c10::DispatchKeySet added_before_;  ///< what enclosing guards had added (restored at the end)
+};
 
 }  // namespace fx::serialize_detail

@@ -285,6 +285,7 @@ std::shared_ptr<torch::nn::Module> build_module(const json& doc, const std::stri
                         "' is not registered (fx::register_serializable_module) in this program");
     std::shared_ptr<torch::nn::Module> m;
     try {
+      SkipInitGuard skip_init;  // load_state replaces every tensor the options make
       m = type->from_json(field(doc, "options", where));
     } catch (const Error&) {
       throw;

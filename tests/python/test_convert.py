@@ -149,3 +149,21 @@ def test_gil_released_forward_runs_in_threads():
     for t in threads:
         t.join()
     assert len(results) == 4 and all(torch.equal(r, expected) for r in results)
+
+
+def test_conversion_draws_no_random_weights():
+    """from_fx and to_fx build torch.nn leaves only to hold the model's tensors: neither side draws the random
+    initial weights a constructor would (fx::from_document's SkipInitGuard, the bridge's meta-device build), so
+    converting takes no random numbers from the generator and the tensors are the model's."""
+    model, x = classifier("resnet18")
+    gm = torch.fx.symbolic_trace(model)
+    torch.manual_seed(21)
+    expected = torch.rand(4)
+    torch.manual_seed(21)
+    cgm = fxcpp.from_fx(gm)
+    back = fxcpp.to_fx(cgm)
+    assert torch.equal(torch.rand(4), expected)
+    for (name, a), (_, b) in zip(gm.named_parameters(), back.named_parameters()):
+        assert a.data_ptr() == b.data_ptr(), name
+    with torch.no_grad():
+        assert torch.allclose(back(x), model(x), rtol=1e-5, atol=1e-6)

@@ -81,6 +81,33 @@ TEST(ModuleRegistry, EveryRegisteredTypeRoundTrips) {
   }
 }
 
+// fx::load builds each layer from its options without drawing random initial
+// weights (every tensor is replaced by the saved one): loading consumes no random
+// numbers, and layers made after it are initialised as usual.
+TEST(ModuleRegistry, LoadingDrawsNoRandomWeights) {
+  for (Case& c : cases()) {
+    auto g = std::make_shared<Graph>();
+    g->output(g->call_module("m", {g->placeholder("x")}));
+    auto root = std::make_shared<nn::Module>();
+    root->register_module("m", c.module);
+    auto gm = std::make_shared<GraphModule>(root, g);
+    const std::string bytes = save_to_string(*gm);
+    torch::manual_seed(11);
+    const at::Tensor expected = torch::rand({4});
+    torch::manual_seed(11);
+    auto loaded = load_from_string(bytes);
+    EXPECT_TRUE(at::equal(torch::rand({4}), expected)) << c.module->name() << " drew random numbers while loading";
+    auto a = gm->named_parameters();
+    for (const auto& p : loaded->named_parameters()) EXPECT_TRUE(at::equal(p.value(), a[p.key()])) << p.key();
+  }
+  torch::manual_seed(12);
+  nn::Linear fresh(64, 64);
+  const double bound = 1.0 / 8.0;  // kaiming_uniform_(a = sqrt(5)): 1 / sqrt(fan_in)
+  EXPECT_LE(fresh->weight.abs().max().item<double>(), bound);
+  EXPECT_GT(fresh->weight.abs().max().item<double>(), 0.9 * bound);
+  EXPECT_GT(fresh->weight.std().item<double>(), 0.5 * bound / std::sqrt(3.0));
+}
+
 /// A user's module: y = x * scale + shift, `scale` an option, `shift` a parameter.
 struct AffineImpl : nn::Module {
   explicit AffineImpl(double scale, int64_t n) : scale(scale), shift(register_parameter("shift", at::zeros({n}))) {}
