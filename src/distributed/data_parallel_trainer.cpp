@@ -84,12 +84,17 @@ std::string join_lines(const std::vector<std::string>& v, char sep) {
   return out;
 }
 
-/// A distinct store key per trainer built on `group` (the same on every rank: they build them in the same order).
-int next_trainer_id(const ProcessGroup* group) {
+/// A distinct store key per trainer built on `group` (the same on every rank: they build them in the same
+/// order). Counted per live group: a group made later at a freed one's address starts again at 0.
+int next_trainer_id(const std::shared_ptr<ProcessGroup>& group) {
   static std::mutex mutex;
-  static std::map<const ProcessGroup*, int> ids;
+  static std::vector<std::pair<std::weak_ptr<ProcessGroup>, int>> ids;
   std::lock_guard<std::mutex> lock(mutex);
-  return ids[group]++;
+  ids.erase(std::remove_if(ids.begin(), ids.end(), [](const auto& e) { return e.first.expired(); }), ids.end());
+  for (auto& [weak, count] : ids)
+    if (weak.lock() == group) return count++;
+  ids.emplace_back(group, 1);
+  return 0;
 }
 
 }  // namespace
@@ -163,6 +168,8 @@ struct DataParallelTrainer::State {
   bool step_started = false;
   Clock::time_point backward_start, backward_end;
   bool in_backward = false;
+  bool finishing = false;   // finish() marks the parameters without a gradient
+  int64_t started_in_backward = 0;
   GradientSyncStats stats;
 
   std::string who() const { return group->who(); }
@@ -212,6 +219,7 @@ struct DataParallelTrainer::State {
       b.started = Clock::now();
       b.launched = true;
       b.work = group->allreduce_sum(b.flat, "all-reducing gradient bucket " + std::to_string(next_bucket));
+      if (!finishing) ++started_in_backward;
       ++next_bucket;
     }
   }
@@ -222,6 +230,7 @@ struct DataParallelTrainer::State {
     for (Bucket& b : buckets) b.ready = 0, b.launched = false;
     next_bucket = 0;
     step_started = false;
+    started_in_backward = 0;
   }
 
   void finish() {
@@ -239,10 +248,12 @@ struct DataParallelTrainer::State {
                   " (they were not used in producing the loss: set DataParallelOptions::find_unused_parameters, "
                   "or make every forward output take part in the loss)");
     }
+    finishing = true;
     lock.unlock();
     for (size_t i = 0; i < params.size(); ++i)
       if (!ready[i]) mark_ready(i, false);
     lock.lock();
+    finishing = false;
     const Clock::time_point wait_start = Clock::now();
     for (Bucket& b : buckets) b.work.wait();
     const Clock::time_point waited = Clock::now();
@@ -297,6 +308,7 @@ struct DataParallelTrainer::State {
     stats.allreduce_ms = busy;
     stats.overlap_ms = overlap;
     stats.wait_ms = span_ms(waited - wait_start);
+    stats.buckets_started_in_backward = started_in_backward;
     reset_step();
   }
 };
@@ -319,7 +331,7 @@ DataParallelTrainer::DataParallelTrainer(std::shared_ptr<ProcessGroup> group, st
     s.names.push_back(p.key());
     s.params.push_back(p.value());
   }
-  const std::string key = "ddp/" + std::to_string(next_trainer_id(s.group.get()));
+  const std::string key = "ddp/" + std::to_string(next_trainer_id(s.group));
   check_same_parameters(*s.group, named, key + "/parameters");
   std::vector<at::Tensor> sync;
   for (const auto& [name, t] : named) sync.push_back(t);

@@ -96,7 +96,7 @@ double PipelineTrainer::train_step(const std::vector<c10::IValue>& inputs, const
     if (a.kind == 'F') {
       Kept k;
       k.inputs = s == 0 ? input_chunks[static_cast<size_t>(i)]
-                        : elements(group_->recv(s - 1, nullptr, "receiving " + mb + "'s activations").value);
+                        : elements(group_->recv(s - 1, nullptr, mb + "'s activations").value);
       if (s > 0)
         for (c10::IValue& v : k.inputs)
           if (v.isTensor() && v.toTensor().is_floating_point()) v = v.toTensor().detach().requires_grad_(true);
@@ -129,7 +129,7 @@ double PipelineTrainer::train_step(const std::vector<c10::IValue>& inputs, const
       roots.push_back(k.loss);
     } else {
       const std::vector<c10::IValue> g =
-          elements(group_->recv(s + 1, nullptr, "receiving " + mb + "'s gradients").value);
+          elements(group_->recv(s + 1, nullptr, mb + "'s gradients").value);
       for (size_t j = 0; j < k.outputs.size() && j < g.size(); ++j) {
         if (!k.outputs[j].isTensor() || !g[j].isTensor()) continue;
         const at::Tensor& o = k.outputs[j].toTensor();

@@ -304,6 +304,32 @@ TEST_F(Cli, TrainDpModelThatDiffersOnOneRank) {
                        "('layer2_conv_a.weight' is only there; every rank must hold the same model)\n");
 }
 
+TEST_F(Cli, TrainPipelineStageKilledMidStep) {
+  // Two stages by hand: stage 1 dies at the start of step 2; stage 0 (1F1B: forward 0, forward 1, then
+  // backward 0) says in one line that it lost rank 1 while waiting for microbatch 0's gradients.
+  const std::string port = std::to_string(free_port());
+  const std::vector<std::string> args = {"fxcpp", "train-pipeline", path("model.fx"), "--data", path("train.pt"),
+                                         "--batch", "8", "--microbatches", "4", "--steps", "100", "--timeout", "60"};
+  auto env = [&](int r) {
+    return std::vector<std::string>{"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port, "RANK=" + std::to_string(r),
+                                    "WORLD_SIZE=2", "FXCPP_TEST_KILL_RANK=1", "FXCPP_TEST_KILL_AT=2"};
+  };
+  Child r0 = start(args, env(0));
+  Child r1 = start(args, env(1));
+  finish(r1, std::chrono::seconds(100));
+  finish(r0, std::chrono::seconds(100));
+  EXPECT_EQ(exit_status(r1), 128 + SIGKILL) << r1.output;
+  EXPECT_EQ(exit_status(r0), 1) << r0.output;
+  std::vector<std::string> others;
+  for (const std::string& l : lines(r0.output))
+    if (l.rfind("step ", 0) != 0 && l.rfind("train-pipeline: ", 0) != 0) others.push_back(l);
+  ASSERT_EQ(others.size(), 1u) << r0.output;
+  EXPECT_EQ(others[0], "fxcpp train-pipeline: rank 0: lost rank 1 while receiving microbatch 0's gradients from rank 1 "
+                       "(its connection closed: the process ended or was killed)");
+  EXPECT_EQ(count(r0.output, "step 1: loss "), 1u) << r0.output;
+  EXPECT_LT(r0.seconds, 50.0) << r0.output;  // not the --timeout
+}
+
 TEST_F(Cli, PingPongAndPlanJson) {
   Child c = run({"fxcpp", "launch", "--nproc", "2", "--", "fxcpp", "pingpong", "--sizes", "4K,1M", "--iters", "3"});
   EXPECT_EQ(exit_status(c), 0) << c.output;

@@ -85,7 +85,7 @@ constexpr int64_t kShard = 4;  // samples per rank and step
 
 /// Trains Net for kSteps on 2 ranks (rank 1 starts from other weights: the broadcast fixes them) and in one
 /// process on the concatenated batches; checks the parameters.
-void train_and_compare(Opt opt, dist::DataParallelOptions options) {
+void train_and_compare(Opt opt, dist::DataParallelOptions options, size_t stats_buckets = 1) {
   const int world = 2;
   std::vector<Net> nets = {make_net(0), make_net(7)};
   std::vector<at::Tensor> xs, ys;
@@ -118,6 +118,8 @@ void train_and_compare(Opt opt, dist::DataParallelOptions options) {
   EXPECT_GT(relative_difference(after[0], snapshot(*make_net(0))), 1e-3);  // it did train
   EXPECT_EQ(stats[0].steps, kSteps);
   EXPECT_EQ(stats[0].bytes, int64_t{4} * (8 * 3 * 9 + 8 + 8 * 8 * 9 + 8 + 16 * 8 + 16 + 10 * 16 + 10));
+  // Every parameter gets a gradient: every bucket starts from a hook, while backward runs.
+  EXPECT_EQ(stats[0].buckets_started_in_backward, static_cast<int64_t>(stats_buckets));
   EXPECT_GE(stats[0].overlap_ms, 0.0);
   EXPECT_LE(stats[0].overlap_ms, stats[0].allreduce_ms + 1e-9);
 }
@@ -129,7 +131,7 @@ TEST(DataParallelTrainer, AdamEqualsOneProcessOnTheWholeBatch) { train_and_compa
 TEST(DataParallelTrainer, SmallBucketsInReverseOrderOfRegistration) {
   dist::DataParallelOptions o;
   o.bucket_cap_mb = 3000.0 / (1024 * 1024);  // 3000 bytes: the fc layers and conv2.bias fill the first bucket
-  train_and_compare(Opt::SgdMomentum, o);
+  train_and_compare(Opt::SgdMomentum, o, 3);
   run_ranks(1, [&](int, std::shared_ptr<dist::ProcessGroup> group) {
     Net net = make_net(0);
     dist::DataParallelTrainer ddp(group, net.ptr(), o);
@@ -182,8 +184,10 @@ TEST(DataParallelTrainer, NoSyncAccumulatesLocally) {
 TEST(DataParallelTrainer, UnusedParameterNamedOrSkipped) {
   const at::Tensor x = images(4, 3, 8), y = labels(4, 4);
   std::vector<std::string> errors;
+  // The models are made here: torch::manual_seed and the initialisers draw from the one global generator.
+  std::vector<Net> nets = {make_net(0, 10, /*with_unused=*/true), make_net(0, 10, true)};
   run_ranks(2, [&](int rank, std::shared_ptr<dist::ProcessGroup> group) {
-    Net net = make_net(0, 10, /*with_unused=*/true);
+    Net net = nets[static_cast<size_t>(rank)];
     dist::DataParallelTrainer ddp(group, net.ptr());
     ddp.backward(torch::nn::functional::cross_entropy(net->forward(x.narrow(0, rank * 2, 2)), y.narrow(0, rank * 2, 2)));
   }, std::chrono::seconds(30), &errors);
@@ -198,8 +202,9 @@ TEST(DataParallelTrainer, UnusedParameterNamedOrSkipped) {
   // find_unused_parameters: trains as one process does; the unused layer keeps no gradient.
   std::vector<std::vector<at::Tensor>> after(2);
   std::vector<bool> unused_grad(2);
+  std::vector<Net> fresh = {make_net(0, 10, true), make_net(0, 10, true)};
   run_ranks(2, [&](int rank, std::shared_ptr<dist::ProcessGroup> group) {
-    Net net = make_net(0, 10, true);
+    Net net = fresh[static_cast<size_t>(rank)];
     dist::DataParallelOptions o;
     o.find_unused_parameters = true;
     dist::DataParallelTrainer ddp(group, net.ptr(), o);
@@ -211,6 +216,7 @@ TEST(DataParallelTrainer, UnusedParameterNamedOrSkipped) {
     }
     after[static_cast<size_t>(rank)] = snapshot(*net);
     unused_grad[static_cast<size_t>(rank)] = net->unused->weight.grad().defined();
+    EXPECT_EQ(ddp.stats().buckets_started_in_backward, 0);  // one bucket, with the unused layer: started by finish
   });
   Net single = make_net(0, 10, true);
   torch::optim::SGD sgd(single->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));

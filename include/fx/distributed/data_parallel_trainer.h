@@ -72,6 +72,9 @@ struct GradientSyncStats {
   double wait_ms = 0;
   /// Bytes all-reduced per step (all buckets).
   int64_t bytes = 0;
+  /// Buckets whose all-reduce started from a gradient hook, during backward
+  /// (the others started in finish_gradient_sync()).
+  int64_t buckets_started_in_backward = 0;
 };
 
 /// DistributedDataParallel for a torch::nn::Module, a GraphModule or an
