@@ -2,7 +2,6 @@
 // Internal helpers shared by fuse, prepare and convert.
 #include <fx/graph_module.h>
 #include <fx/module_attributes.h>
-#include <fx/quantization/prepare.h>
 
 #include <memory>
 #include <optional>
@@ -70,9 +69,5 @@ const Node* quantized_node(const GraphModule& gm);
 /// the first one's target in `which`.
 bool has_observers(const GraphModule& gm, std::string* which = nullptr);
 
-/// prepare's second half: observers (or fake quantizers) placed by
-/// `mapping` into `gm`, which is fused and shape-propagated (node meta
-/// "tensor_meta"); fills `report`'s nodes and observer counts.
-void insert_observers(const std::shared_ptr<GraphModule>& gm, const QConfigMapping& mapping, PrepareReport& report);
 
 }  // namespace fx::quantization::detail

@@ -2,6 +2,7 @@
 #include <fx/quantization/prepare.h>
 
 #include "quantization/common.h"
+#include "quantization/insert_observers.h"
 
 #include <fx/error.h>
 #include <fx/passes/shape_prop.h>

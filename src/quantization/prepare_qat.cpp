@@ -3,6 +3,7 @@
 #include <fx/quantization/qat.h>
 
 #include "quantization/common.h"
+#include "quantization/insert_observers.h"
 
 #include <fx/error.h>
 #include <fx/passes/shape_prop.h>
