@@ -6,7 +6,9 @@ torch.jit.script model, data saved with plain torch.save((inputs, labels))):
   --checkpoint and resumed with --resume prints the same losses for steps 3
   and 4 as the run that never stopped;
 - fxcpp train-pipeline, 2 stages 1F1B and 3 stages GPipe: every step's loss
-  equals one process accumulating the same microbatches (1e-5).
+  equals one process accumulating the same microbatches (1e-5); 2 stages
+  stopped after 2 steps with --checkpoint (each rank its stage) and resumed
+  print the same losses for steps 3 and 4 as the run that never stopped.
 
 usage: python3 check_training_cli.py FXCPP OUT_DIR
 """
@@ -73,12 +75,24 @@ def main():
 
     pipeline = ["--microbatches", "4"] + common
     alone = losses(run([fxcpp, "train-pipeline", model] + pipeline))
+    piped = {}
     for stages, schedule in (("2", "1f1b"), ("3", "gpipe")):
         text = run([fxcpp, "launch", "--nproc", stages, "--", "fxcpp", "train-pipeline", model, "--schedule", schedule]
                    + pipeline)
         if not re.search(r"^throughput: [0-9.]+ samples/s over 3 steps after the first", text, re.M):
             sys.exit("no throughput line:\n" + text)
         same(losses(text), alone, "train-pipeline %s stages %s vs 1 process" % (stages, schedule))
+        piped[stages] = losses(text)
+
+    ck = out + "/pipeline_checkpoint"
+    half = ["--microbatches", "4", "--data", data, "--batch", "16", "--steps", "2", "--checkpoint", ck]
+    first = run([fxcpp, "launch", "--nproc", "2", "--", "fxcpp", "train-pipeline", model] + half)
+    resumed = run([fxcpp, "launch", "--nproc", "2", "--", "fxcpp", "train-pipeline", model] + half + ["--resume"])
+    if "resumed after step 2" not in resumed or not os.path.exists(ck + "/model_1.fx"):
+        sys.exit("not resumed:\n" + resumed)
+    straight = piped["2"]
+    if losses(first) != {1: straight[1], 2: straight[2]} or losses(resumed) != {3: straight[3], 4: straight[4]}:
+        sys.exit("the resumed pipeline left the loss curve:\n%s\n%s" % (first, resumed))
     print("training command line: ok")
 
 

@@ -45,7 +45,7 @@ int run_train_dp(const std::vector<std::string>& argv) {
     if (batch % world != 0)
       throw SharedError("--batch " + std::to_string(batch) + " cannot be shared by " + std::to_string(world) +
                         " ranks: use a multiple of " + std::to_string(world));
-    Checkpoint checkpoint{args.get("checkpoint", "")};
+    Checkpoint checkpoint{args.get("checkpoint", ""), ""};
     const bool resume = args.has("resume") && checkpoint.exists();
     if (args.has("resume") && !args.has("checkpoint")) throw SharedError("--resume needs --checkpoint DIR");
     if (args.has("checkpoint") && ::mkdir(checkpoint.dir.c_str(), 0777) != 0 && errno != EEXIST)
@@ -97,7 +97,7 @@ int run_train_dp(const std::vector<std::string>& argv) {
       if (rank.rank == 0) print_step(step + 1, mean.item<double>() / world, batch, seconds);
       const int64_t every = args.has("save-every") ? args.get_int("save-every", 1) : 0;
       if (rank.rank == 0 && args.has("checkpoint") && ((every && (step + 1 - first) % every == 0) || step + 1 == first + steps))
-        checkpoint.save(*model, *optimizer, step + 1);
+        checkpoint.save(*model, *optimizer), checkpoint.save_step(step + 1);
     }
     if (rank.rank == 0 && timed > 0) {
       const double n = static_cast<double>(timed);

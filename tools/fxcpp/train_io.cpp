@@ -80,7 +80,7 @@ std::string describe_optimizer(const ModelArgs& args) {
 
 bool Checkpoint::exists() const {
   return !dir.empty() && ::access((dir + "/step").c_str(), R_OK) == 0 && ::access(model_path().c_str(), R_OK) == 0 &&
-         ::access((dir + "/optimizer.pt").c_str(), R_OK) == 0;
+         ::access((dir + "/optimizer" + suffix + ".pt").c_str(), R_OK) == 0;
 }
 
 int64_t Checkpoint::step() const {
@@ -90,29 +90,40 @@ int64_t Checkpoint::step() const {
   return s;
 }
 
-std::string Checkpoint::model_path() const { return dir + "/model.fx"; }
+std::string Checkpoint::model_path() const { return dir + "/model" + suffix + ".fx"; }
 
 void Checkpoint::load_optimizer(torch::optim::Optimizer& optimizer) const {
   try {
-    torch::load(optimizer, dir + "/optimizer.pt");
+    torch::load(optimizer, dir + "/optimizer" + suffix + ".pt");
   } catch (const std::exception& e) {
     std::string msg = e.what();
     msg = msg.substr(0, msg.find('\n'));
-    throw Error(dir + "/optimizer.pt: cannot load the optimizer's state (" + msg + "): another optimizer or model?");
+    throw Error(dir + "/optimizer" + suffix + ".pt: cannot load the optimizer's state (" + msg + "): another optimizer or model?");
   }
 }
 
-void Checkpoint::save(const GraphModule& model, torch::optim::Optimizer& optimizer, int64_t step) const {
-  // Each file written beside its final name, then renamed: a checkpoint is whole or the previous one.
-  fx::save(model, dir + "/model.fx.tmp");
-  torch::save(optimizer, dir + "/optimizer.pt.tmp");
+namespace {
+
+void replace(const std::string& tmp, const std::string& path) {
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error("cannot write the checkpoint " + path);
+}
+
+}  // namespace
+
+void Checkpoint::save(const GraphModule& model, torch::optim::Optimizer& optimizer) const {
+  const std::string optimizer_path = dir + "/optimizer" + suffix + ".pt";
+  fx::save(model, model_path() + ".tmp");
+  torch::save(optimizer, optimizer_path + ".tmp");
+  replace(model_path() + ".tmp", model_path());
+  replace(optimizer_path + ".tmp", optimizer_path);
+}
+
+void Checkpoint::save_step(int64_t step) const {
   {
     std::ofstream out(dir + "/step.tmp");
     out << step << "\n";
   }
-  for (const char* f : {"model.fx", "optimizer.pt", "step"})
-    if (std::rename((dir + "/" + f + ".tmp").c_str(), (dir + "/" + f).c_str()) != 0)
-      throw Error("cannot write the checkpoint " + dir + "/" + f);
+  replace(dir + "/step.tmp", dir + "/step");
 }
 
 std::shared_ptr<distributed::ProcessGroup> group_or_solo(const RankInfo& rank) {

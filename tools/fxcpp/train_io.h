@@ -36,12 +36,15 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const ModelArgs& args, c
 /// "sgd (lr 0.01, momentum 0.9)".
 std::string describe_optimizer(const ModelArgs& args);
 
-/// A checkpoint directory (--checkpoint DIR): model.fx (fx::save of the
-/// model), optimizer.pt (the optimizer's state, torch::save), step (how many
-/// steps were done). Written by rank 0, files replaced atomically.
+/// A checkpoint directory (--checkpoint DIR): modelSUFFIX.fx (fx::save of
+/// the model, or of a pipeline rank's stage), optimizerSUFFIX.pt (the
+/// optimizer's state, torch::save) and step (how many steps were done,
+/// written last). Each file is written beside its name, then renamed.
 struct Checkpoint {
   std::string dir;
-  /// Whether DIR holds a complete checkpoint.
+  /// "" (train-dp: rank 0 writes for all), "_1" (train-pipeline: each rank its own).
+  std::string suffix;
+  /// Whether DIR holds a complete checkpoint (for this suffix).
   bool exists() const;
   /// The steps done when it was written.
   int64_t step() const;
@@ -49,8 +52,10 @@ struct Checkpoint {
   std::string model_path() const;
   /// Loads the optimizer's state into `optimizer`.
   void load_optimizer(torch::optim::Optimizer& optimizer) const;
-  /// Writes the model, the optimizer and `step`.
-  void save(const GraphModule& model, torch::optim::Optimizer& optimizer, int64_t step) const;
+  /// Writes the model and the optimizer.
+  void save(const GraphModule& model, torch::optim::Optimizer& optimizer) const;
+  /// Writes the step count: the checkpoint is complete.
+  void save_step(int64_t step) const;
 };
 
 /// The group of a run: the rendezvous's, or for a single process (none) a

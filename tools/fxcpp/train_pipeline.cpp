@@ -11,12 +11,17 @@
 #include "train_io.h"
 
 #include <fx/distributed.h>
+#include <fx/serialize.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
+#include <map>
 
 namespace fx::cli {
 namespace {
@@ -27,10 +32,7 @@ using Clock = std::chrono::steady_clock;
 int run_train_pipeline(const std::vector<std::string>& argv) {
   RankInfo rank;
   try {
-    std::vector<DistOption> options;
-    for (const DistOption& o : training_options())
-      if (std::string(o.name) != "checkpoint" && std::string(o.name) != "save-every" && std::string(o.name) != "resume")
-        options.push_back(o);
+    std::vector<DistOption> options = training_options();
     options.push_back({"schedule", "NAME", "1f1b (default: one forward, one backward) or gpipe (fill-drain)"});
     options.push_back({"microbatches", "M", "microbatches per step (default 4)"});
     ModelArgs args = parse_dist_args("train-pipeline", argv, options);
@@ -45,6 +47,9 @@ int run_train_pipeline(const std::vector<std::string>& argv) {
     set_threads(args);
     int world = 1;
     if (dist::rendezvous_env_present()) world = dist::rendezvous_from_env().world_size;
+    if (args.has("resume") && !args.has("checkpoint")) throw SharedError("--resume needs --checkpoint DIR");
+    if (args.has("checkpoint") && ::mkdir(args.get("checkpoint").c_str(), 0777) != 0 && errno != EEXIST)
+      throw SharedError("--checkpoint " + args.get("checkpoint") + ": cannot make the directory (" + std::strerror(errno) + ")");
     join_ranks(rank, args, world, "train-pipeline", "train-pipeline");
 
     set_activity("reading " + args.model);
@@ -79,14 +84,34 @@ int run_train_pipeline(const std::vector<std::string>& argv) {
     train_options.microbatches = microbatches;
     dist::PipelineTrainer trainer(group, plan.stages[static_cast<size_t>(rank.rank)], train_options);
     auto optimizer = make_optimizer(args, trainer.parameters());
+    // Each rank checkpoints its own stage (modelRANK.fx, optimizerRANK.pt); rank 0 writes the step last.
+    const Checkpoint checkpoint{args.get("checkpoint", ""), "_" + std::to_string(rank.rank)};
+    int64_t first = 0;
+    if (args.has("resume") && checkpoint.exists()) {
+      set_activity("reading " + checkpoint.model_path());
+      auto saved = fx::load(checkpoint.model_path());
+      std::map<std::string, at::Tensor> values;
+      for (const auto& p : saved->named_parameters(true)) values[p.key()] = p.value();
+      torch::NoGradGuard no_grad;
+      for (const auto& p : trainer.stage().module->named_parameters(true)) {
+        auto it = values.find(p.key());
+        if (it == values.end() || !it->second.sizes().equals(p.value().sizes()))
+          throw Error(checkpoint.model_path() + " has no parameter '" + p.key() + "' of this stage's shape (a checkpoint "
+                      "of another model or split)");
+        p.value().copy_(it->second);
+      }
+      checkpoint.load_optimizer(*optimizer);
+      first = checkpoint.step();
+    }
     if (rank.rank == 0)
       std::cout << "train-pipeline: " << args.model << " in " << world << " stage" << (world > 1 ? "s" : "") << ", "
                 << dist::to_string(schedule) << ", batch " << batch << " in " << microbatches << " microbatches, "
-                << describe_optimizer(args) << "\n";
+                << describe_optimizer(args) << (first ? ", resumed after step " + std::to_string(first) : std::string())
+                << "\n";
     set_activity("training stage " + std::to_string(rank.rank));
     double total_s = 0, forward_ms = 0, backward_ms = 0;
     int64_t timed = 0;
-    for (int64_t step = 0; step < steps; ++step) {
+    for (int64_t step = first; step < first + steps; ++step) {
       training_test_hooks(rank.rank, step + 1);
       const Clock::time_point t0 = Clock::now();
       const TrainingData b = step_batch(data, step, batch);
@@ -94,11 +119,17 @@ int run_train_pipeline(const std::vector<std::string>& argv) {
       const double loss = trainer.train_step({b.inputs}, b.labels);
       optimizer->step();
       const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-      if (step > 0 || steps == 1) {
+      if (step > first || steps == 1) {
         total_s += seconds, ++timed;
         forward_ms += trainer.stats().forward_ms, backward_ms += trainer.stats().backward_ms;
       }
       if (rank.rank == 0) print_step(step + 1, loss, batch, seconds);
+      const int64_t every = args.has("save-every") ? args.get_int("save-every", 1) : 0;
+      if (args.has("checkpoint") && ((every && (step + 1 - first) % every == 0) || step + 1 == first + steps)) {
+        checkpoint.save(*trainer.stage().module, *optimizer);
+        group->barrier("saving the checkpoint");
+        if (rank.rank == 0) checkpoint.save_step(step + 1);
+      }
     }
     if (rank.rank == 0 && timed > 0)
       std::cout << "throughput: " << format_number(static_cast<double>(batch * timed) / total_s) << " samples/s over "
