@@ -14,6 +14,7 @@ released and gives back what torch.fx's pass gives back:
 import types
 
 import torch
+from torch.fx.subgraph_rewriter import Match
 import torch.fx
 from torch.fx.passes.infra.pass_base import PassResult
 
@@ -77,19 +78,26 @@ def split_module(m, root_m, split_callback, qualname_map=None, keep_original_ord
 
 def _replace_pattern(gm, pattern, replacement):
     """torch.fx subgraph_rewriter.replace_pattern: gm rewritten in place; pattern and replacement are functions
-    or modules (traced by torch.fx.symbolic_trace) or GraphModules. Returns the number of matches replaced."""
+    or modules (traced by torch.fx.symbolic_trace) or GraphModules. Returns torch.fx's List[Match], one per
+    match replaced: `anchor` is the pattern node the match was found from, `nodes_map` maps pattern nodes to the
+    graph's (the matched nodes, now erased from the graph, and the live inputs of the placeholders)."""
     p = pattern if isinstance(pattern, torch.fx.GraphModule) else torch.fx.symbolic_trace(pattern)
     r = replacement if isinstance(replacement, torch.fx.GraphModule) else torch.fx.symbolic_trace(replacement)
     cgm = _fxcpp(gm)
-    n = _C._replace_pattern(cgm, from_fx(p), from_fx(r))
-    if cgm is not gm and n:
+    before = {n.name: n for n in gm.graph.nodes}
+    found = _C._replace_pattern(cgm, from_fx(p), from_fx(r))
+    if cgm is not gm and found:
         new = to_fx(cgm)
         for node in new.graph.nodes:  # attributes the replacement brought (constants)
             if node.op == "get_attr" and not _has_attr(gm, node.target):
                 setattr(gm, node.target, _get_attr(new, node.target))
         gm.graph = new.graph
         gm.recompile()
-    return n
+    after = {n.name: n for n in gm.graph.nodes}
+    in_pattern = {n.name: n for n in p.graph.nodes}
+    return [Match(anchor=in_pattern[anchor],
+                  nodes_map={in_pattern[k]: (before if erased else after)[v] for k, v, erased in pairs})
+            for anchor, pairs in found]
 
 
 def _get_attr(m, target):

@@ -75,10 +75,25 @@ void bind_passes(py::module_& m) {
         "fx::split_module with the partition of each call_* node by name: (module, qualname_map).");
   m.def("_replace_pattern",
         [](GraphModule& gm, const GraphModule& pattern, const GraphModule& replacement) {
-          py::gil_scoped_release release;
-          return replace_pattern(gm, pattern, replacement).size();
+          std::vector<Match> matches;
+          {
+            py::gil_scoped_release release;
+            matches = replace_pattern(gm, pattern, replacement);
+          }
+          // By name: (anchor, [(pattern node, graph node, whether the rewrite erased it)]); literal
+          // bindings of pattern placeholders are left out (torch.fx's nodes_map maps nodes to nodes).
+          py::list out;
+          for (const Match& match : matches) {
+            py::list pairs;
+            for (const auto& [pattern_node, value] : match.nodes_map)
+              if (value.is_node())
+                pairs.append(py::make_tuple(pattern_node->name(), value.to_node()->name(), value.to_node()->is_erased()));
+            out.append(py::make_tuple(match.anchor ? match.anchor->name() : std::string(), pairs));
+          }
+          return out;
         },
-        "fx::replace_pattern(gm, pattern, replacement) in place: the number of matches replaced.");
+        "fx::replace_pattern(gm, pattern, replacement) in place: each match replaced as (anchor name, "
+        "[(pattern node name, graph node name, erased)]).");
   m.def("_run_passes",
         [](const std::shared_ptr<GraphModule>& gm, const std::vector<std::string>& names, int steps,
            bool run_checks_after_each_pass) {

@@ -107,8 +107,16 @@ def rewritten(x, y, z):
 def test_replace_pattern_with_python_patterns():
     expected, actual = torch.fx.symbolic_trace(rewritten), torch.fx.symbolic_trace(rewritten)
     matches = torch.fx.subgraph_rewriter.replace_pattern(expected, pattern, replacement)
-    n = fxcpp.passes.subgraph_rewriter.replace_pattern(actual, pattern, replacement)
-    assert n == len(matches) == 2
+    before = {n.name: n for n in actual.graph.nodes}
+    found = fxcpp.passes.subgraph_rewriter.replace_pattern(actual, pattern, replacement)
+    # torch.fx's Match objects: the pattern's anchor, and pattern nodes mapped to the graph's as torch.fx maps them.
+    assert len(found) == len(matches) == 2
+    for mine, theirs in zip(found, matches):
+        assert isinstance(mine, torch.fx.subgraph_rewriter.Match)
+        assert mine.anchor.name == theirs.anchor.name
+        assert {k.name: v.name for k, v in mine.nodes_map.items()} == {k.name: v.name for k, v in theirs.nodes_map.items()}
+        for k, v in mine.nodes_map.items():
+            assert v is before[v.name] if k.op != "placeholder" else v.graph is actual.graph
     args = [torch.randn(3) for _ in range(3)]
     assert torch.allclose(actual(*args), expected(*args))
     # The same nodes; the replacement's calls come back as the ATen operators fxcpp calls (torch.sigmoid ->
