@@ -20,7 +20,10 @@ namespace fx {
 /// models reach: aten::convolution (every conv and conv_transpose),
 /// native_batch_norm (also what layer_norm, group_norm and instance_norm
 /// decompose to on meta), _adaptive_avg_pool2d/3d, relu, hardtanh (relu6),
-/// hardswish, index_select (embedding), channel_shuffle. Each lays out its
+/// hardswish, index_select (embedding), channel_shuffle, and the backward
+/// operators make_fx records on meta values: convolution_backward,
+/// native_batch_norm_backward, _adaptive_avg_pool2d_backward,
+/// hardtanh_backward, hardswish_backward. Each lays out its
 /// result exactly as the CPU kernel does (channels_last included). An
 /// operator that already has a Meta kernel is never replaced. Idempotent
 /// and thread-safe; ShapeProp::propagate_meta() and meta traces call it. The kernels serve the whole

@@ -3,6 +3,7 @@
 
 #include <fx/aot.h>
 #include <fx/error.h>
+#include <fx/meta_kernels.h>
 
 #include <c10/util/Exception.h>
 
@@ -14,6 +15,14 @@ std::shared_ptr<GraphModule> make_fx(const AotFunction& fn, const std::vector<c1
     throw TraceError("make_fx: " + std::to_string(options.input_names.size()) + " input names for " +
                      std::to_string(example_inputs.size()) + " inputs");
   aot_impl::MakeFxSession session;
+  // On meta values the operators run their Meta kernels: fxcpp's C++ shape
+  // functions for those libtorch 1.13 has only in Python (conv, batch norm
+  // and their backward ...).
+  for (const c10::IValue& v : example_inputs)
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().is_meta()) {
+      register_meta_shape_functions();
+      break;
+    }
   std::vector<c10::IValue> args;
   for (size_t i = 0; i < example_inputs.size(); ++i) {
     const c10::IValue& v = example_inputs[i];

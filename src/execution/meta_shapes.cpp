@@ -163,6 +163,75 @@ Tensor channel_shuffle_meta(const Tensor& self, int64_t groups) {
   return at::empty(self.sizes(), self.options().memory_format(self.suggest_memory_format()));
 }
 
+// ---- backward operators (what make_fx records on meta values) --------------
+
+/// aten::convolution_backward: grad_input and grad_weight channels_last when
+/// the forward's output is (a 2-d convolution whose input or weight suggests
+/// it), else contiguous; grad_bias [C_out];
+/// undefined where output_mask is false, as the CPU kernels return.
+std::tuple<Tensor, Tensor, Tensor> convolution_backward_meta(const Tensor& grad_output, const Tensor& input,
+                                                             const Tensor& weight, at::OptionalIntArrayRef bias_sizes,
+                                                             at::IntArrayRef stride, at::IntArrayRef padding,
+                                                             at::IntArrayRef dilation, bool transposed,
+                                                             at::IntArrayRef output_padding, int64_t groups,
+                                                             std::array<bool, 3> output_mask) {
+  (void)stride, (void)padding, (void)dilation, (void)output_padding, (void)groups;
+  TORCH_CHECK(grad_output.dim() == input.dim(), "convolution_backward: grad_output ", grad_output.sizes(),
+              " and input ", input.sizes(), " differ in rank");
+  // Both gradients in the layout the forward's output has (convolution_meta's
+  // rule): the CPU backends compute them in it.
+  const bool channels_last =
+      !transposed && input.dim() == 4 && (suggests_channels_last(input) || suggests_channels_last(weight));
+  const auto format = channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
+  Tensor gi, gw, gb;
+  if (output_mask[0]) gi = at::empty(input.sizes(), input.options().memory_format(format));
+  if (output_mask[1]) gw = at::empty(weight.sizes(), weight.options().memory_format(format));
+  if (output_mask[2]) {
+    const int64_t c = bias_sizes && !bias_sizes->empty() ? (*bias_sizes)[0] : grad_output.size(1);
+    gb = at::empty({c}, grad_output.options());
+  }
+  return {gi, gw, gb};
+}
+
+/// aten::native_batch_norm_backward: grad_input laid out as the input
+/// suggests, grad_weight and grad_bias [C]; undefined where masked out.
+std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward_meta(
+    const Tensor& grad_out, const Tensor& input, const c10::optional<Tensor>& weight,
+    const c10::optional<Tensor>& running_mean, const c10::optional<Tensor>& running_var,
+    const c10::optional<Tensor>& save_mean, const c10::optional<Tensor>& save_invstd, bool train, double eps,
+    std::array<bool, 3> output_mask) {
+  (void)weight, (void)running_mean, (void)running_var, (void)save_mean, (void)save_invstd, (void)train, (void)eps;
+  TORCH_CHECK(grad_out.sizes() == input.sizes(), "batch_norm_backward: grad_out ", grad_out.sizes(), " and input ",
+              input.sizes(), " differ");
+  const int64_t c = input.size(1);
+  Tensor gi, gw, gb;
+  if (output_mask[0]) gi = at::empty_like(input, input.suggest_memory_format());
+  if (output_mask[1]) gw = at::empty({c}, input.options());
+  if (output_mask[2]) gb = at::empty({c}, input.options());
+  return {gi, gw, gb};
+}
+
+/// aten::_adaptive_avg_pool2d_backward: the input's shape, laid out as it suggests.
+Tensor adaptive_avg_pool2d_backward_meta(const Tensor& grad_output, const Tensor& self) {
+  (void)grad_output;
+  return at::empty_like(self, self.suggest_memory_format());
+}
+
+/// aten::hardtanh_backward / hardswish_backward: binary TensorIterator ops.
+Tensor hardtanh_backward_meta(const Tensor& grad_output, const Tensor& self, const at::Scalar& min_val,
+                              const at::Scalar& max_val) {
+  (void)min_val, (void)max_val;
+  Tensor result;
+  auto iter = at::TensorIterator::borrowing_binary_op(result, grad_output, self);
+  return iter.output();
+}
+
+Tensor hardswish_backward_meta(const Tensor& grad_output, const Tensor& self) {
+  Tensor result;
+  auto iter = at::TensorIterator::borrowing_binary_op(result, grad_output, self);
+  return iter.output();
+}
+
 /// Registers `fn` for aten::<name> on the Meta key unless a Meta kernel exists.
 template <class Fn>
 void add(torch::Library& lib, std::vector<std::string>& done, const char* name, const char* overload, Fn fn) {
@@ -193,6 +262,11 @@ const std::vector<std::string>& register_meta_shape_functions() {
     add(*lib, done, "hardswish", "", TORCH_FN(hardswish_meta));
     add(*lib, done, "index_select", "", TORCH_FN(index_select_meta));
     add(*lib, done, "channel_shuffle", "", TORCH_FN(channel_shuffle_meta));
+    add(*lib, done, "convolution_backward", "", TORCH_FN(convolution_backward_meta));
+    add(*lib, done, "native_batch_norm_backward", "", TORCH_FN(native_batch_norm_backward_meta));
+    add(*lib, done, "_adaptive_avg_pool2d_backward", "", TORCH_FN(adaptive_avg_pool2d_backward_meta));
+    add(*lib, done, "hardtanh_backward", "", TORCH_FN(hardtanh_backward_meta));
+    add(*lib, done, "hardswish_backward", "", TORCH_FN(hardswish_backward_meta));
     return done;
   }();
   return registered;

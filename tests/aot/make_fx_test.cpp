@@ -144,3 +144,95 @@ TEST(MakeFx, RandomOpsLeaveTheGeneratorAsItWas) {
 }
 
 }  // namespace
+
+namespace {
+
+// Traced on meta values (as torch.fx's make_fx takes fake / meta tensors):
+// nothing is computed, the graph is the one real values give, and its
+// tensor_meta has the real shapes.
+TEST(MakeFx, MetaInputsGiveTheGraphRealInputsGive) {
+  auto fn = [](std::vector<c10::IValue> a) -> c10::IValue {
+    at::Tensor x = a[0].toTensor(), w = a[1].toTensor();
+    at::Tensor y = torch::gelu(torch::mm(x, w)).sum();
+    return torch::autograd::grad({y}, {w})[0];
+  };
+  at::Tensor x = torch::randn({3, 4}), w = torch::randn({4, 5}).requires_grad_();
+  auto real = fx::make_fx(fn, {x, w});
+  auto meta = fx::make_fx(fn, {x.to(at::kMeta), w.detach().to(at::kMeta).requires_grad_()});
+  EXPECT_EQ(call_targets(*meta), call_targets(*real));
+  EXPECT_EQ(meta->code(), real->code());
+  EXPECT_TRUE(torch::allclose(meta->forward({x, w}).toTensor(), fn({x, w}).toTensor(), 1e-5, 1e-6));
+}
+
+}  // namespace
+
+namespace {
+
+TEST(MakeFx, MetaInputsThroughConvolutionAndBatchNormBackward) {
+  auto fn = [](std::vector<c10::IValue> a) -> c10::IValue {
+    at::Tensor x = a[0].toTensor(), w = a[1].toTensor(), g = a[2].toTensor(), b = a[3].toTensor();
+    at::Tensor y = at::conv2d(x, w, {}, 1, 1);
+    y = at::relu(at::batch_norm(y, g, b, {}, {}, true, 0.1, 1e-5, false));
+    auto grads = torch::autograd::grad({y.sum()}, {w, g, b});
+    return c10::ivalue::Tuple::create({grads[0], grads[1], grads[2]});
+  };
+  torch::manual_seed(0);
+  std::vector<c10::IValue> real{torch::randn({2, 3, 8, 8}), torch::randn({4, 3, 3, 3}).requires_grad_(),
+                                torch::rand({4}).requires_grad_(), torch::randn({4}).requires_grad_()};
+  std::vector<c10::IValue> meta;
+  for (const auto& v : real)
+    meta.push_back(v.toTensor().detach().to(at::kMeta).requires_grad_(v.toTensor().requires_grad()));
+  auto from_real = fx::make_fx(fn, real);
+  auto from_meta = fx::make_fx(fn, meta);
+  EXPECT_EQ(call_targets(*from_meta), call_targets(*from_real));
+  auto want = fn(real).toTupleRef().elements();
+  auto got = from_meta->forward(real).toTupleRef().elements();
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_TRUE(torch::allclose(got[i].toTensor(), want[i].toTensor(), 1e-4, 1e-5)) << i;
+}
+
+}  // namespace
+
+namespace {
+
+// A small CNN's training step written functionally (conv, batch norm, relu6,
+// max pool, residual add, adaptive average pool, linear, cross-entropy), traced
+// on meta values: no arithmetic and no memory for activations, the very ATen
+// operators (forward and backward) a trace on real values records.
+TEST(MakeFx, MetaTrainingStepOfACnn) {
+  auto step = [](std::vector<c10::IValue> a) -> c10::IValue {
+    at::Tensor x = a[0].toTensor(), labels = a[1].toTensor();
+    at::Tensor w1 = a[2].toTensor(), g1 = a[3].toTensor(), b1 = a[4].toTensor(), w2 = a[5].toTensor(),
+               fc = a[6].toTensor();
+    at::Tensor y = at::hardtanh(at::batch_norm(at::conv2d(x, w1, {}, 1, 1), g1, b1, {}, {}, true, 0.1, 1e-5, false),
+                                0, 6);
+    y = at::max_pool2d(y, {2, 2});
+    y = at::relu(at::conv2d(y, w2, {}, 1, 1) + y);
+    y = at::flatten(at::adaptive_avg_pool2d(y, {1, 1}), 1);
+    at::Tensor loss = torch::nn::functional::cross_entropy(at::linear(y, fc), labels);
+    auto grads = torch::autograd::grad({loss}, {w1, g1, b1, w2, fc});
+    return c10::ivalue::Tuple::create(std::vector<c10::IValue>(grads.begin(), grads.end()));
+  };
+  torch::manual_seed(0);
+  std::vector<c10::IValue> real{torch::randn({4, 3, 16, 16}),
+                                torch::randint(0, 10, {4}),
+                                (torch::randn({8, 3, 3, 3}) * 0.3).requires_grad_(),
+                                torch::rand({8}).requires_grad_(),
+                                torch::randn({8}).requires_grad_(),
+                                (torch::randn({8, 8, 3, 3}) * 0.2).requires_grad_(),
+                                (torch::randn({10, 8}) * 0.3).requires_grad_()};
+  std::vector<c10::IValue> meta;
+  for (const auto& v : real)
+    meta.push_back(v.toTensor().detach().to(at::kMeta).requires_grad_(v.toTensor().requires_grad()));
+  auto from_real = fx::make_fx(step, real);
+  auto from_meta = fx::make_fx(step, meta);
+  EXPECT_GT(call_targets(*from_real).size(), 30u);
+  EXPECT_EQ(call_targets(*from_meta), call_targets(*from_real));
+  auto want = step(real).toTupleRef().elements();
+  auto got = from_meta->forward(real).toTupleRef().elements();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_TRUE(torch::allclose(got[i].toTensor(), want[i].toTensor(), 1e-4, 1e-5)) << i;
+}
+
+}  // namespace

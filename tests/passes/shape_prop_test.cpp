@@ -539,6 +539,48 @@ TEST(ShapePropMeta, PoolingActivationsEmbeddingMatchCpu) {
            [](const std::vector<at::Tensor>& t) -> c10::IValue { return at::index_select(t[0], 1, t[1]); });
 }
 
+// The backward operators make_fx records on meta values (convolution_backward,
+// native_batch_norm_backward, ...): the CPU kernels' sizes, strides and layouts.
+TEST(ShapePropMeta, BackwardOperatorsMatchCpu) {
+  for (int layout = 0; layout < 3; ++layout) {  // contiguous, channels_last, only the conv weight channels_last
+    auto in = [&](std::vector<int64_t> sz) { auto t = at::randn(sz); return layout == 1 ? cl(t) : t; };
+    auto wt = [&](std::vector<int64_t> sz) { auto t = at::randn(sz); return layout >= 1 ? cl(t) : t; };
+    const std::string tag = "layout " + std::to_string(layout) + ": ";
+    check_op(tag + "convolution_backward", {in({2, 8, 7, 7}), in({2, 4, 9, 9}), wt({8, 4, 3, 3})},
+             [](const std::vector<at::Tensor>& t) -> c10::IValue {
+               auto [gi, gw, gb] = at::convolution_backward(t[0], t[1], t[2], std::vector<int64_t>{8}, {1, 1}, {0, 0},
+                                                            {1, 1}, false, {0, 0}, 1, {true, true, true});
+               return c10::ivalue::Tuple::create({gi, gw, gb});
+             });
+    // (A [4, 1, 3, 3] weight's stride of its size-1 dimension is arbitrary: made contiguous here.)
+    check_op(tag + "depthwise convolution_backward", {in({1, 4, 9, 9}), in({1, 4, 9, 9}), at::randn({4, 1, 3, 3})},
+             [](const std::vector<at::Tensor>& t) -> c10::IValue {
+               auto [gi, gw, gb] = at::convolution_backward(t[0], t[1], t[2], c10::nullopt, {1, 1}, {1, 1}, {1, 1},
+                                                            false, {0, 0}, 4, {true, true, false});
+               return c10::ivalue::Tuple::create({gi, gw});
+             });
+    check_op(tag + "grouped convolution_backward", {in({1, 8, 9, 9}), in({1, 4, 9, 9}), wt({8, 2, 3, 3})},
+             [](const std::vector<at::Tensor>& t) -> c10::IValue {
+               auto [gi, gw, gb] = at::convolution_backward(t[0], t[1], t[2], std::vector<int64_t>{8}, {1, 1}, {1, 1},
+                                                            {1, 1}, false, {0, 0}, 2, {true, true, true});
+               return c10::ivalue::Tuple::create({gi, gw, gb});
+             });
+    check_op(tag + "native_batch_norm_backward", {in({2, 4, 5, 5}), in({2, 4, 5, 5}), at::rand({4}) + 0.5},
+             [](const std::vector<at::Tensor>& t) -> c10::IValue {
+               auto [y, mean, invstd] = at::native_batch_norm(t[1], t[2], {}, {}, {}, true, 0.1, 1e-5);
+               auto [gi, gw, gb] = at::native_batch_norm_backward(t[0], t[1], t[2], {}, {}, mean, invstd, true, 1e-5,
+                                                                 {true, true, true});
+               return c10::ivalue::Tuple::create({gi, gw, gb});
+             });
+    check_op(tag + "_adaptive_avg_pool2d_backward", {in({2, 4, 1, 1}), in({2, 4, 5, 5})},
+             [](const std::vector<at::Tensor>& t) -> c10::IValue { return at::_adaptive_avg_pool2d_backward(t[0], t[1]); });
+    check_op(tag + "hardtanh_backward", {in({2, 4, 5, 5}), in({2, 4, 5, 5})},
+             [](const std::vector<at::Tensor>& t) -> c10::IValue { return at::hardtanh_backward(t[0], t[1], 0, 6); });
+    check_op(tag + "hardswish_backward", {in({2, 4, 5, 5}), in({2, 4, 5, 5})},
+             [](const std::vector<at::Tensor>& t) -> c10::IValue { return at::hardswish_backward(t[0], t[1]); });
+  }
+}
+
 TEST(ShapePropMeta, RegistersOnlyMissingKernels) {
   const auto& first = fx::register_meta_shape_functions();
   const auto& again = fx::register_meta_shape_functions();
