@@ -150,7 +150,7 @@ def main():
     ap.add_argument("--save-dir")
     args = ap.parse_args()
     digits_dir = ensure_models(args.build)
-    rounds = 2 if args.quick else 3
+    rounds = 2 if args.quick else 5
     cpp_runs, py_runs = [], []
     for r in range(rounds):
         if r % 2 == 0:
