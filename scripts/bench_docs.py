@@ -45,6 +45,7 @@ SECTIONS = [
     ("bench_ort", "fxcpp vs ONNX Runtime", "bench_ort"),
     ("bench_cold_start", "Cold start and deployment", "bench_cold_start"),
     ("bench_quantize", "int8: fxcpp vs Python's quantize_fx", "bench_quantize"),
+    ("bench_python", "fxcpp from Python: import fxcpp", "bench_python"),
     ("quantize_dynamic", "Dynamic int8 linear layers", None),
     ("bench_pipeline", "Pipeline and data parallelism", "bench_pipeline"),
     ("training", "Training steps", None),
