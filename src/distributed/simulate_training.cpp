@@ -79,4 +79,36 @@ TrainingSimulationResult simulate_pipeline_training(const TrainingSimulationInpu
   return r;
 }
 
+DataParallelSimulationResult simulate_data_parallel_training(const DataParallelSimulationInput& in) {
+  if (in.ranks < 1) throw Error("simulate_data_parallel_training: ranks must be at least 1");
+  if (in.forward_ms < 0 || in.backward_ms < 0 || in.other_ms < 0 || in.bandwidth < 0 || in.latency_ms < 0)
+    throw Error("simulate_data_parallel_training: negative time, bandwidth or latency");
+  double total = 0;
+  for (double b : in.bucket_bytes) {
+    if (b < 0) throw Error("simulate_data_parallel_training: negative bucket bytes");
+    total += b;
+  }
+  const double compute = in.forward_ms + in.backward_ms;
+  DataParallelSimulationResult r;
+  double link_free = 0, filled = 0, end = compute;
+  if (in.ranks > 1) {
+    const double n = static_cast<double>(in.ranks);
+    for (double bytes : in.bucket_bytes) {
+      filled += bytes;
+      const double ready = in.forward_ms + (total > 0 ? in.backward_ms * filled / total : in.backward_ms);
+      const double message_ms = in.latency_ms + (in.bandwidth > 0 ? bytes / n / in.bandwidth * 1000.0 : 0.0);
+      const double ms = 2 * (n - 1) * message_ms;
+      const double start = std::max(ready, link_free);
+      link_free = start + ms;
+      r.allreduce_ms += ms;
+      end = std::max(end, link_free);
+    }
+  }
+  r.exposed_ms = end - compute;
+  r.step_ms = end + in.other_ms;
+  const double one = compute + in.other_ms;
+  r.speedup = r.step_ms > 0 ? static_cast<double>(in.ranks) * one / r.step_ms : static_cast<double>(in.ranks);
+  return r;
+}
+
 }  // namespace fx::distributed

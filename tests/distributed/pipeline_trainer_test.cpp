@@ -234,4 +234,41 @@ TEST(PipelineTrainer, SimulatedStepBubbleAndActivations) {
   }
 }
 
+TEST(DataParallelSimulation, RingAllReduceBehindBackward) {
+  // Forward 10 ms, backward 20 ms, optimizer 2 ms; two buckets of 100 MB in all-reduce order; 2 ranks on a
+  // 1 GB/s link: each bucket's ring all-reduce is 2 (N - 1) messages of 50 MB, 100 ms. Bucket 0 is ready
+  // half way through backward (20 ms) and ends at 120 ms; bucket 1 (ready at 30 ms) waits for the link and
+  // ends at 220 ms: 190 ms not hidden by backward, a step of 222 ms.
+  dist::DataParallelSimulationInput in;
+  in.forward_ms = 10, in.backward_ms = 20, in.other_ms = 2;
+  in.bucket_bytes = {100e6, 100e6};
+  in.ranks = 2;
+  in.bandwidth = 1e9;
+  dist::DataParallelSimulationResult r = dist::simulate_data_parallel_training(in);
+  EXPECT_DOUBLE_EQ(r.allreduce_ms, 200.0);
+  EXPECT_DOUBLE_EQ(r.exposed_ms, 190.0);
+  EXPECT_DOUBLE_EQ(r.step_ms, 222.0);
+  EXPECT_DOUBLE_EQ(r.speedup, 2 * 32.0 / 222.0);
+  // A free link: no cost, N times the samples.
+  in.bandwidth = 0;
+  r = dist::simulate_data_parallel_training(in);
+  EXPECT_DOUBLE_EQ(r.step_ms, 32.0);
+  EXPECT_DOUBLE_EQ(r.speedup, 2.0);
+  // 4 ranks, latency only (1 ms a message), one bucket ready at the end of backward: 2 x 3 messages after it.
+  in.ranks = 4, in.latency_ms = 1, in.bucket_bytes = {1e6};
+  r = dist::simulate_data_parallel_training(in);
+  EXPECT_DOUBLE_EQ(r.exposed_ms, 6.0);
+  EXPECT_DOUBLE_EQ(r.step_ms, 38.0);
+  // One rank: nothing to all-reduce.
+  in.ranks = 1;
+  EXPECT_DOUBLE_EQ(dist::simulate_data_parallel_training(in).step_ms, 32.0);
+  in.ranks = 0;
+  try {
+    dist::simulate_data_parallel_training(in);
+    ADD_FAILURE() << "no error";
+  } catch (const fx::Error& e) {
+    EXPECT_EQ(std::string(e.what()), "simulate_data_parallel_training: ranks must be at least 1");
+  }
+}
+
 }  // namespace

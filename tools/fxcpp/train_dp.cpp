@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <chrono>
@@ -27,6 +28,57 @@ namespace fx::cli {
 namespace {
 
 namespace dist = fx::distributed;
+
+/// Each bucket's gradient bytes, in all-reduce order.
+std::vector<double> bucket_bytes(const dist::DataParallelTrainer& ddp, GraphModule& model) {
+  auto params = model.named_parameters();
+  std::vector<double> out;
+  for (const auto& names : ddp.bucket_parameters()) {
+    double bytes = 0;
+    for (const std::string& name : names)
+      if (const at::Tensor* p = params.find(name)) bytes += static_cast<double>(p->numel() * p->element_size());
+    out.push_back(bytes);
+  }
+  return out;
+}
+
+/// simulate_data_parallel_training on this run's compute (one rank's step
+/// without the all-reduce it could not hide) and buckets, for 2 to 16 ranks on
+/// each link: one line per link.
+void print_simulation(const std::vector<double>& buckets, double step_ms, double backward_ms, double exposed_ms,
+                      int world, double allreduce_ms) {
+  double total = 0;
+  for (double b : buckets) total += b;
+  dist::DataParallelSimulationInput in;
+  in.backward_ms = backward_ms;
+  in.forward_ms = std::max(0.0, step_ms - exposed_ms - backward_ms);  // forward, loss and optimizer step
+  in.bucket_bytes = buckets;
+  struct Link {
+    std::string name;
+    double bandwidth, latency_ms;
+  };
+  std::vector<Link> links = {{"10 Gb/s Ethernet (1.25 GB/s, 50 us)", 1.25e9, 0.05},
+                             {"100 Gb/s (12.5 GB/s, 10 us)", 12.5e9, 0.01}};
+  if (world > 1 && allreduce_ms > 0) {
+    // This run's ring all-reduce moved 2 (N - 1) / N of the bytes per rank in allreduce_ms (latency included).
+    const double bw = 2.0 * (world - 1) / world * total / (allreduce_ms / 1000.0);
+    links.insert(links.begin(), Link{"the link measured here (" + format_number(bw / 1e9) + " GB/s effective)", bw, 0});
+  }
+  std::cout << "simulated on more machines (simulate_data_parallel_training; this run's compute, "
+            << format_number(total / 1e6) << " MB of gradients in " << buckets.size() << " bucket"
+            << (buckets.size() == 1 ? "" : "s") << ", ring all-reduce):\n";
+  for (const Link& link : links) {
+    in.bandwidth = link.bandwidth, in.latency_ms = link.latency_ms;
+    std::cout << "  " << link.name << ":";
+    for (int64_t n : {2, 4, 8, 16}) {
+      in.ranks = n;
+      const dist::DataParallelSimulationResult r = dist::simulate_data_parallel_training(in);
+      std::cout << (n == 2 ? " " : ", ") << n << " ranks " << format_number(r.speedup) << "x ("
+                << format_number(r.exposed_ms) << " ms not hidden)";
+    }
+    std::cout << "\n";
+  }
+}
 using Clock = std::chrono::steady_clock;
 
 int run_train_dp(const std::vector<std::string>& argv) {
@@ -108,6 +160,8 @@ int run_train_dp(const std::vector<std::string>& argv) {
                 << format_number(overlap_ms / n) << " ms of it while backward ran (backward "
                 << format_number(backward_ms / n) << " ms; rank 0's peak resident memory "
                 << format_number(peak_resident_mib()) << " MiB)\n";
+      print_simulation(bucket_bytes(ddp, *model), 1000.0 * total_s / n, backward_ms / n,
+                       world > 1 ? std::max(0.0, (allreduce_ms - overlap_ms) / n) : 0.0, world, allreduce_ms / n);
       if (args.has("checkpoint")) std::cout << "checkpoint: " << checkpoint.dir << " (step " << first + steps << ")\n";
     }
     if (group) group->barrier("the end of training");

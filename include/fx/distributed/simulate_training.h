@@ -15,6 +15,10 @@
 /// the stages' time (S x step time) that they sit idle; the peak
 /// microbatches kept is the most forwards a stage has run whose backward
 /// has not (the activations it holds).
+///
+/// simulate_data_parallel_training: the same for data parallelism, where
+/// there is no bubble and the cost is the ring all-reduce that backward does
+/// not hide.
 
 #include <fx/distributed/pipeline_trainer.h>
 
@@ -49,5 +53,38 @@ struct TrainingSimulationResult {
 /// Simulates the step (see the file comment). Throws fx::Error on empty,
 /// mismatched or negative inputs.
 TrainingSimulationResult simulate_pipeline_training(const TrainingSimulationInput& input);
+
+/// What the data-parallel simulation is given: one rank's measured step at
+/// its per-rank batch, the gradient buckets, the ranks and the link.
+struct DataParallelSimulationInput {
+  /// One rank's forward (with the loss), backward, and the rest of its step
+  /// (optimizer), milliseconds.
+  double forward_ms = 0, backward_ms = 0, other_ms = 0;
+  /// Each bucket's bytes, in all-reduce order (the order backward fills them).
+  std::vector<double> bucket_bytes;
+  /// How many ranks, one per machine.
+  int64_t ranks = 2;
+  /// Link bandwidth, bytes per second (0: infinite), and per-message latency, milliseconds.
+  double bandwidth = 0, latency_ms = 0;
+};
+
+/// What the data-parallel simulation found.
+struct DataParallelSimulationResult {
+  /// One step of every rank, milliseconds.
+  double step_ms = 0;
+  /// The link's busy time for the step's all-reduces, and the part of it after backward ended (not hidden).
+  double allreduce_ms = 0, exposed_ms = 0;
+  /// Samples per second of `ranks` ranks over one rank's (each at the per-rank batch).
+  double speedup = 1;
+};
+
+/// A data-parallel step on `ranks` machines (DataParallelTrainer's design):
+/// backward makes the buckets' gradients ready in proportion to their bytes
+/// (bucket k when the bytes of buckets 0..k are done); each bucket is then
+/// ring all-reduced, one bucket at a time on the link, 2 (N - 1) messages of
+/// bytes / N each (latency + bytes / N / bandwidth); the step ends when
+/// backward and the last all-reduce have, plus `other_ms`. Throws fx::Error
+/// on negative or missing inputs.
+DataParallelSimulationResult simulate_data_parallel_training(const DataParallelSimulationInput& input);
 
 }  // namespace fx::distributed
