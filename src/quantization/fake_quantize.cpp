@@ -30,6 +30,8 @@ FakeQuantize::FakeQuantize(const ObserverFactory& factory)
   observer_ = observer_of(factory)();
   if (as_fake_quantize(*observer_)) throw Error(type + ": its observer cannot be a fake quantizer");
   register_module("activation_post_process", observer_);
+  if (const at::Tensor* t = observer_->named_buffers(false).find("min_val")) min_val_ = *t;
+  if (const at::Tensor* t = observer_->named_buffers(false).find("max_val")) max_val_ = *t;
   fused_ = type == "FusedMovingAvgObsFakeQuantize";
   if (fused_ && observer_type_ != "MovingAverageMinMaxObserver" &&
       observer_type_ != "MovingAveragePerChannelMinMaxObserver")
@@ -66,9 +68,7 @@ ObserverFactory FakeQuantize::factory() const { return ObserverFactory{type_name
 at::Tensor FakeQuantize::forward(const at::Tensor& x) {
   const int64_t ch_axis = is_per_channel() ? options_.ch_axis : -1;
   if (fused_) {
-    at::Tensor min_val = observer_->named_buffers(false)["min_val"];
-    at::Tensor max_val = observer_->named_buffers(false)["max_val"];
-    return at::fused_moving_avg_obs_fake_quant(x, observer_enabled_, fake_quant_enabled_, min_val, max_val, scale_,
+    return at::fused_moving_avg_obs_fake_quant(x, observer_enabled_, fake_quant_enabled_, min_val_, max_val_, scale_,
                                                zero_point_, options_.averaging_constant, quant_min_, quant_max_,
                                                ch_axis, is_per_channel(), symmetric(options_.qscheme));
   }
@@ -122,7 +122,7 @@ void disable_fake_quant(torch::nn::Module& module) {
 nlohmann::json fake_quantize_to_json(const FakeQuantize& q) {
   nlohmann::json j = factory_to_json(q.factory());
   j["qparams_size"] = q.scale().numel();
-  j["min_max_size"] = q.activation_post_process().named_buffers(false)["min_val"].numel();
+  j["min_max_size"] = q.running_min().defined() ? q.running_min().numel() : 0;
   return j;
 }
 
@@ -135,9 +135,10 @@ std::shared_ptr<FakeQuantize> fake_quantize_from_json(const nlohmann::json& j) {
                 std::to_string(min_max) + " out of range");
   if (q->is_per_channel()) {
     at::NoGradGuard no_grad;
-    const_cast<at::Tensor&>(q->scale()).resize_({qparams});
-    const_cast<at::Tensor&>(q->zero_point()).resize_({qparams});
-    for (const char* b : {"min_val", "max_val"}) q->activation_post_process().named_buffers(false)[b].resize_({min_max});
+    q->scale().resize_({qparams});
+    q->zero_point().resize_({qparams});
+    q->running_min().resize_({min_max});
+    q->running_max().resize_({min_max});
   } else if (qparams != 1) {
     throw Error("FakeQuantize: a per-tensor fake quantizer with " + std::to_string(qparams) + " scales");
   }

@@ -91,6 +91,22 @@ TEST(FakeQuantize, ObserverAndFakeQuantSwitches) {
   EXPECT_FALSE(at::equal(fq->forward(x), x));
 }
 
+// The fixed-qparams kind (sigmoid, tanh ...) has no running min / max: it saves
+// and loads with its constant scale and zero point.
+TEST(FakeQuantize, FixedQParamsKindSavesAndLoads) {
+  const ObserverFactory f = get_default_qat_qconfig_mapping("onednn").for_function("aten::sigmoid")->activation;
+  FakeQuantize q(f);
+  EXPECT_EQ(q.type_name(), "FixedQParamsFakeQuantize");
+  EXPECT_FALSE(q.running_min().defined());
+  const nlohmann::json j = fake_quantize_to_json(q);
+  EXPECT_EQ(j.at("min_max_size").get<int64_t>(), 0);
+  auto back = fake_quantize_from_json(j);
+  EXPECT_EQ(back->scale().item<float>(), 1.0f / 256.0f);
+  EXPECT_EQ(back->zero_point().item<int>(), 0);
+  const at::Tensor x = at::linspace(-1, 2, 7);
+  EXPECT_TRUE(at::equal(back->forward(x), q.forward(x)));
+}
+
 TEST(PrepareQat, SamePlacementAsPrepareAndQatLayers) {
   auto eval_gm = quant_test::small_net();
   auto ptq = prepare(eval_gm, get_default_qconfig_mapping("onednn"), {quant_test::small_input(1)});

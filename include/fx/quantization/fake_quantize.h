@@ -60,6 +60,10 @@ class FakeQuantize : public ObserverBase {
   const at::Tensor& zero_point() const { return zero_point_; }
   /// The observer (child "activation_post_process").
   ObserverBase& activation_post_process() const { return *observer_; }
+  /// The observer's running min / max (its buffers min_val / max_val; undefined for a FixedQParamsObserver).
+  const at::Tensor& running_min() const { return min_val_; }
+  /// The observer's running max (see running_min).
+  const at::Tensor& running_max() const { return max_val_; }
   /// Per-channel (weights) or per-tensor.
   bool is_per_channel() const;
   /// The factory that makes an equal, fresh fake quantizer.
@@ -69,6 +73,7 @@ class FakeQuantize : public ObserverBase {
   std::shared_ptr<ObserverBase> observer_;
   std::string observer_type_;
   at::Tensor scale_, zero_point_, fake_quant_enabled_, observer_enabled_;
+  at::Tensor min_val_, max_val_;  // the observer's buffers (resized in place, never replaced)
   bool fused_ = false;
 };
 
