@@ -17,9 +17,15 @@ namespace fx::quantization {
 
 namespace {
 
+/// A batch norm of `o`'s, and what forward() reads of it.
+struct LiveBatchNorm {
+  std::shared_ptr<torch::nn::Module> module;
+  std::function<at::Tensor(const at::Tensor&)> forward;
+  at::Tensor running_var, weight;  // its tensors (fx::load and prepare_qat set_data them: never replaced)
+};
+
 template <class Impl>
-std::pair<std::shared_ptr<torch::nn::Module>, std::function<at::Tensor(const at::Tensor&)>> make_bn(
-    const QatLayer::Options& o) {
+LiveBatchNorm make_bn(const QatLayer::Options& o) {
   auto bn = std::make_shared<Impl>(
       torch::nn::BatchNormOptions(o.out).eps(o.bn_eps).momentum(o.bn_momentum ? c10::optional<double>(*o.bn_momentum)
                                                                                : c10::optional<double>())
@@ -30,12 +36,16 @@ std::pair<std::shared_ptr<torch::nn::Module>, std::function<at::Tensor(const at:
     bn->weight.zero_();
   }
   Impl* raw = bn.get();
-  return {bn, [raw](const at::Tensor& x) { return raw->forward(x); }};
+  return {bn, [raw](const at::Tensor& x) { return raw->forward(x); }, bn->running_var, bn->weight};
 }
 
 }  // namespace
 
-QatLayer::QatLayer(Options options, const ObserverFactory& weight_fake_quant) : options_(std::move(options)) {
+QatLayer::QatLayer(Options options, const ObserverFactory& weight_fake_quant)
+    : QatLayer(std::move(options), std::dynamic_pointer_cast<FakeQuantize>(weight_fake_quant()), weight_fake_quant.type) {}
+
+QatLayer::QatLayer(Options options, std::shared_ptr<FakeQuantize> weight_fake_quant, const std::string& made_by)
+    : options_(std::move(options)) {
   const Options& o = options_;
   if (o.dim < 0 || o.dim > 3) throw Error("QatLayer: dim must be 0 (linear) or 1-3 (conv), not " + std::to_string(o.dim));
   if (o.in <= 0 || o.out <= 0) throw Error("QatLayer " + o.type + ": in and out must be positive");
@@ -53,14 +63,16 @@ QatLayer::QatLayer(Options options, const ObserverFactory& weight_fake_quant) : 
   weight = register_parameter("weight", at::zeros(shape));
   if (o.bias) bias = register_parameter("bias", at::zeros({o.out}));
   if (o.bn) {
-    auto made = o.dim <= 1 ? make_bn<torch::nn::BatchNorm1dImpl>(o)
-                           : o.dim == 2 ? make_bn<torch::nn::BatchNorm2dImpl>(o) : make_bn<torch::nn::BatchNorm3dImpl>(o);
-    bn_ = register_module("bn", made.first);
-    bn_forward_ = made.second;
+    LiveBatchNorm made = o.dim <= 1   ? make_bn<torch::nn::BatchNorm1dImpl>(o)
+                         : o.dim == 2 ? make_bn<torch::nn::BatchNorm2dImpl>(o)
+                                      : make_bn<torch::nn::BatchNorm3dImpl>(o);
+    bn_ = register_module("bn", made.module);
+    bn_forward_ = std::move(made.forward);
+    bn_running_var_ = made.running_var;
+    bn_weight_ = made.weight;
   }
-  auto fq = std::dynamic_pointer_cast<FakeQuantize>(weight_fake_quant());
-  if (!fq) throw Error("QatLayer " + o.type + ": its weight needs a fake quantizer, not a " + weight_fake_quant.type);
-  weight_fake_quant_ = register_module("weight_fake_quant", fq);
+  if (!weight_fake_quant) throw Error("QatLayer " + o.type + ": its weight needs a fake quantizer, not a " + made_by);
+  weight_fake_quant_ = register_module("weight_fake_quant", std::move(weight_fake_quant));
 }
 
 void QatLayer::train(bool on) {
@@ -101,11 +113,8 @@ at::Tensor QatLayer::forward(const at::Tensor& x) {
   if (!bn_) {
     y = layer(x, weight_fake_quant_->forward(weight), bias);
   } else {
-    const auto& bn_tensors = bn_->named_buffers(false);
-    at::Tensor running_var = bn_tensors["running_var"];
-    at::Tensor gamma = bn_->named_parameters(false)["weight"];
-    at::Tensor running_std = at::sqrt(running_var + options_.bn_eps);
-    at::Tensor scale_factor = gamma / running_std;
+    at::Tensor running_std = at::sqrt(bn_running_var_ + options_.bn_eps);
+    at::Tensor scale_factor = bn_weight_ / running_std;
     std::vector<int64_t> weight_shape(weight.dim(), 1), bias_shape(weight.dim(), 1);
     weight_shape[0] = -1;
     bias_shape[1] = -1;
@@ -195,12 +204,8 @@ std::shared_ptr<QatLayer> from_json(const nlohmann::json& j) {
   else o.bn_momentum = std::nullopt;
   o.relu = j.at("relu").get<bool>();
   if (o.in > (int64_t{1} << 24) || o.out > (int64_t{1} << 24)) throw Error("QatLayer: in / out out of range");
-  auto fq = fake_quantize_from_json(j.at("weight_fake_quant"));
-  ObserverFactory factory = fq->factory();
-  auto l = std::make_shared<QatLayer>(o, factory);
-  // The fake quantizer with the saved sizes replaces the fresh one.
-  l->replace_module("weight_fake_quant", fq);
-  l->adopt_weight_fake_quant(fq);
+  // The fake quantizer with the saved sizes, so that load_state fits the saved tensors into it.
+  auto l = std::make_shared<QatLayer>(o, fake_quantize_from_json(j.at("weight_fake_quant")), "FakeQuantize");
   if (j.at("freeze_bn").get<bool>()) l->freeze_bn_stats();
   return l;
 }

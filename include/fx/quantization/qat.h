@@ -65,6 +65,9 @@ class QatLayer : public torch::nn::Module {
   /// running statistics as a new batch norm's: prepare_qat and fx::load set
   /// them) with a weight fake quantizer made by `weight_fake_quant`.
   QatLayer(Options options, const ObserverFactory& weight_fake_quant);
+  /// The same with the weight's fake quantizer given (fx::load's: one with
+  /// the saved sizes); fx::Error naming `made_by` when it is null.
+  QatLayer(Options options, std::shared_ptr<FakeQuantize> weight_fake_quant, const std::string& made_by);
   /// The fake-quantized forward (see the file comment).
   at::Tensor forward(const at::Tensor& x);
   /// Training mode; a frozen batch norm stays in eval mode (Python's `train`).
@@ -85,9 +88,6 @@ class QatLayer : public torch::nn::Module {
   FakeQuantize& weight_fake_quant() const { return *weight_fake_quant_; }
   /// The batch norm (child "bn"), or nullptr.
   const std::shared_ptr<torch::nn::Module>& bn() const { return bn_; }
-  /// Makes `fq` (already registered as child "weight_fake_quant") the
-  /// weight's fake quantizer (fx::load's: one with the saved sizes).
-  void adopt_weight_fake_quant(std::shared_ptr<FakeQuantize> fq) { weight_fake_quant_ = std::move(fq); }
   /// The layer's weight (parameter "weight").
   at::Tensor weight;
   /// The layer's bias (parameter "bias"), undefined when Options::bias is false.
@@ -99,6 +99,7 @@ class QatLayer : public torch::nn::Module {
   std::shared_ptr<FakeQuantize> weight_fake_quant_;
   std::shared_ptr<torch::nn::Module> bn_;
   std::function<at::Tensor(const at::Tensor&)> bn_forward_;
+  at::Tensor bn_running_var_, bn_weight_;  // the batch norm's, read by forward()
   bool freeze_bn_ = false;
 };
 
