@@ -217,19 +217,18 @@ Tensor adaptive_avg_pool2d_backward_meta(const Tensor& grad_output, const Tensor
   return at::empty_like(self, self.suggest_memory_format());
 }
 
-/// aten::hardtanh_backward / hardswish_backward: binary TensorIterator ops.
-Tensor hardtanh_backward_meta(const Tensor& grad_output, const Tensor& self, const at::Scalar& min_val,
-                              const at::Scalar& max_val) {
-  (void)min_val, (void)max_val;
+/// aten::hardswish_backward (and hardtanh_backward's tensors): a binary TensorIterator op.
+Tensor hardswish_backward_meta(const Tensor& grad_output, const Tensor& self) {
   Tensor result;
   auto iter = at::TensorIterator::borrowing_binary_op(result, grad_output, self);
   return iter.output();
 }
 
-Tensor hardswish_backward_meta(const Tensor& grad_output, const Tensor& self) {
-  Tensor result;
-  auto iter = at::TensorIterator::borrowing_binary_op(result, grad_output, self);
-  return iter.output();
+/// aten::hardtanh_backward: as hardswish_backward (the bounds do not shape the result).
+Tensor hardtanh_backward_meta(const Tensor& grad_output, const Tensor& self, const at::Scalar& min_val,
+                              const at::Scalar& max_val) {
+  (void)min_val, (void)max_val;
+  return hardswish_backward_meta(grad_output, self);
 }
 
 /// Registers `fn` for aten::<name> on the Meta key unless a Meta kernel exists.
