@@ -83,17 +83,17 @@ def save(path, value):
     os.replace(path + ".tmp", path)
 
 
-def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else "digits"
-    os.makedirs(out, exist_ok=True)
-    torch.set_num_threads(1)
-    torch.manual_seed(SEED)
-    (xtr, ytr), (xte, yte) = data()
-    model = DigitsNet()
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    t0 = time.time()
+def save_jit(m, path):
+    """A TorchScript module written beside `path` and renamed over it."""
+    m.save(path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
+def fit(model, xtr, ytr, lr, epochs):
+    """Adam on cross-entropy, batches of 32 in an order drawn from a generator seeded with SEED."""
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
     g = torch.Generator().manual_seed(SEED)
-    for _ in range(15):
+    for _ in range(epochs):
         model.train()
         perm = torch.randperm(len(ytr), generator=g)
         for i in range(0, len(ytr), 32):
@@ -101,23 +101,35 @@ def main():
             opt.zero_grad()
             nn.functional.cross_entropy(model(xtr[idx]), ytr[idx]).backward()
             opt.step()
-    train_seconds = time.time() - t0
     model.eval()
+
+
+def calibration_batches(xtr):
+    """CALIB_BATCHES batches of CALIB_BATCH training images, as forward-argument tuples."""
+    return [(xtr[i * CALIB_BATCH:(i + 1) * CALIB_BATCH].clone(),) for i in range(CALIB_BATCHES)]
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else "digits"
+    os.makedirs(out, exist_ok=True)
+    torch.set_num_threads(1)
+    torch.manual_seed(SEED)
+    (xtr, ytr), (xte, yte) = data()
+    model = DigitsNet()
+    t0 = time.time()
+    fit(model, xtr, ytr, 3e-3, 15)
+    train_seconds = time.time() - t0
     fp32 = accuracy(model, xte, yte)
 
     example = (xte[:1],)
-    calib = [(xtr[i * CALIB_BATCH:(i + 1) * CALIB_BATCH].clone(),) for i in range(CALIB_BATCHES)]
+    calib = calibration_batches(xtr)
     q = python_int8(model, example, calib)
     int8 = accuracy(q, xte, yte)
 
-    def atomic_jit(m, path):
-        m.save(path + ".tmp")
-        os.replace(path + ".tmp", path)
-
-    atomic_jit(torch.jit.script(model), os.path.join(out, "digits.script.pt"))
-    atomic_jit(torch.jit.script(copy.deepcopy(model).train()), os.path.join(out, "digits.train.pt"))
+    save_jit(torch.jit.script(model), os.path.join(out, "digits.script.pt"))
+    save_jit(torch.jit.script(copy.deepcopy(model).train()), os.path.join(out, "digits.train.pt"))
     with torch.no_grad():
-        atomic_jit(torch.jit.trace(model, example), os.path.join(out, "digits.trace.pt"))
+        save_jit(torch.jit.trace(model, example), os.path.join(out, "digits.trace.pt"))
     save_int8_torchscript(q, example, os.path.join(out, "digits.int8.pt"))
     save(os.path.join(out, "digits.test.pt"), (xte.clone(), yte.clone()))
     save(os.path.join(out, "digits.train_data.pt"), (xtr.clone(), ytr.clone()))

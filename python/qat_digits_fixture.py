@@ -37,7 +37,7 @@ from torch.ao.quantization import get_default_qat_qconfig_mapping, get_default_q
 from torch.ao.quantization.quantize_fx import convert_fx, convert_to_reference_fx, prepare_fx, prepare_qat_fx  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from digits_fixture import CALIB_BATCH, CALIB_BATCHES, SEED, DigitsNet, accuracy, data  # noqa: E402
+from digits_fixture import SEED, DigitsNet, accuracy, calibration_batches, data, fit, save, save_jit  # noqa: E402
 
 WIDTH = 8
 QAT_EPOCHS, QAT_LR, QAT_BATCH = 3, 1e-3, 32
@@ -98,11 +98,6 @@ def report(model, xtr, ytr, xte, yte, calib):
                            "freeze_bn_after_epoch": 1}}
 
 
-def save(path, value):
-    torch.save(value, path + ".tmp")
-    os.replace(path + ".tmp", path)
-
-
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "digits"
     os.makedirs(out, exist_ok=True)
@@ -110,24 +105,13 @@ def main():
     torch.manual_seed(SEED)
     (xtr, ytr), (xte, yte) = data()
     model = DepthwiseNet()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    g = torch.Generator().manual_seed(SEED)
-    for _ in range(30):
-        model.train()
-        perm = torch.randperm(len(ytr), generator=g)
-        for i in range(0, len(ytr), 32):
-            idx = perm[i:i + 32]
-            opt.zero_grad()
-            nn.functional.cross_entropy(model(xtr[idx]), ytr[idx]).backward()
-            opt.step()
-    model.eval()
+    fit(model, xtr, ytr, 1e-2, 30)
     example = (xte[:1],)
-    calib = [(xtr[i * CALIB_BATCH:(i + 1) * CALIB_BATCH].clone(),) for i in range(CALIB_BATCHES)]
+    calib = calibration_batches(xtr)
     result = report(model, xtr, ytr, xte, yte, calib)
     result["width"] = WIDTH
-    for name, m in (("dw.script.pt", torch.jit.script(model)), ("dw.trace.pt", torch.jit.trace(model, example))):
-        m.save(os.path.join(out, name + ".tmp"))
-        os.replace(os.path.join(out, name + ".tmp"), os.path.join(out, name))
+    save_jit(torch.jit.script(model), os.path.join(out, "dw.script.pt"))
+    save_jit(torch.jit.trace(model, example), os.path.join(out, "dw.trace.pt"))
     if not os.path.exists(os.path.join(out, "digits.train_data.pt")):
         save(os.path.join(out, "digits.train_data.pt"), (xtr.clone(), ytr.clone()))
         save(os.path.join(out, "digits.test.pt"), (xte.clone(), yte.clone()))
