@@ -27,7 +27,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_training import cpu_name  # noqa: E402
+from bench_training import cpu_name, write_markdown  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = ["resnet18", "mobilenet_v2", "digits_dw"]
@@ -159,13 +159,8 @@ def main():
         else:
             py_runs.append(run_python(digits_dir, args.quick))
             cpp_runs.append(run_cpp(args.build, args.quick))
-    text = render(cpu_name(), cpp_runs, py_runs, args.quick, rounds)
-    with open(os.path.join(args.build, "bench_qat.md"), "w") as f:
-        f.write(text)
-    if args.save_dir:
-        with open(os.path.join(args.save_dir, "qat.md"), "w") as f:
-            f.write(text)
-    sys.stdout.write(text)
+    write_markdown(render(cpu_name(), cpp_runs, py_runs, args.quick, rounds), args.build, "bench_qat.md",
+                   args.save_dir, "qat.md")
 
 
 if __name__ == "__main__":

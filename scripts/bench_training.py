@@ -46,6 +46,16 @@ def cpu_name():
         return platform.processor() or "unknown CPU"
 
 
+def write_markdown(text, build, build_name, save_dir=None, part_name=None):
+    """`text` to BUILD/build_name, to SAVE_DIR/part_name too (a part of docs/benchmarks.md), and to stdout."""
+    with open(os.path.join(build, build_name), "w") as f:
+        f.write(text)
+    if save_dir:
+        with open(os.path.join(save_dir, part_name), "w") as f:
+            f.write(text)
+    sys.stdout.write(text)
+
+
 def run_cpp(build, quick):
     reps = 1 if quick else 3
     cmd = [os.path.join(build, "fx_bench"), "--benchmark_filter=BM_TrainStep/",
@@ -203,13 +213,8 @@ def main():
     cpp = run_cpp(args.build, args.quick)
     mem = run_memory(args.build, args.quick)
     py, py_error = run_python(args.quick)
-    text = render(cpu, cpp, mem, py, py_error, args.quick)
-    with open(os.path.join(args.build, "bench_training.md"), "w") as f:
-        f.write(text)
-    if args.save_dir:
-        with open(os.path.join(args.save_dir, "training.md"), "w") as f:
-            f.write(text)
-    sys.stdout.write(text)
+    write_markdown(render(cpu, cpp, mem, py, py_error, args.quick), args.build, "bench_training.md", args.save_dir,
+                   "training.md")
 
 
 if __name__ == "__main__":

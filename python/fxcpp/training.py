@@ -23,20 +23,16 @@ class AotModule(torch.nn.Module):
         return self._compiled.forward(*args)
 
     def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
-        for name, p in self.graph_module.named_parameters():
-            yield (prefix + "." + name if prefix else name), p
+        return _prefixed(self.graph_module.named_parameters(), prefix)
 
     def parameters(self, recurse=True):
-        for _, p in self.named_parameters():
-            yield p
+        return (p for _, p in self.named_parameters())
 
     def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
-        for name, b in self.graph_module.named_buffers():
-            yield (prefix + "." + name if prefix else name), b
+        return _prefixed(self.graph_module.named_buffers(), prefix)
 
     def buffers(self, recurse=True):
-        for _, b in self.named_buffers():
-            yield b
+        return (b for _, b in self.named_buffers())
 
     def train(self, mode=True):
         super().train(mode)
@@ -50,6 +46,11 @@ class AotModule(torch.nn.Module):
     def backward_graph(self):
         """fxcpp's backward graph of the last traced input signature."""
         return self._compiled.backward_graph()
+
+
+def _prefixed(named, prefix):
+    """(name, tensor) pairs with `prefix.` before each name (torch.nn.Module's named_* convention)."""
+    return (((prefix + "." + name if prefix else name), t) for name, t in named)
 
 
 def aot_module(model, example_inputs=None, *, partition="default"):
