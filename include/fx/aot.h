@@ -36,6 +36,7 @@
 /// differentiable, and gradients reach the module's own parameters.
 
 #include <fx/error.h>
+#include <fx/gradient_ready_hook.h>
 #include <fx/graph_module.h>
 #include <fx/trace.h>
 
@@ -177,7 +178,9 @@ struct AotGraphs {
 };
 
 /// A function or module compiled for training by aot_function / aot_module.
-class AotModule : public torch::nn::Module {
+/// Its backward is one autograd node: register_gradient_ready_hook tells a
+/// client (DataParallelTrainer) each gradient as the backward graph computes it.
+class AotModule : public torch::nn::Module, public GradientReadyHooks {
  public:
   /// Compiles `fn`. With a `module`, the joint graph's first inputs are its
   /// parameters then buffers (read at every forward: they may be replaced),
@@ -202,6 +205,24 @@ class AotModule : public torch::nn::Module {
   const AotGraphs& graphs() const;
   /// How many signatures were traced.
   size_t num_traces() const;
+
+  /// Calls `hook(index, grad)` during every later backward, once for each
+  /// joint-graph input that requires grad, the moment the backward graph has
+  /// computed its gradient: index k is primals_{k+1}, the wrapped module's
+  /// parameters (this module's parameters(), the same order), then its
+  /// buffers, then forward's tensor inputs. `grad` is the value the graph
+  /// returns for it (autograd accumulates it into param.grad after the whole
+  /// graph has run, after every hook); undefined when the graph computes no
+  /// gradient (None: the input took no part in the outputs), reported before
+  /// the graph runs. The order of the calls is the order of the gradients'
+  /// nodes in backward_graph().
+  ///
+  /// While a hook is registered, backward runs a copy of backward_graph()
+  /// with `call_module[target=gradient_ready_hook](args = (%grad, k))` after
+  /// each gradient's node (compiled by bw_compiler on first use);
+  /// backward_graph() itself never changes, and without hooks backward
+  /// runs it as before, at no extra cost. Throws fx::Error for an empty hook.
+  RemovableHandle register_gradient_ready_hook(GradientReadyHook hook) override;
 
  private:
   struct State;

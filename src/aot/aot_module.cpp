@@ -1,6 +1,7 @@
 // aot_function / aot_module: the joint forward+backward trace, its
 // partition, and the autograd node that runs the compiled halves
 // (functorch 1.13 aot_autograd.py's aot_dispatch_autograd).
+#include "aot/gradient_ready_hooks.h"
 #include "aot/make_fx_session.h"
 #include "aot/partition_util.h"
 
@@ -10,11 +11,52 @@
 #include <torch/autograd.h>
 #include <torch/custom_class.h>
 
+#include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <sstream>
 
 namespace fx {
 namespace aot_impl {
+
+/// An AotModule's gradient-ready hooks (register_gradient_ready_hook), shared
+/// by its entries and their hooked backward graphs.
+class GradientHooks {
+ public:
+  using List = std::vector<std::pair<uint64_t, GradientReadyHook>>;
+  /// Whether any hook is registered: without one, backward runs the plain graph.
+  bool any() const { return any_.load(std::memory_order_acquire); }
+  uint64_t add(GradientReadyHook hook) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto list = std::make_shared<List>(*list_);
+    list->emplace_back(next_id_, std::move(hook));
+    list_ = std::move(list);
+    any_.store(true, std::memory_order_release);
+    return next_id_++;
+  }
+  void remove(uint64_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto list = std::make_shared<List>(*list_);
+    list->erase(std::remove_if(list->begin(), list->end(), [id](const auto& h) { return h.first == id; }), list->end());
+    any_.store(!list->empty(), std::memory_order_release);
+    list_ = std::move(list);
+  }
+  /// Calls every hook registered now, in registration order.
+  void fire(size_t index, const at::Tensor& grad) const {
+    std::shared_ptr<const List> list;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      list = list_;
+    }
+    for (const auto& entry : *list) entry.second(index, grad);
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::shared_ptr<const List> list_ = std::make_shared<List>();  // copied on write: fire() runs unlocked
+  uint64_t next_id_ = 0;
+  std::atomic<bool> any_{false};
+};
 
 /// The shape of what the function returned: one tensor, or a tuple / list.
 enum class OutputKind { Tensor, Tuple, List };
@@ -30,6 +72,11 @@ struct Entry {
   std::vector<std::vector<int64_t>> out_sizes;
   std::mutex backward_mutex;
   AotCompiler bw_compiler;
+  /// The module's gradient-ready hooks; while any is registered, backward
+  /// runs the hooked copy of the backward graph, compiled on first use.
+  std::shared_ptr<GradientHooks> hooks;
+  HookedBackward hooked_backward;
+  CompiledGraph compiled_hooked_backward;
 };
 
 struct EntryHolder : torch::CustomClassHolder {
@@ -181,11 +228,32 @@ class CompiledFunction : public torch::autograd::Function<CompiledFunction> {
       const at::Tensor& g = grads[i];
       in.emplace_back(g.defined() ? g.contiguous() : at::zeros(e->out_sizes[i], e->out_options[i]));
     }
+    const bool hooked = e->hooks && e->hooks->any();
+    CompiledGraph run;
     {
       std::lock_guard<std::mutex> lock(e->backward_mutex);
-      if (!e->graphs.compiled_backward) e->graphs.compiled_backward = e->bw_compiler(e->graphs.partitioned.backward, in);
+      if (hooked) {
+        if (!e->compiled_hooked_backward) {
+          e->hooked_backward = insert_gradient_ready_hooks(
+              e->graphs.partitioned.backward, e->needs_grad,
+              std::make_shared<GradientReadyHookModule>(
+                  [hooks = e->hooks](size_t index, const at::Tensor& grad) { hooks->fire(index, grad); }));
+          e->compiled_hooked_backward = e->bw_compiler(e->hooked_backward.module, in);
+        }
+        run = e->compiled_hooked_backward;
+      } else {
+        if (!e->graphs.compiled_backward) e->graphs.compiled_backward = e->bw_compiler(e->graphs.partitioned.backward, in);
+        run = e->graphs.compiled_backward;
+      }
     }
-    std::vector<c10::IValue> out = e->graphs.compiled_backward(in);
+    // The hooked graph reports each gradient as its node runs; the None ones
+    // have nothing to wait for, a constant one is known when the graph returns.
+    if (hooked)
+      for (size_t k : e->hooked_backward.none_outputs) e->hooks->fire(k, at::Tensor());
+    std::vector<c10::IValue> out = run(in);
+    if (hooked)
+      for (size_t k : e->hooked_backward.constant_outputs)
+        e->hooks->fire(k, out.at(k).isTensor() ? out[k].toTensor() : at::Tensor());
     torch::autograd::variable_list result;
     result.emplace_back();  // the entry argument
     for (const c10::IValue& v : out) result.push_back(v.isTensor() ? v.toTensor() : at::Tensor());
@@ -214,6 +282,7 @@ struct AotModule::State {
   std::mutex mutex;
   std::map<std::string, std::shared_ptr<aot_impl::Entry>> cache;
   std::shared_ptr<aot_impl::Entry> last;
+  std::shared_ptr<aot_impl::GradientHooks> hooks = std::make_shared<aot_impl::GradientHooks>();
 
   /// The module's parameters then buffers now (they may have been replaced);
   /// none for a function.
@@ -265,6 +334,7 @@ c10::IValue AotModule::forward(std::vector<c10::IValue> inputs) {
       std::vector<c10::IValue> examples(args.begin(), args.end());
       e->graphs.compiled_forward = state_->options.fw_compiler(e->graphs.partitioned.forward, examples);
       e->bw_compiler = state_->options.bw_compiler;
+      e->hooks = state_->hooks;
       state_->cache.emplace(key, e);
     }
     state_->last = e;
@@ -306,6 +376,14 @@ const AotGraphs& AotModule::graphs() const {
 std::shared_ptr<GraphModule> AotModule::forward_graph() const { return graphs().partitioned.forward; }
 std::shared_ptr<GraphModule> AotModule::backward_graph() const { return graphs().partitioned.backward; }
 std::shared_ptr<GraphModule> AotModule::joint_graph() const { return graphs().joint.module; }
+
+RemovableHandle AotModule::register_gradient_ready_hook(GradientReadyHook hook) {
+  if (!hook) throw Error("AotModule::register_gradient_ready_hook: the hook is empty");
+  const uint64_t id = state_->hooks->add(std::move(hook));
+  return RemovableHandle([weak = std::weak_ptr<aot_impl::GradientHooks>(state_->hooks), id] {
+    if (auto hooks = weak.lock()) hooks->remove(id);
+  });
+}
 
 size_t AotModule::num_traces() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
