@@ -2,6 +2,7 @@
 // gradients all-reduced as backward produces them) over fx's ProcessGroup.
 #include <fx/distributed/data_parallel_trainer.h>
 
+#include <fx/gradient_ready_hook.h>
 #include <fx/graph_module.h>
 
 #include <torch/csrc/autograd/function.h>
@@ -12,6 +13,8 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace fx::distributed {
 namespace {
@@ -149,6 +152,7 @@ struct DataParallelTrainer::State {
   std::vector<at::Tensor> params;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // alive as long as the hooks
   std::vector<uintptr_t> hook_keys;
+  std::vector<RemovableHandle> graph_hooks;  // on the AotModules' backward graphs
 
   struct Bucket {
     std::vector<size_t> members;  // parameter indices, in bucket order
@@ -164,12 +168,15 @@ struct DataParallelTrainer::State {
   std::mutex mutex;
   int no_sync_depth = 0;
   std::vector<char> ready, used;  // this step
+  /// Reported by a backward graph's hook in this backward: its accumulator's post-hook, which follows, is skipped.
+  std::vector<char> reported_by_graph;
   size_t next_bucket = 0;         // the next bucket to launch (in order)
   bool step_started = false;
   Clock::time_point backward_start, backward_end;
   bool in_backward = false;
   bool finishing = false;   // finish() marks the parameters without a gradient
   int64_t started_in_backward = 0;
+  int64_t started_in_graph = 0;
   GradientSyncStats stats;
 
   std::string who() const { return group->who(); }
@@ -193,33 +200,64 @@ struct DataParallelTrainer::State {
   void mark_ready(size_t index, bool with_gradient) {
     std::lock_guard<std::mutex> lock(mutex);
     if (no_sync_depth > 0) return;
+    if (reported_by_graph[index]) {
+      reported_by_graph[index] = 0;  // the backward graph's hook counted this gradient already
+      return;
+    }
+    ready_locked(index, with_gradient, at::Tensor(), false);
+  }
+
+  /// An AotModule's backward graph computed `grad`, this backward's gradient of parameter `index`; autograd
+  /// adds it to param.grad only when the whole graph has run. Undefined: the graph computes none (None).
+  void graph_gradient_ready(size_t index, const at::Tensor& grad) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (no_sync_depth > 0) return;
+    reported_by_graph[index] = 1;
+    // No gradient: a zero contribution with find_unused_parameters, else finish() names the parameter.
+    if (!grad.defined() && !options.find_unused_parameters) return;
+    ready_locked(index, grad.defined(), grad, true);
+  }
+
+  /// Copies a ready gradient into its bucket: param.grad (what this backward or, after no_sync(), earlier ones
+  /// accumulated) plus `pending` (a backward graph's gradient, not accumulated yet); zeros without a gradient.
+  void ready_locked(size_t index, bool with_gradient, const at::Tensor& pending, bool from_graph) {
     if (!step_started) {
       step_started = true;
       if (!in_backward) backward_start = Clock::now();
     }
     if (ready[index])
       throw Error(who() + ": parameter '" + names[index] +
-                  "' received its gradient twice before finish_gradient_sync() (two backward passes in one step: "
-                  "call finish_gradient_sync() after each, or accumulate inside no_sync())");
+                  "' received its gradient twice before finish_gradient_sync() (two backward passes in one step, "
+                  "or an aot_module's forward ran twice: call finish_gradient_sync() after each backward, or "
+                  "accumulate inside no_sync())");
     ready[index] = 1;
     used[index] = with_gradient;
     Bucket& b = buckets[bucket_of[index]];
     const at::Tensor& grad = params[index].grad();
     at::Tensor slot = b.flat.narrow(0, static_cast<int64_t>(offset_in_bucket[index]), params[index].numel());
-    if (with_gradient && grad.defined()) slot.copy_(grad.reshape(-1));
-    else slot.zero_();
+    if (!with_gradient) {
+      slot.zero_();
+    } else if (grad.defined()) {
+      slot.copy_(grad.reshape(-1));
+      if (pending.defined()) slot.add_(pending.reshape(-1));
+    } else if (pending.defined()) {
+      slot.copy_(pending.reshape(-1));
+    } else {
+      slot.zero_();
+    }
     ++b.ready;
-    launch_ready_buckets();
+    launch_ready_buckets(from_graph);
   }
 
   /// Starts the all-reduce of every full bucket whose predecessors have started (the same order on every rank).
-  void launch_ready_buckets() {
+  void launch_ready_buckets(bool from_graph) {
     while (next_bucket < buckets.size() && buckets[next_bucket].ready == buckets[next_bucket].members.size()) {
       Bucket& b = buckets[next_bucket];
       b.started = Clock::now();
       b.launched = true;
       b.work = group->allreduce_sum(b.flat, "all-reducing gradient bucket " + std::to_string(next_bucket));
       if (!finishing) ++started_in_backward;
+      if (from_graph) ++started_in_graph;
       ++next_bucket;
     }
   }
@@ -227,10 +265,12 @@ struct DataParallelTrainer::State {
   void reset_step() {
     std::fill(ready.begin(), ready.end(), 0);
     std::fill(used.begin(), used.end(), 0);
+    std::fill(reported_by_graph.begin(), reported_by_graph.end(), 0);
     for (Bucket& b : buckets) b.ready = 0, b.launched = false;
     next_bucket = 0;
     step_started = false;
     started_in_backward = 0;
+    started_in_graph = 0;
   }
 
   void finish() {
@@ -249,10 +289,8 @@ struct DataParallelTrainer::State {
                   "or make every forward output take part in the loss)");
     }
     finishing = true;
-    lock.unlock();
     for (size_t i = 0; i < params.size(); ++i)
-      if (!ready[i]) mark_ready(i, false);
-    lock.lock();
+      if (!ready[i]) ready_locked(i, false, at::Tensor(), false);
     finishing = false;
     const Clock::time_point wait_start = Clock::now();
     for (Bucket& b : buckets) b.work.wait();
@@ -309,6 +347,7 @@ struct DataParallelTrainer::State {
     stats.overlap_ms = overlap;
     stats.wait_ms = span_ms(waited - wait_start);
     stats.buckets_started_in_backward = started_in_backward;
+    stats.buckets_started_in_backward_graph = started_in_graph;
     reset_step();
   }
 };
@@ -365,6 +404,7 @@ DataParallelTrainer::DataParallelTrainer(std::shared_ptr<ProcessGroup> group, st
   }
   s.ready.assign(s.params.size(), 0);
   s.used.assign(s.params.size(), 0);
+  s.reported_by_graph.assign(s.params.size(), 0);
 
   for (size_t i = 0; i < s.params.size(); ++i) {
     auto acc = torch::autograd::impl::grad_accumulator(s.params[i]);
@@ -372,9 +412,30 @@ DataParallelTrainer::DataParallelTrainer(std::shared_ptr<ProcessGroup> group, st
     s.hook_keys.push_back(acc->add_post_hook(std::make_unique<State::ReadyHook>(state_, i)));
     s.accumulators.push_back(std::move(acc));
   }
+  // An AotModule (the module or one inside it) computes all its gradients in one autograd node: its backward
+  // graph's hooks report each parameter's gradient as soon as the graph has computed it, so the buckets start
+  // in the graph's order while it still runs, not together when the node returns.
+  std::unordered_map<const c10::TensorImpl*, size_t> index_of;
+  for (size_t i = 0; i < s.params.size(); ++i) index_of.emplace(s.params[i].unsafeGetTensorImpl(), i);
+  std::unordered_set<const torch::nn::Module*> seen;
+  for (const auto& m : s.module->modules(/*include_self=*/true)) {
+    auto* source = dynamic_cast<GradientReadyHooks*>(m.get());
+    if (!source || !seen.insert(m.get()).second) continue;
+    std::vector<std::ptrdiff_t> ours;  // the module's parameter k is our parameter ours[k] (-1: not ours)
+    for (const at::Tensor& p : m->parameters(/*recurse=*/true)) {
+      auto it = index_of.find(p.unsafeGetTensorImpl());
+      ours.push_back(it == index_of.end() ? -1 : static_cast<std::ptrdiff_t>(it->second));
+    }
+    s.graph_hooks.push_back(source->register_gradient_ready_hook(
+        [weak = std::weak_ptr<State>(state_), ours](size_t index, const at::Tensor& grad) {
+          if (index >= ours.size() || ours[index] < 0) return;
+          if (auto st = weak.lock()) st->graph_gradient_ready(static_cast<size_t>(ours[index]), grad);
+        }));
+  }
 }
 
 DataParallelTrainer::~DataParallelTrainer() {
+  for (RemovableHandle& h : state_->graph_hooks) h.remove();
   for (size_t i = 0; i < state_->accumulators.size(); ++i) state_->accumulators[i]->del_post_hook(state_->hook_keys[i]);
 }
 

@@ -28,8 +28,20 @@
 ///     ddp.backward(torch::nn::functional::cross_entropy(model->forward(x_shard), y_shard));
 ///     sgd.step();                                                // examples/data_parallel_training.cpp
 ///
-/// A GraphModule or an fx::aot_module (one autograd node: its gradients are
-/// ready together, when its backward graph has run) trains the same way.
+/// A GraphModule or an fx::aot_module trains the same way. An aot_module
+/// is one autograd node, whose accumulators' hooks would all fire together
+/// after its whole backward graph has run; instead, the trainer registers a
+/// gradient-ready hook (fx/gradient_ready_hook.h) on every AotModule in the
+/// module, which reports each parameter's gradient the moment the backward
+/// graph has computed it: its bucket slot takes param.grad plus that
+/// gradient, and the buckets start in the graph's order while it still runs
+/// (GradientSyncStats::buckets_started_in_backward_graph). Autograd then
+/// accumulates the gradients into param.grad as usual, and
+/// finish_gradient_sync() overwrites them with the averages. A gradient the
+/// graph does not compute (None) is an unused parameter: an error, or with
+/// find_unused_parameters a zero contribution reported before the graph runs.
+/// Each such parameter must get its gradient from that one graph, once per
+/// step (an aot_module called twice before backward: an error naming it).
 
 #include <fx/distributed/process_group.h>
 
@@ -75,6 +87,9 @@ struct GradientSyncStats {
   /// Buckets whose all-reduce started from a gradient hook, during backward
   /// (the others started in finish_gradient_sync()).
   int64_t buckets_started_in_backward = 0;
+  /// Of those, the buckets an fx::aot_module's backward graph started while
+  /// it still ran (its gradient-ready hooks); 0 for other modules.
+  int64_t buckets_started_in_backward_graph = 0;
 };
 
 /// DistributedDataParallel for a torch::nn::Module, a GraphModule or an
