@@ -170,6 +170,8 @@ struct DataParallelTrainer::State {
   std::vector<char> ready, used;  // this step
   /// Reported by a backward graph's hook in this backward: its accumulator's post-hook, which follows, is skipped.
   std::vector<char> reported_by_graph;
+  /// The gradient the graph reported (its identity: what the accumulator must then receive), null for None.
+  std::vector<const c10::TensorImpl*> graph_gradient;
   size_t next_bucket = 0;         // the next bucket to launch (in order)
   bool step_started = false;
   Clock::time_point backward_start, backward_end;
@@ -186,8 +188,9 @@ struct DataParallelTrainer::State {
    public:
     ReadyHook(std::weak_ptr<State> state, size_t index) : state_(std::move(state)), index_(index) {}
     torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
-                                              const torch::autograd::variable_list& /*inputs*/) override {
-      if (auto s = state_.lock()) s->mark_ready(index_, true);
+                                              const torch::autograd::variable_list& inputs) override {
+      const at::Tensor* incoming = inputs.empty() ? nullptr : &inputs[0];
+      if (auto s = state_.lock()) s->mark_ready(index_, true, incoming);
       return outputs;
     }
 
@@ -197,11 +200,18 @@ struct DataParallelTrainer::State {
   };
 
   /// A parameter's gradient was accumulated into param.grad (the post-hook).
-  void mark_ready(size_t index, bool with_gradient) {
+  /// `incoming`: what the accumulator added to param.grad.
+  void mark_ready(size_t index, bool with_gradient, const at::Tensor* incoming) {
     std::lock_guard<std::mutex> lock(mutex);
     if (no_sync_depth > 0) return;
     if (reported_by_graph[index]) {
-      reported_by_graph[index] = 0;  // the backward graph's hook counted this gradient already
+      // The backward graph's hook counted this gradient already, unless the accumulator got another one.
+      reported_by_graph[index] = 0;
+      const c10::TensorImpl* got = incoming && incoming->defined() ? incoming->unsafeGetTensorImpl() : nullptr;
+      if (got != graph_gradient[index])
+        throw Error(who() + ": parameter '" + names[index] +
+                    "' received gradients from its aot_module's backward graph and from outside it in one backward: "
+                    "the graph's alone was all-reduced (use the parameter inside the aot_module only)");
       return;
     }
     ready_locked(index, with_gradient, at::Tensor(), false);
@@ -212,7 +222,10 @@ struct DataParallelTrainer::State {
   void graph_gradient_ready(size_t index, const at::Tensor& grad) {
     std::lock_guard<std::mutex> lock(mutex);
     if (no_sync_depth > 0) return;
+    // A tensor hook (param.register_hook) changes the gradient when the accumulator runs: wait for that.
+    if (!torch::autograd::impl::hooks(params[index]).empty()) return;
     reported_by_graph[index] = 1;
+    graph_gradient[index] = grad.defined() ? grad.unsafeGetTensorImpl() : nullptr;
     // No gradient: a zero contribution with find_unused_parameters, else finish() names the parameter.
     if (!grad.defined() && !options.find_unused_parameters) return;
     ready_locked(index, grad.defined(), grad, true);
@@ -405,6 +418,7 @@ DataParallelTrainer::DataParallelTrainer(std::shared_ptr<ProcessGroup> group, st
   s.ready.assign(s.params.size(), 0);
   s.used.assign(s.params.size(), 0);
   s.reported_by_graph.assign(s.params.size(), 0);
+  s.graph_gradient.assign(s.params.size(), nullptr);
 
   for (size_t i = 0; i < s.params.size(); ++i) {
     auto acc = torch::autograd::impl::grad_accumulator(s.params[i]);

@@ -448,6 +448,54 @@ TEST(DataParallelTrainer, AotModuleInsideAModuleStartsItsOwnBuckets) {
           << "rank " << r << " step " << s;
 }
 
+TEST(DataParallelTrainer, AotModuleParameterUsedOutsideIt) {
+  // Used outside the aot_module too: the graph reports fc2.bias's gradient and its bucket starts, then autograd
+  // adds the other gradient: an error naming the parameter, not a wrong average.
+  {
+    Trained model(make_net(0), true, {2});
+    const at::Tensor x = images(2, 5, 8), y = labels(2, 6);
+    std::vector<std::string> errors;
+    run_ranks(1, [&](int, std::shared_ptr<dist::ProcessGroup> group) {
+      dist::DataParallelTrainer ddp(group, model.module());
+      ddp.backward(torch::nn::functional::cross_entropy(model.forward(x) + model.net->fc2->bias, y));
+    }, std::chrono::seconds(30), &errors);
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_EQ(errors[0], "rank 0: parameter 'module.fc2.bias' received gradients from its aot_module's backward graph "
+                         "and from outside it in one backward: the graph's alone was all-reduced (use the parameter "
+                         "inside the aot_module only)");
+  }
+  // A tensor hook (param.register_hook) doubles fc2's gradients when autograd accumulates them: those two wait
+  // for their accumulators (one bucket of 4 then starts after the graph), and the result is one process's with
+  // the same hooks.
+  dist::DataParallelOptions o;
+  o.bucket_cap_mb = 1048.0 / (1024 * 1024);
+  const int world = 2;
+  std::vector<Trained> models = {Trained(make_net(0), true, {2}), Trained(make_net(7), true, {2})};
+  Net single = make_net(0);
+  for (Net net : {models[0].net, models[1].net, single})
+    for (at::Tensor& p : net->fc2->parameters()) p.register_hook([](const at::Tensor& g) { return g * 2; });
+  const at::Tensor x = images(4, 5, 8), y = labels(4, 6);
+  std::vector<std::vector<at::Tensor>> after(world);
+  std::vector<std::pair<int64_t, int64_t>> started(world);
+  run_ranks(world, [&](int rank, std::shared_ptr<dist::ProcessGroup> group) {
+    Trained& model = models[static_cast<size_t>(rank)];
+    dist::DataParallelTrainer ddp(group, model.module(), o);
+    torch::optim::SGD sgd(model.net->parameters(), torch::optim::SGDOptions(0.05));
+    ddp.backward(torch::nn::functional::cross_entropy(model.forward(x.narrow(0, rank * 2, 2)), y.narrow(0, rank * 2, 2)));
+    sgd.step();
+    after[static_cast<size_t>(rank)] = snapshot(*model.net);
+    started[static_cast<size_t>(rank)] = {ddp.stats().buckets_started_in_backward, ddp.stats().buckets_started_in_backward_graph};
+  });
+  torch::optim::SGD sgd(single->parameters(), torch::optim::SGDOptions(0.05));
+  torch::nn::functional::cross_entropy(single->forward(x), y).backward();
+  sgd.step();
+  EXPECT_TRUE(bitwise(after[0], after[1]));
+  EXPECT_LT(relative_difference(after[0], snapshot(*single)), 1e-5);
+  // Bucket 0 (fc2.bias, fc2.weight, fc1.bias) waits for the accumulators, after the graph; the other 3 are full
+  // by then but start after it, in order.
+  EXPECT_EQ(started[0], std::make_pair(int64_t{4}, int64_t{0}));
+}
+
 TEST(DataParallelTrainer, AotModuleNoSyncAndUnusedParameters) {
   // no_sync: the synchronised backward's graph adds its gradients to what the no_sync one accumulated.
   dist::DataParallelOptions o;

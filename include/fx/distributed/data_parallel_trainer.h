@@ -41,7 +41,10 @@
 /// graph does not compute (None) is an unused parameter: an error, or with
 /// find_unused_parameters a zero contribution reported before the graph runs.
 /// Each such parameter must get its gradient from that one graph, once per
-/// step (an aot_module called twice before backward: an error naming it).
+/// step: an aot_module called twice before backward, or a parameter also
+/// used outside it, is an error naming it. A parameter with a tensor hook
+/// (param.register_hook, which autograd runs when it accumulates) waits for
+/// its accumulator as with any other module.
 
 #include <fx/distributed/process_group.h>
 
