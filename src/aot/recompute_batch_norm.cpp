@@ -115,11 +115,14 @@ size_t add_batch_norm_recompute(Graph& g, const std::unordered_set<const Node*>&
     }
     dup[n] = copy;
   }
-  // The backward reads the duplicates.
+  // The backward reads the duplicates; the graph's outputs keep the fused
+  // kernel's values (the output node is in no forward set: its forward
+  // results would otherwise come from the decomposition, and differ from
+  // eager's in the last bits).
   for (auto& [orig, copy] : dup) {
     std::vector<Node*> users(orig->users().begin(), orig->users().end());
     for (Node* u : users)
-      if (backward.count(u)) u->replace_input_with(const_cast<Node*>(orig), copy);
+      if (backward.count(u) && u->op() != Opcode::Output) u->replace_input_with(const_cast<Node*>(orig), copy);
   }
   g.eliminate_dead_code();
   return added;
