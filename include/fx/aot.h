@@ -160,13 +160,40 @@ using AotCompiler =
 CompiledGraph graph_module_compiler(const std::shared_ptr<GraphModule>& gm,
                                     const std::vector<c10::IValue>& example_inputs);
 
+/// Rewrites the weight gradients of 2-d convolutions whose output has at
+/// most `max_positions` positions per image (Ho*Wo; groups 1, float or
+/// double) from
+/// aten::convolution_backward into im2col and one matrix product, the
+/// convolution_backward keeping the input and bias gradients (gone when it
+/// has nothing left to compute). oneDNN's backward-weights kernel is several
+/// times slower than that product there. Returns how many it rewrote.
+size_t conv_weight_grad_as_matmul(Graph& g, int64_t max_positions = 16);
+
+/// What training_compiler rewrites before it plans a graph.
+struct TrainingCompileOptions {
+  /// conv_weight_grad_as_matmul's max_positions (0: no rewrite).
+  int64_t conv_weight_grad_matmul_max_positions = 16;
+};
+
+/// The default compiler of aot_function / aot_module: rewrites a copy of the
+/// graph for speed (TrainingCompileOptions; the graph given stays as the
+/// partition made it), then runs it as graph_module_compiler does.
+AotCompiler training_compiler(TrainingCompileOptions options = {});
+
 /// How aot_function / aot_module capture and compile.
 struct AotOptions {
   /// Splits the joint graph (default: default_partition).
   PartitionFn partition_fn = default_partition;
-  /// Compiles the forward / backward graphs (default: graph_module_compiler).
-  AotCompiler fw_compiler = graph_module_compiler;
-  AotCompiler bw_compiler = graph_module_compiler;
+  /// Compiles the forward / backward graphs (default: training_compiler()).
+  AotCompiler fw_compiler = training_compiler();
+  AotCompiler bw_compiler = training_compiler();
+  /// The memory format the traced function sees its 4-d floating-point
+  /// inputs in (the graph starts with a copy into it; the operators after
+  /// it keep it), and the module's 4-d parameters are stored in (converted
+  /// in place at forward, as Python's module.to(memory_format=...)):
+  /// channels_last runs convolutions, batch norms and pools on NHWC
+  /// activations without a weight reorder per call. Default: as given.
+  std::optional<c10::MemoryFormat> memory_format = std::nullopt;
 };
 
 /// The graphs of one traced input signature (shapes, dtypes, train/eval).

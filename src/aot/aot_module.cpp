@@ -4,6 +4,7 @@
 #include "aot/gradient_ready_hooks.h"
 #include "aot/make_fx_session.h"
 #include "aot/partition_util.h"
+#include "passes/graph_copy.h"
 
 #include <fx/aot.h>
 #include <fx/error.h>
@@ -120,7 +121,8 @@ std::vector<at::Tensor> output_tensors(const c10::IValue& out, OutputKind& kind)
 /// Traces fn's forward and backward together (functorch's
 /// create_joint_forward_backward under make_fx).
 std::shared_ptr<Entry> trace_joint(const AotFunction& fn, const std::vector<at::Tensor>& params,
-                                   const std::vector<at::Tensor>& inputs) {
+                                   const std::vector<at::Tensor>& inputs,
+                                   std::optional<c10::MemoryFormat> memory_format) {
   auto entry = std::make_shared<Entry>();
   MakeFxSession session;
   std::vector<at::Tensor> grad_targets;
@@ -141,6 +143,11 @@ std::shared_ptr<Entry> trace_joint(const AotFunction& fn, const std::vector<at::
   std::vector<Argument> outputs;
   try {
     RecordingScope scope(&session);
+    if (memory_format)
+      for (c10::IValue& a : args) {
+        const at::Tensor& t = a.toTensor();
+        if (t.dim() == 4 && at::isFloatingType(t.scalar_type())) a = t.contiguous(*memory_format);
+      }
     const c10::IValue out = fn(std::move(args));
     const std::vector<at::Tensor> outs = output_tensors(out, entry->kind);
     std::vector<at::Tensor> needed_outs, needed_tangents;
@@ -284,6 +291,19 @@ struct AotModule::State {
   std::shared_ptr<aot_impl::Entry> last;
   std::shared_ptr<aot_impl::GradientHooks> hooks = std::make_shared<aot_impl::GradientHooks>();
 
+  /// Stores the module's 4-d floating-point parameters in `format` (as
+  /// Python's module.to(memory_format=...)): the same tensors, so an
+  /// optimizer holding them steps the converted values.
+  void convert_parameters(c10::MemoryFormat format) const {
+    if (!module) return;
+    torch::NoGradGuard no_grad;
+    for (const auto& p : module->named_parameters(true)) {
+      const at::Tensor& t = p.value();
+      if (t.dim() == 4 && at::isFloatingType(t.scalar_type()) && !t.is_contiguous(format))
+        t.set_data(t.contiguous(format));
+    }
+  }
+
   /// The module's parameters then buffers now (they may have been replaced);
   /// none for a function.
   std::vector<at::Tensor> current_params() const {
@@ -301,8 +321,8 @@ AotModule::AotModule(AotFunction fn, std::shared_ptr<torch::nn::Module> module, 
   state_->module = std::move(module);
   state_->options = std::move(options);
   if (!state_->options.partition_fn) state_->options.partition_fn = default_partition;
-  if (!state_->options.fw_compiler) state_->options.fw_compiler = graph_module_compiler;
-  if (!state_->options.bw_compiler) state_->options.bw_compiler = graph_module_compiler;
+  if (!state_->options.fw_compiler) state_->options.fw_compiler = training_compiler();
+  if (!state_->options.bw_compiler) state_->options.bw_compiler = training_compiler();
   if (state_->module) register_module("module", state_->module);
 }
 
@@ -310,6 +330,7 @@ AotModule::~AotModule() = default;
 
 c10::IValue AotModule::forward(std::vector<c10::IValue> inputs) {
   using namespace aot_impl;
+  if (state_->options.memory_format) state_->convert_parameters(*state_->options.memory_format);
   std::vector<at::Tensor> args = state_->current_params();
   const size_t num_params = args.size();
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -329,7 +350,7 @@ c10::IValue AotModule::forward(std::vector<c10::IValue> inputs) {
     } else {
       std::vector<at::Tensor> params(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(num_params));
       std::vector<at::Tensor> rest(args.begin() + static_cast<std::ptrdiff_t>(num_params), args.end());
-      e = trace_joint(state_->fn, params, rest);
+      e = trace_joint(state_->fn, params, rest, state_->options.memory_format);
       e->graphs.partitioned = state_->options.partition_fn(e->graphs.joint);
       std::vector<c10::IValue> examples(args.begin(), args.end());
       e->graphs.compiled_forward = state_->options.fw_compiler(e->graphs.partitioned.forward, examples);
@@ -399,6 +420,14 @@ CompiledGraph graph_module_compiler(const std::shared_ptr<GraphModule>& gm, cons
     c10::IValue r = gm->forward(std::move(inputs));
     inputs.clear();
     return aot_impl::flatten_result(r);
+  };
+}
+
+AotCompiler training_compiler(TrainingCompileOptions options) {
+  return [options](const std::shared_ptr<GraphModule>& gm, const std::vector<c10::IValue>& example_inputs) {
+    auto copy = std::make_shared<GraphModule>(gm, passes_detail::copy_graph(gm->graph()), gm->class_name());
+    conv_weight_grad_as_matmul(copy->graph(), options.conv_weight_grad_matmul_max_positions);
+    return graph_module_compiler(copy, example_inputs);
   };
 }
 

@@ -1,0 +1,129 @@
+// fx::training_compiler and its rewrites: the compiled training step
+// computes what the partitioned graphs compute, faster.
+#include "aot_models.h"
+
+#include <fx/aot.h>
+#include <fx/graph_module.h>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+
+namespace {
+
+/// Two 3x3 convolutions on a 2x2 map (4 positions: rewritten), a strided
+/// one onto it, and one on an 8x8 map (64 positions: left alone).
+torch::nn::Sequential small_map_net() {
+  using torch::nn::Conv2d;
+  using torch::nn::Conv2dOptions;
+  return torch::nn::Sequential(Conv2d(Conv2dOptions(3, 6, 3).padding(1)), torch::nn::ReLU(),
+                               Conv2d(Conv2dOptions(6, 8, 3).stride(4).padding(1)), torch::nn::ReLU(),
+                               Conv2d(Conv2dOptions(8, 8, 3).padding(1).bias(false)), torch::nn::ReLU(),
+                               Conv2d(Conv2dOptions(8, 5, 3).padding(2).dilation(2)), torch::nn::Flatten());
+}
+
+/// A GraphModule running a copy of gm's graph.
+std::shared_ptr<fx::GraphModule> graph_copy_of(const std::shared_ptr<fx::GraphModule>& gm) {
+  auto g = std::make_shared<fx::Graph>();
+  std::unordered_map<const fx::Node*, fx::Node*> map;
+  g->output(*g->graph_copy(gm->graph(), map));
+  return std::make_shared<fx::GraphModule>(gm, g, "copy");
+}
+
+std::vector<std::string> masks(const fx::Graph& g) {
+  std::vector<std::string> out;
+  for (fx::Node* n : g.nodes())
+    if (n->target() == "aten::convolution_backward") out.push_back(n->args()[10].repr());
+  return out;
+}
+
+size_t count(const fx::Graph& g, const std::string& target) {
+  size_t k = 0;
+  for (fx::Node* n : g.nodes()) k += n->target() == target;
+  return k;
+}
+
+TEST(ConvWeightGradAsMatmul, RewritesTheConvolutionsWithFewOutputPositions) {
+  torch::manual_seed(0);
+  auto net = small_map_net();
+  auto aot = fx::aot_module(net.ptr());
+  aot->forward(torch::randn({2, 3, 8, 8})).sum().backward();
+  auto bw = aot->backward_graph();
+  // The partition's graph, last convolution first: four weight gradients
+  // from convolution_backward (the first convolution's input gradient is
+  // not asked for, the third has no bias).
+  EXPECT_EQ(masks(bw->graph()), (std::vector<std::string>{"[True, True, True]", "[True, True, False]",
+                                                           "[True, True, True]", "[False, True, True]"}));
+  auto copy = graph_copy_of(bw);
+
+  // Three convolutions write 2x2 maps (4 positions); the first one 8x8.
+  EXPECT_EQ(fx::conv_weight_grad_as_matmul(copy->graph(), 4), 3u);
+  EXPECT_EQ(masks(copy->graph()),
+            (std::vector<std::string>{"[True, False, True]", "[True, False, False]", "[True, False, True]",
+                                      "[False, True, True]"}));
+  EXPECT_EQ(count(copy->graph(), "aten::im2col"), 3u);
+  EXPECT_EQ(count(copy->graph(), "aten::mm"), 3u);
+  copy->graph().lint();
+
+  // Same gradients from the same saved values and tangents.
+  std::vector<c10::IValue> inputs;
+  for (fx::Node* n : bw->graph().nodes()) {
+    if (n->op() != fx::Opcode::Placeholder) continue;
+    const auto& m = std::any_cast<const fx::TensorMetadata&>(n->meta().at("tensor_meta"));
+    inputs.emplace_back(torch::randn(m.shape));
+  }
+  auto ref = bw->forward(inputs).toList(), got = copy->forward(inputs).toList();
+  ASSERT_EQ(ref.size(), got.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    ASSERT_EQ(ref.get(i).isTensor(), got.get(i).isTensor()) << i;
+    if (!ref.get(i).isTensor()) continue;
+    const at::Tensor a = got.get(i).toTensor(), b = ref.get(i).toTensor();
+    EXPECT_EQ(a.sizes(), b.sizes()) << i;
+    EXPECT_LE((a - b).abs().max().item<double>(), 1e-5 * b.abs().max().item<double>()) << "gradient " << i;
+  }
+}
+
+TEST(ConvWeightGradAsMatmul, DropsAConvolutionBackwardLeftWithNothingToDo) {
+  torch::manual_seed(0);
+  auto net = torch::nn::Sequential(torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 4, 3).bias(false)));
+  auto aot = fx::aot_module(net.ptr());
+  aot->forward(torch::randn({1, 3, 4, 4})).sum().backward();
+  auto bw = aot->backward_graph();
+  ASSERT_EQ(masks(bw->graph()), std::vector<std::string>{"[False, True, False]"});
+  auto copy = graph_copy_of(bw);
+  EXPECT_EQ(fx::conv_weight_grad_as_matmul(copy->graph(), 0), 0u);  // 0: off
+  EXPECT_EQ(fx::conv_weight_grad_as_matmul(copy->graph(), 4), 1u);
+  EXPECT_TRUE(masks(copy->graph()).empty());
+  EXPECT_EQ(count(copy->graph(), "operator.getitem"), 0u);
+  copy->graph().lint();
+}
+
+TEST(TrainingCompiler, TrainsAsEagerWithTheRewrites) {
+  torch::manual_seed(0);
+  auto eager = small_map_net();
+  auto compiled = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(eager->clone());
+  fx::AotOptions options;
+  options.bw_compiler = fx::training_compiler({/*conv_weight_grad_matmul_max_positions=*/16});
+  auto aot = fx::aot_module(torch::nn::Sequential(compiled).ptr(), options);
+  torch::optim::SGD se(eager->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  torch::optim::SGD sc(compiled->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  for (int step = 0; step < 3; ++step) {
+    at::Tensor x = torch::randn({4, 3, 8, 8});
+    se.zero_grad();
+    sc.zero_grad();
+    eager->forward(x).pow(2).mean().backward();
+    aot->forward(x).pow(2).mean().backward();
+    se.step();
+    sc.step();
+  }
+  auto pe = eager->named_parameters(), pc = compiled->named_parameters();
+  for (const auto& p : pe) {
+    const double err = (pc[p.key()] - p.value()).abs().max().item<double>();
+    EXPECT_LE(err, 1e-5 * p.value().abs().max().item<double>()) << p.key();
+  }
+  // The partition's backward graph is what default_partition made.
+  EXPECT_EQ(count(aot->backward_graph()->graph(), "aten::im2col"), 0u);
+}
+
+}  // namespace
