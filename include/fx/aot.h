@@ -169,14 +169,25 @@ CompiledGraph graph_module_compiler(const std::shared_ptr<GraphModule>& gm,
 /// times slower than that product there. Returns how many it rewrote.
 size_t conv_weight_grad_as_matmul(Graph& g, int64_t max_positions = 16);
 
+/// Rewrites 2-d convolutions whose output has at most `max_positions`
+/// positions per image (groups 1, float or double): aten::convolution
+/// becomes im2col and one matrix product, and the input gradient of
+/// aten::convolution_backward one matrix product and col2im (oneDNN's
+/// kernels lose to the product on 2x2 maps, not on 4x4 ones). Every value
+/// keeps the layout it had. Returns how many it rewrote.
+size_t conv_as_matmul(Graph& g, int64_t max_positions = 4);
+
 /// What training_compiler rewrites before it plans a graph.
 struct TrainingCompileOptions {
   /// conv_weight_grad_as_matmul's max_positions (0: no rewrite).
   int64_t conv_weight_grad_matmul_max_positions = 16;
+  /// conv_as_matmul's max_positions (0: no rewrite).
+  int64_t conv_matmul_max_positions = 4;
 };
 
 /// The default compiler of aot_function / aot_module: rewrites a copy of the
-/// graph for speed (TrainingCompileOptions; the graph given stays as the
+/// graph for speed (conv_weight_grad_as_matmul, then conv_as_matmul, as
+/// TrainingCompileOptions says; the graph given stays as the
 /// partition made it), then runs it as graph_module_compiler does.
 AotCompiler training_compiler(TrainingCompileOptions options = {});
 

@@ -427,6 +427,7 @@ AotCompiler training_compiler(TrainingCompileOptions options) {
   return [options](const std::shared_ptr<GraphModule>& gm, const std::vector<c10::IValue>& example_inputs) {
     auto copy = std::make_shared<GraphModule>(gm, passes_detail::copy_graph(gm->graph()), gm->class_name());
     conv_weight_grad_as_matmul(copy->graph(), options.conv_weight_grad_matmul_max_positions);
+    conv_as_matmul(copy->graph(), options.conv_matmul_max_positions);
     return graph_module_compiler(copy, example_inputs);
   };
 }

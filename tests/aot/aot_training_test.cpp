@@ -95,6 +95,18 @@ at::Tensor images() { return torch::randn({2, 3, 32, 32}); }
 // four values a channel and the comparison well conditioned.
 at::Tensor larger_images() { return torch::randn({4, 3, 64, 64}); }
 
+// MobileNetV2 (and resnet in channels-last) still reach 2x2 maps at 64x64:
+// batch norm over 16 values a channel turns the last-bit differences of the
+// kernels training_compiler and the channels-last layout choose (matrix
+// products, NHWC kernels, recomputed batch norms) into 1e-2 after one SGD
+// step. In double precision they stay 1e-14: these compare in double.
+at::Tensor double_images() { return torch::randn({4, 3, 32, 32}, torch::kDouble); }
+fx::aot_test::MobileNetV2 double_mobilenet() {
+  auto m = fx::aot_test::MobileNetV2(10);
+  m->to(torch::kDouble);
+  return m;
+}
+
 TEST(AotTraining, Resnet18DefaultPartition) {
   expect_trains_like_eager<fx::trace_test::ResNet>(
       [] { return fx::trace_test::ResNet(false, std::vector<int64_t>{2, 2, 2, 2}, 10); }, larger_images,
@@ -116,34 +128,25 @@ TEST(AotTraining, Resnet18RecomputingBatchNorm) {
 
 // Dropout in train mode: the compiled forward draws the same masks as eager.
 TEST(AotTraining, MobilenetV2WithDropoutMinCut) {
-  expect_trains_like_eager<fx::aot_test::MobileNetV2>([] { return fx::aot_test::MobileNetV2(10); }, larger_images,
+  expect_trains_like_eager<fx::aot_test::MobileNetV2>(double_mobilenet, double_images,
                                                        fx::min_cut_rematerialization_partition);
 }
 
 // Channels-last activations and parameters (AotOptions::memory_format):
-// the same training as eager in channels-last, the parameters stored NHWC.
-// In double precision: float's last-bit differences between kernels (NHWC
-// batch norm against its recomputed decomposition) grow to 1e-2 in a step
-// where batch norm sees 16 values a channel (resnet's last stage at 64x64,
-// batch 4); in double they stay 1e-14.
+// the same training as eager in channels-last, the parameters stored NHWC
+// (in double: see double_images).
 TEST(AotTraining, ChannelsLast) {
   fx::AotOptions options;
   options.memory_format = c10::MemoryFormat::ChannelsLast;
-  auto images = [] { return torch::randn({4, 3, 32, 32}, torch::kDouble); };
   expect_trains_like_eager<fx::trace_test::ResNet>(
       [] {
         auto m = fx::trace_test::ResNet(false, std::vector<int64_t>{2, 2, 2, 2}, 10);
         m->to(torch::kDouble);
         return m;
       },
-      images, fx::default_partition, 2, options);
-  expect_trains_like_eager<fx::aot_test::MobileNetV2>(
-      [] {
-        auto m = fx::aot_test::MobileNetV2(10);
-        m->to(torch::kDouble);
-        return m;
-      },
-      images, fx::min_cut_partition(), 2, options);
+      double_images, fx::default_partition, 2, options);
+  expect_trains_like_eager<fx::aot_test::MobileNetV2>(double_mobilenet, double_images, fx::min_cut_partition(), 2,
+                                                       options);
   torch::manual_seed(7);
   auto net = fx::trace_test::ResNet(false, std::vector<int64_t>{2, 2, 2, 2}, 10);
   auto aot = fx::aot_module(net.ptr(), options);
@@ -157,8 +160,7 @@ TEST(AotTraining, ChannelsLast) {
 }
 
 TEST(AotTraining, MobilenetV2RecomputingBatchNorm) {
-  expect_trains_like_eager<fx::aot_test::MobileNetV2>([] { return fx::aot_test::MobileNetV2(10); }, larger_images,
-                                                       fx::min_cut_partition());
+  expect_trains_like_eager<fx::aot_test::MobileNetV2>(double_mobilenet, double_images, fx::min_cut_partition());
 }
 
 // A memory budget buys recomputation: the least that fits, or an error.

@@ -44,6 +44,27 @@ size_t count(const fx::Graph& g, const std::string& target) {
   return k;
 }
 
+/// `got` computes what `ref` computes (1e-5 relative) on random inputs of
+/// the shapes and layouts its placeholders had.
+void expect_same_results(fx::GraphModule& ref, fx::GraphModule& got) {
+  std::vector<c10::IValue> inputs;
+  for (fx::Node* n : ref.graph().nodes()) {
+    if (n->op() != fx::Opcode::Placeholder) continue;
+    const auto& m = std::any_cast<const fx::TensorMetadata&>(n->meta().at("tensor_meta"));
+    inputs.emplace_back(torch::randn(m.shape).contiguous(m.memory_format.value_or(c10::MemoryFormat::Contiguous)));
+  }
+  auto want = ref.forward(inputs).toList(), have = got.forward(inputs).toList();
+  ASSERT_EQ(want.size(), have.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(want.get(i).isTensor(), have.get(i).isTensor()) << i;
+    if (!want.get(i).isTensor()) continue;
+    const at::Tensor a = have.get(i).toTensor(), b = want.get(i).toTensor();
+    EXPECT_EQ(a.sizes(), b.sizes()) << i;
+    EXPECT_EQ(a.strides(), b.strides()) << i;
+    EXPECT_LE((a - b).abs().max().item<double>(), 1e-5 * b.abs().max().item<double>()) << "output " << i;
+  }
+}
+
 TEST(ConvWeightGradAsMatmul, RewritesTheConvolutionsWithFewOutputPositions) {
   torch::manual_seed(0);
   auto net = small_map_net();
@@ -66,22 +87,24 @@ TEST(ConvWeightGradAsMatmul, RewritesTheConvolutionsWithFewOutputPositions) {
   EXPECT_EQ(count(copy->graph(), "aten::mm"), 3u);
   copy->graph().lint();
 
-  // Same gradients from the same saved values and tangents.
-  std::vector<c10::IValue> inputs;
-  for (fx::Node* n : bw->graph().nodes()) {
-    if (n->op() != fx::Opcode::Placeholder) continue;
-    const auto& m = std::any_cast<const fx::TensorMetadata&>(n->meta().at("tensor_meta"));
-    inputs.emplace_back(torch::randn(m.shape));
-  }
-  auto ref = bw->forward(inputs).toList(), got = copy->forward(inputs).toList();
-  ASSERT_EQ(ref.size(), got.size());
-  for (size_t i = 0; i < ref.size(); ++i) {
-    ASSERT_EQ(ref.get(i).isTensor(), got.get(i).isTensor()) << i;
-    if (!ref.get(i).isTensor()) continue;
-    const at::Tensor a = got.get(i).toTensor(), b = ref.get(i).toTensor();
-    EXPECT_EQ(a.sizes(), b.sizes()) << i;
-    EXPECT_LE((a - b).abs().max().item<double>(), 1e-5 * b.abs().max().item<double>()) << "gradient " << i;
-  }
+  expect_same_results(*bw, *copy);
+
+  // Then the input gradients of the same three (the third convolution's
+  // convolution_backward has nothing left to do).
+  EXPECT_EQ(fx::conv_as_matmul(copy->graph(), 4), 3u);
+  EXPECT_EQ(masks(copy->graph()),
+            (std::vector<std::string>{"[False, False, True]", "[False, False, True]", "[False, True, True]"}));
+  EXPECT_EQ(count(copy->graph(), "aten::col2im"), 3u);
+  copy->graph().lint();
+  expect_same_results(*bw, *copy);
+
+  // The forward's three convolutions on 2x2 maps.
+  auto fw = aot->forward_graph(), fw_copy = graph_copy_of(fw);
+  EXPECT_EQ(fx::conv_as_matmul(fw_copy->graph(), 4), 3u);
+  EXPECT_EQ(count(fw_copy->graph(), "aten::convolution"), 1u);
+  EXPECT_EQ(count(fw_copy->graph(), "aten::addmm"), 2u);  // the two with a bias
+  fw_copy->graph().lint();
+  expect_same_results(*fw, *fw_copy);
 }
 
 TEST(ConvWeightGradAsMatmul, DropsAConvolutionBackwardLeftWithNothingToDo) {
@@ -104,7 +127,7 @@ TEST(TrainingCompiler, TrainsAsEagerWithTheRewrites) {
   auto eager = small_map_net();
   auto compiled = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(eager->clone());
   fx::AotOptions options;
-  options.bw_compiler = fx::training_compiler({/*conv_weight_grad_matmul_max_positions=*/16});
+  options.fw_compiler = options.bw_compiler = fx::training_compiler({16, 4});
   auto aot = fx::aot_module(torch::nn::Sequential(compiled).ptr(), options);
   torch::optim::SGD se(eager->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
   torch::optim::SGD sc(compiled->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
