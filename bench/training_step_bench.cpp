@@ -5,7 +5,8 @@
 // 4 heads, sequence 32, mean square), batch 8 and 32.
 //
 //   BM_TrainStep/<model>/<engine>/<batch>   engine 0 eager, 1 aot default partition,
-//                                           2 functorch's min cut, 3 fxcpp's min cut
+//                                           2 functorch's min cut, 3 fxcpp's min cut,
+//                                           4 fxcpp's min cut channels-last (AotOptions::memory_format)
 //   BM_TrainStepMemory/...                  the memory of a step (one process each)
 //
 // scripts/bench_training.py runs them interleaved (random interleaving of
@@ -53,7 +54,8 @@ std::unique_ptr<Trainer> make_trainer(int model, int engine, int64_t batch) {
   auto t = std::make_unique<Trainer>();
   std::shared_ptr<fx::AotModule> aot;
   fx::AotOptions options;
-  options.partition_fn = engine == 3   ? fx::min_cut_partition()
+  if (engine == 4) options.memory_format = c10::MemoryFormat::ChannelsLast;
+  options.partition_fn = engine >= 3   ? fx::min_cut_partition()
                          : engine == 2 ? fx::PartitionFn(fx::min_cut_rematerialization_partition)
                                        : fx::PartitionFn(fx::default_partition);
   if (model == 0 || model == 1) {
@@ -90,12 +92,12 @@ void BM_TrainStep(benchmark::State& state) {
   for (int i = 0; i < 2; ++i) t->step();  // trace, compile, warm the allocator
   for (auto _ : state) t->step();
   static const char* models[] = {"resnet18", "mobilenet_v2", "encoder"};
-  static const char* engines[] = {"eager", "aot_default", "aot_functorch_min_cut", "aot_min_cut"};
+  static const char* engines[] = {"eager", "aot_default", "aot_functorch_min_cut", "aot_min_cut", "aot_min_cut_nhwc"};
   state.SetLabel(std::string(models[state.range(0)]) + " " + engines[state.range(1)]);
 }
 
 BENCHMARK(BM_TrainStep)
-    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3}, {8, 32}})
+    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4}, {8, 32}})
     ->ArgNames({"model", "engine", "batch"})
     ->Unit(benchmark::kMillisecond)
     ->MinTime(1.0);
@@ -147,7 +149,7 @@ void BM_TrainStepMemory(benchmark::State& state) {
 }
 
 BENCHMARK(BM_TrainStepMemory)
-    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3}, {8, 32}})
+    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4}, {8, 32}})
     ->ArgNames({"model", "engine", "batch"})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);

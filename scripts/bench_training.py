@@ -9,7 +9,8 @@ cross-entropy) and a TransformerEncoderLayer (d 64, 4 heads, feed-forward
 
   C++ (build/fx_bench BM_TrainStep, repetitions randomly interleaved in one
   process): eager libtorch, aot_module with default_partition, functorch's
-  min cut, fxcpp's min cut (batch-norm outputs and activations recomputed).
+  min cut, fxcpp's min cut (batch-norm outputs and activations recomputed),
+  and that with AotOptions::memory_format = channels_last (NHWC).
   Memory (BM_TrainStepMemory, one process per engine): the peak of the
   tensor bytes three steps allocate beyond those alive before them (the
   CPU allocator's count, as libtorch reports it to a memory profiler).
@@ -32,7 +33,7 @@ import sys
 import time
 
 MODELS = ["resnet18", "mobilenet_v2", "encoder"]
-ENGINES = ["eager", "aot default", "aot functorch min-cut", "aot fxcpp min-cut"]
+ENGINES = ["eager", "aot default", "aot functorch min-cut", "aot fxcpp min-cut", "aot fxcpp min-cut NHWC"]
 
 
 def cpu_name():
@@ -79,7 +80,7 @@ def run_cpp(build, quick):
 def run_memory(build, quick):
     mem = {}
     for m in range(3):
-        for e in range(4):
+        for e in range(len(ENGINES)):
             for batch in ([8] if quick else [8, 32]):
                 cmd = [os.path.join(build, "fx_bench"),
                        f"--benchmark_filter=BM_TrainStepMemory/model:{m}/engine:{e}/batch:{batch}/",
@@ -159,16 +160,16 @@ def render(cpu, cpp, mem, py, py_error, quick):
              f"`scripts/bench_training.py{' --quick' if quick else ''}`.", "",
              "One training step (zero_grad, forward, loss, backward, SGD step with momentum), milliseconds "
              "(median of interleaved repetitions); in brackets the ratio to eager libtorch.", ""]
-    lines.append("| model | batch | eager libtorch | aot default | aot functorch min-cut | aot fxcpp min-cut |"
+    lines.append("| model | batch | eager libtorch | " + " | ".join(ENGINES[1:]) + " |"
                  + (" PyTorch eager | functorch aot (nop) | functorch aot (ts_compile) |" if py else ""))
-    lines.append("|---|---:|---:|---:|---:|---:|" + ("---:|---:|---:|" if py else ""))
+    lines.append("|---|---:|---:|" + "---:|" * (len(ENGINES) - 1) + ("---:|---:|---:|" if py else ""))
     for m, name in enumerate(MODELS):
         for batch in batches:
             eager = cpp.get((m, 0, batch))
             if eager is None:
                 continue
             row = [name, str(batch), f"{eager:.1f}"]
-            for e in (1, 2, 3):
+            for e in range(1, len(ENGINES)):
                 t = cpp.get((m, e, batch))
                 row.append(f"{t:.1f} ({t / eager:.2f})" if t else "-")
             if py:
@@ -185,9 +186,9 @@ def render(cpu, cpp, mem, py, py_error, quick):
               "optimizer state): the activations, temporaries, the memory plan's arena, and the new gradients "
               "before they are accumulated into `.grad` (all at once for a compiled backward, one by one in eager "
               "mode). In brackets the ratio to eager.", ""]
-    lines.append("| model | batch | eager kept | aot default | aot functorch min-cut | aot fxcpp min-cut "
-                 "| eager step | aot default | aot functorch min-cut | aot fxcpp min-cut |")
-    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    lines.append("| model | batch | eager kept | " + " | ".join(ENGINES[1:]) + " | eager step | "
+                 + " | ".join(ENGINES[1:]) + " |")
+    lines.append("|---|---:|" + "---:|" * (2 * len(ENGINES)))
     for m, name in enumerate(MODELS):
         for batch in batches:
             if (m, 0, batch) not in mem:
@@ -196,7 +197,7 @@ def render(cpu, cpp, mem, py, py_error, quick):
             for k in (0, 1):
                 eager = mem[(m, 0, batch)][k]
                 row.append(f"{eager:.1f}")
-                for e in (1, 2, 3):
+                for e in range(1, len(ENGINES)):
                     v = mem.get((m, e, batch))
                     row.append(f"{v[k]:.1f} ({v[k] / eager:.2f})" if v is not None and eager > 0 else "-")
             lines.append("| " + " | ".join(row) + " |")
