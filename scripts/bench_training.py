@@ -58,7 +58,7 @@ def write_markdown(text, build, build_name, save_dir=None, part_name=None):
 
 
 def run_cpp(build, quick):
-    reps = 1 if quick else 3
+    reps = 1 if quick else 5
     cmd = [os.path.join(build, "fx_bench"), "--benchmark_filter=BM_TrainStep/",
            "--benchmark_enable_random_interleaving=true", f"--benchmark_repetitions={reps}",
            "--benchmark_format=json", "--benchmark_min_time=0.5" if quick else "--benchmark_min_time=1"]
