@@ -109,12 +109,18 @@ def calibration_batches(xtr):
     return [(xtr[i * CALIB_BATCH:(i + 1) * CALIB_BATCH].clone(),) for i in range(CALIB_BATCHES)]
 
 
-def main():
+def start():
+    """A fixture run's start: the output directory (argv[1], default digits; created), 1 thread, the seed set,
+    then data(): (out, (xtr, ytr), (xte, yte))."""
     out = sys.argv[1] if len(sys.argv) > 1 else "digits"
     os.makedirs(out, exist_ok=True)
     torch.set_num_threads(1)
     torch.manual_seed(SEED)
-    (xtr, ytr), (xte, yte) = data()
+    return (out,) + data()
+
+
+def main():
+    out, (xtr, ytr), (xte, yte) = start()
     model = DigitsNet()
     t0 = time.time()
     fit(model, xtr, ytr, 3e-3, 15)

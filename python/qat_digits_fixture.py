@@ -37,7 +37,7 @@ from torch.ao.quantization import get_default_qat_qconfig_mapping, get_default_q
 from torch.ao.quantization.quantize_fx import convert_fx, convert_to_reference_fx, prepare_fx, prepare_qat_fx  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from digits_fixture import SEED, DigitsNet, accuracy, calibration_batches, data, fit, save, save_jit  # noqa: E402
+from digits_fixture import SEED, DigitsNet, accuracy, calibration_batches, fit, save, save_jit, start  # noqa: E402
 
 WIDTH = 8
 QAT_EPOCHS, QAT_LR, QAT_BATCH = 3, 1e-3, 32
@@ -99,11 +99,7 @@ def report(model, xtr, ytr, xte, yte, calib):
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else "digits"
-    os.makedirs(out, exist_ok=True)
-    torch.set_num_threads(1)
-    torch.manual_seed(SEED)
-    (xtr, ytr), (xte, yte) = data()
+    out, (xtr, ytr), (xte, yte) = start()
     model = DepthwiseNet()
     fit(model, xtr, ytr, 1e-2, 30)
     example = (xte[:1],)
