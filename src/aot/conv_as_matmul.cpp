@@ -18,6 +18,8 @@
 // views after a convolution rely on its strides): a channels-last weight is
 // read as [Co, kh*kw*C] (its storage order, no copy) with the columns
 // permuted to match, and its gradient comes out channels-last.
+#include "aot/partition_util.h"
+
 #include <fx/aot.h>
 #include <fx/tensor_meta.h>
 
@@ -27,11 +29,7 @@
 namespace fx {
 namespace {
 
-const TensorMetadata* meta_of(const Argument& a) {
-  if (!a.is_node()) return nullptr;
-  auto it = a.to_node()->meta().find("tensor_meta");
-  return it == a.to_node()->meta().end() ? nullptr : std::any_cast<TensorMetadata>(&it->second);
-}
+const TensorMetadata* meta_of(const Argument& a) { return a.is_node() ? aot_impl::tensor_meta_of(a.to_node()) : nullptr; }
 
 /// The getitem users of a tuple node by element.
 std::vector<std::vector<Node*>> elements(Node* tuple, size_t n) {

@@ -163,10 +163,13 @@ bool is_primal_alias(const Node* n) {
   return false;
 }
 
-double tensor_bytes(const Node* n) {
+const TensorMetadata* tensor_meta_of(const Node* n) {
   auto it = n->meta().find("tensor_meta");
-  if (it == n->meta().end()) return 0;
-  const auto* m = std::any_cast<TensorMetadata>(&it->second);
+  return it == n->meta().end() ? nullptr : std::any_cast<TensorMetadata>(&it->second);
+}
+
+double tensor_bytes(const Node* n) {
+  const TensorMetadata* m = tensor_meta_of(n);
   if (m == nullptr) return 0;
   double numel = 1;
   for (int64_t s : m->shape) numel *= static_cast<double>(s);

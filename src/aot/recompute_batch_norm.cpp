@@ -32,11 +32,6 @@ bool duplicable(const Node* n) {
   return n->op() == Opcode::CallFunction && ops.count(n->target()) > 0 && n->meta().count("tensor_meta") > 0;
 }
 
-const TensorMetadata* meta_of(const Node* n) {
-  auto it = n->meta().find("tensor_meta");
-  return it == n->meta().end() ? nullptr : std::any_cast<TensorMetadata>(&it->second);
-}
-
 /// The getitem user of a tuple node taking element `i`, or nullptr.
 Node* element(Node* tuple, int64_t i) {
   for (Node* u : tuple->users())
@@ -58,7 +53,7 @@ size_t add_batch_norm_recompute(Graph& g, const std::unordered_set<const Node*>&
     Node* y = element(bn, 0);
     Node* mean = element(bn, 1);
     Node* invstd = element(bn, 2);
-    const TensorMetadata* ym = y ? meta_of(y) : nullptr;
+    const TensorMetadata* ym = y ? tensor_meta_of(y) : nullptr;
     if (y == nullptr || mean == nullptr || invstd == nullptr || ym == nullptr || ym->shape.size() < 2) continue;
     const Argument x = bn->args()[0], w = bn->args()[1], b = bn->args()[2];
     // Per-channel vectors viewed as [1, C, 1, ...] to broadcast over x.
@@ -73,7 +68,7 @@ size_t add_batch_norm_recompute(Graph& g, const std::unordered_set<const Node*>&
         ++seen;
       }
     }
-    const TensorMetadata* mm = meta_of(mean);
+    const TensorMetadata* mm = tensor_meta_of(mean);
     if (seen < 3 || mm == nullptr) continue;
     TensorMetadata vm = *mm;
     vm.shape.assign(ym->shape.size(), 1);
