@@ -162,11 +162,11 @@ CompiledGraph graph_module_compiler(const std::shared_ptr<GraphModule>& gm,
 
 /// Rewrites the weight gradients of 2-d convolutions whose output has at
 /// most `max_positions` positions per image (Ho*Wo; groups 1, float or
-/// double) from
-/// aten::convolution_backward into im2col and one matrix product, the
-/// convolution_backward keeping the input and bias gradients (gone when it
-/// has nothing left to compute). oneDNN's backward-weights kernel is several
-/// times slower than that product there. Returns how many it rewrote.
+/// double) from aten::convolution_backward into im2col and one matrix
+/// product, the convolution_backward keeping the input and bias gradients
+/// (gone when it has nothing left to compute). oneDNN's backward-weights
+/// kernel is several times slower than that product there. Returns how many
+/// it rewrote.
 size_t conv_weight_grad_as_matmul(Graph& g, int64_t max_positions = 16);
 
 /// Rewrites 2-d convolutions whose output has at most `max_positions`

@@ -291,25 +291,23 @@ struct AotModule::State {
   std::shared_ptr<aot_impl::Entry> last;
   std::shared_ptr<aot_impl::GradientHooks> hooks = std::make_shared<aot_impl::GradientHooks>();
 
-  /// Stores the module's 4-d floating-point parameters in `format` (as
-  /// Python's module.to(memory_format=...)): the same tensors, so an
-  /// optimizer holding them steps the converted values.
-  void convert_parameters(c10::MemoryFormat format) const {
-    if (!module) return;
-    torch::NoGradGuard no_grad;
-    for (const auto& p : module->named_parameters(true)) {
-      const at::Tensor& t = p.value();
-      if (t.dim() == 4 && at::isFloatingType(t.scalar_type()) && !t.is_contiguous(format))
-        t.set_data(t.contiguous(format));
-    }
-  }
-
   /// The module's parameters then buffers now (they may have been replaced);
-  /// none for a function.
+  /// none for a function. With options.memory_format, 4-d floating-point
+  /// parameters not in it are first stored in it (as Python's
+  /// module.to(memory_format=...)): the same tensors, so an optimizer holding
+  /// them steps the converted values.
   std::vector<at::Tensor> current_params() const {
     std::vector<at::Tensor> out;
     if (!module) return out;
-    for (const auto& p : module->named_parameters(true)) out.push_back(p.value());
+    for (const auto& p : module->named_parameters(true)) {
+      const at::Tensor& t = p.value();
+      const auto& format = options.memory_format;
+      if (format && t.dim() == 4 && at::isFloatingType(t.scalar_type()) && !t.is_contiguous(*format)) {
+        torch::NoGradGuard no_grad;
+        t.set_data(t.contiguous(*format));
+      }
+      out.push_back(t);
+    }
     for (const auto& b : module->named_buffers(true)) out.push_back(b.value());
     return out;
   }
@@ -330,7 +328,6 @@ AotModule::~AotModule() = default;
 
 c10::IValue AotModule::forward(std::vector<c10::IValue> inputs) {
   using namespace aot_impl;
-  if (state_->options.memory_format) state_->convert_parameters(*state_->options.memory_format);
   std::vector<at::Tensor> args = state_->current_params();
   const size_t num_params = args.size();
   for (size_t i = 0; i < inputs.size(); ++i) {
