@@ -12,6 +12,7 @@
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
+#include <torch/nn/modules/pooling.h>
 #include <torch/nn/modules/rnn.h>
 
 #include <mutex>
@@ -107,6 +108,89 @@ Options conv_from_json(const json& j) {
   else if (mode == "kCircular") o.padding_mode(torch::kCircular);
   else throw Error("unknown padding_mode '" + mode + "'");
   return o;
+}
+
+/// `D` sizes of a pooling option: a list of D, or one number for all (as
+/// Python's torch.nn writes `kernel_size=3`), each at least `min`.
+template <size_t D>
+torch::ExpandingArray<D> pool_sizes(const json& j, const char* key, int64_t min) {
+  const json& v = j.at(key);
+  if (v.is_number_integer())
+    return torch::ExpandingArray<D>(checked_size(v.get<int64_t>(), std::string("'") + key + "'", min));
+  return expanding<D>(v, key, min);
+}
+
+template <class Impl, size_t D>
+SerializableModuleType max_pool_type(const std::string& name) {
+  return {name,
+          [](const nn::Module& m) -> json {
+            const auto& o = dynamic_cast<const Impl&>(m).options;
+            return {{"kernel_size", vec<D>(o.kernel_size())}, {"stride", vec<D>(o.stride())},
+                    {"padding", vec<D>(o.padding())}, {"dilation", vec<D>(o.dilation())},
+                    {"ceil_mode", o.ceil_mode()}};
+          },
+          [](const json& j) -> std::shared_ptr<nn::Module> {
+            nn::MaxPoolOptions<D> o(pool_sizes<D>(j, "kernel_size", 1));
+            o.stride(pool_sizes<D>(j, "stride", 1)).padding(pool_sizes<D>(j, "padding", 0));
+            o.dilation(pool_sizes<D>(j, "dilation", 1)).ceil_mode(j.at("ceil_mode").get<bool>());
+            return std::make_shared<Impl>(o);
+          }};
+}
+
+template <class Impl, size_t D>
+SerializableModuleType avg_pool_type(const std::string& name) {
+  return {name,
+          [](const nn::Module& m) -> json {
+            const auto& o = dynamic_cast<const Impl&>(m).options;
+            return {{"kernel_size", vec<D>(o.kernel_size())}, {"stride", vec<D>(o.stride())},
+                    {"padding", vec<D>(o.padding())}, {"ceil_mode", o.ceil_mode()},
+                    {"count_include_pad", o.count_include_pad()},
+                    {"divisor_override", o.divisor_override() ? json(*o.divisor_override()) : json(nullptr)}};
+          },
+          [](const json& j) -> std::shared_ptr<nn::Module> {
+            nn::AvgPoolOptions<D> o(pool_sizes<D>(j, "kernel_size", 1));
+            o.stride(pool_sizes<D>(j, "stride", 1)).padding(pool_sizes<D>(j, "padding", 0));
+            o.ceil_mode(j.at("ceil_mode").get<bool>()).count_include_pad(j.at("count_include_pad").get<bool>());
+            const auto divisor = j.find("divisor_override");  // Python's AvgPool1d has none
+            if (divisor != j.end() && !divisor->is_null())
+              o.divisor_override(checked_size(divisor->get<int64_t>(), "'divisor_override'", 1));
+            return std::make_shared<Impl>(o);
+          }};
+}
+
+inline json size_json(int64_t s) { return s; }
+inline json size_json(const c10::optional<int64_t>& s) { return s ? json(*s) : json(nullptr); }
+
+/// AdaptiveAvgPoolNd: `output_size` a list of D sizes, each a number or (2-d,
+/// 3-d) null for a dimension kept, or one number for all.
+template <class Impl, class Options, size_t D>
+SerializableModuleType adaptive_avg_pool_type(const std::string& name) {
+  return {name,
+          [](const nn::Module& m) -> json {
+            json sizes = json::array();
+            for (const auto& s : *dynamic_cast<const Impl&>(m).options.output_size()) sizes.push_back(size_json(s));
+            return {{"output_size", sizes}};
+          },
+          [](const json& j) -> std::shared_ptr<nn::Module> {
+            const json& v = j.at("output_size");
+            std::vector<c10::optional<int64_t>> sizes;
+            if (v.is_number_integer()) {
+              sizes.assign(D, checked_size(v.get<int64_t>(), "'output_size'", 1));
+            } else {
+              for (const json& s : v)
+                sizes.push_back(s.is_null() ? c10::optional<int64_t>()
+                                            : checked_size(s.get<int64_t>(), "'output_size'", 1));
+              if (sizes.size() != D)
+                throw Error("option 'output_size' has " + std::to_string(sizes.size()) + " values; expected " +
+                            std::to_string(D));
+            }
+            if constexpr (D == 1) {
+              if (!sizes[0]) throw Error("option 'output_size' of a 1-d pooling cannot be null");
+              return std::make_shared<Impl>(Options(*sizes[0]));
+            } else {
+              return std::make_shared<Impl>(Options(torch::ExpandingArrayWithOptionalElem<D>(sizes)));
+            }
+          }};
 }
 
 template <class Impl, size_t D>
@@ -290,6 +374,19 @@ void register_builtins(Registry& r) {
       simple_type<nn::SoftmaxImpl>(
           "torch.nn.Softmax", [](const nn::SoftmaxOptions& o) -> json { return {{"dim", o.dim()}}; },
           [](const json& j) { return nn::SoftmaxOptions(j.at("dim").get<int64_t>()); }));
+  // Pooling (parameter-free; Python's torch.nn writes them, C++ tracing goes through them).
+  add(typeid(nn::MaxPool1dImpl), max_pool_type<nn::MaxPool1dImpl, 1>("torch.nn.MaxPool1d"));
+  add(typeid(nn::MaxPool2dImpl), max_pool_type<nn::MaxPool2dImpl, 2>("torch.nn.MaxPool2d"));
+  add(typeid(nn::MaxPool3dImpl), max_pool_type<nn::MaxPool3dImpl, 3>("torch.nn.MaxPool3d"));
+  add(typeid(nn::AvgPool1dImpl), avg_pool_type<nn::AvgPool1dImpl, 1>("torch.nn.AvgPool1d"));
+  add(typeid(nn::AvgPool2dImpl), avg_pool_type<nn::AvgPool2dImpl, 2>("torch.nn.AvgPool2d"));
+  add(typeid(nn::AvgPool3dImpl), avg_pool_type<nn::AvgPool3dImpl, 3>("torch.nn.AvgPool3d"));
+  add(typeid(nn::AdaptiveAvgPool1dImpl),
+      adaptive_avg_pool_type<nn::AdaptiveAvgPool1dImpl, nn::AdaptiveAvgPool1dOptions, 1>("torch.nn.AdaptiveAvgPool1d"));
+  add(typeid(nn::AdaptiveAvgPool2dImpl),
+      adaptive_avg_pool_type<nn::AdaptiveAvgPool2dImpl, nn::AdaptiveAvgPool2dOptions, 2>("torch.nn.AdaptiveAvgPool2d"));
+  add(typeid(nn::AdaptiveAvgPool3dImpl),
+      adaptive_avg_pool_type<nn::AdaptiveAvgPool3dImpl, nn::AdaptiveAvgPool3dOptions, 3>("torch.nn.AdaptiveAvgPool3d"));
   auto no_options = [&](std::type_index t, const std::string& name, auto make) {
     add(t, {name, [](const nn::Module&) { return json::object(); },
             [make](const json&) -> std::shared_ptr<nn::Module> { return make(); }});

@@ -10,6 +10,7 @@
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
+#include <torch/nn/modules/pooling.h>
 #include <torch/nn/modules/rnn.h>
 
 namespace fx {
@@ -52,6 +53,15 @@ std::vector<Case> cases() {
       {nn::Identity().ptr(), x4},
       {nn::Sigmoid().ptr(), x4},
       {nn::Tanh().ptr(), x4},
+      {nn::MaxPool1d(nn::MaxPool1dOptions(3).stride(2).padding(1).ceil_mode(true)).ptr(), at::randn({1, 4, 9})},
+      {nn::MaxPool2d(nn::MaxPool2dOptions({3, 2}).stride({2, 1}).padding({1, 0}).dilation({1, 2})).ptr(), x4},
+      {nn::MaxPool3d(nn::MaxPool3dOptions(2)).ptr(), at::randn({1, 2, 4, 4, 4})},
+      {nn::AvgPool1d(nn::AvgPool1dOptions(2).count_include_pad(false).padding(1)).ptr(), at::randn({1, 4, 9})},
+      {nn::AvgPool2d(nn::AvgPool2dOptions(3).stride(2).padding(1).divisor_override(4)).ptr(), x4},
+      {nn::AvgPool3d(nn::AvgPool3dOptions({2, 2, 1}).ceil_mode(true)).ptr(), at::randn({1, 2, 3, 4, 5})},
+      {nn::AdaptiveAvgPool1d(nn::AdaptiveAvgPool1dOptions(4)).ptr(), at::randn({1, 4, 9})},
+      {nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions({c10::nullopt, 3})).ptr(), x4},
+      {nn::AdaptiveAvgPool3d(nn::AdaptiveAvgPool3dOptions({1, 2, c10::nullopt})).ptr(), at::randn({1, 2, 3, 4, 5})},
   };
   return c;
 }
@@ -106,6 +116,34 @@ TEST(ModuleRegistry, LoadingDrawsNoRandomWeights) {
   EXPECT_LE(fresh->weight.abs().max().item<double>(), bound);
   EXPECT_GT(fresh->weight.abs().max().item<double>(), 0.9 * bound);
   EXPECT_GT(fresh->weight.std().item<double>(), 0.5 * bound / std::sqrt(3.0));
+}
+
+// Python's torch.nn writes a pooling size as one number (MaxPool2d(3)) and an
+// adaptive size as a tuple that may hold None: the registry reads both forms,
+// and refuses a list of the wrong length naming the option.
+TEST(ModuleRegistry, PoolingOptionsInPythonsForms) {
+  const SerializableModuleType* max2 = find_serializable_module("torch.nn.MaxPool2d");
+  const SerializableModuleType* adaptive2 = find_serializable_module("torch.nn.AdaptiveAvgPool2d");
+  const SerializableModuleType* avg1 = find_serializable_module("torch.nn.AvgPool1d");
+  ASSERT_NE(max2, nullptr);
+  ASSERT_NE(adaptive2, nullptr);
+  ASSERT_NE(avg1, nullptr);
+  const json python_form = {{"kernel_size", 3}, {"stride", 2}, {"padding", 1}, {"dilation", 1}, {"ceil_mode", false}};
+  auto m = max2->from_json(python_form);
+  EXPECT_EQ(max2->to_json(*m), (json{{"kernel_size", {3, 3}}, {"stride", {2, 2}}, {"padding", {1, 1}},
+                                     {"dilation", {1, 1}}, {"ceil_mode", false}}));
+  auto a = adaptive2->from_json(json{{"output_size", {nullptr, 7}}});
+  EXPECT_EQ(adaptive2->to_json(*a), (json{{"output_size", {nullptr, 7}}}));
+  EXPECT_EQ(a->as<nn::AdaptiveAvgPool2d>()->forward(at::ones({1, 2, 5, 14})).sizes(), at::IntArrayRef({1, 2, 5, 7}));
+  // Python's AvgPool1d has no divisor_override: its options leave it out.
+  auto p = avg1->from_json(json{{"kernel_size", {2}}, {"stride", {2}}, {"padding", {0}}, {"ceil_mode", false},
+                                {"count_include_pad", true}});
+  EXPECT_EQ(p->as<nn::AvgPool1d>()->options.divisor_override(), c10::nullopt);
+  EXPECT_EQ(error_of([&] { adaptive2->from_json(json{{"output_size", {1, 2, 3}}}); }),
+            "option 'output_size' has 3 values; expected 2");
+  json zero_kernel = python_form;
+  zero_kernel["kernel_size"] = 0;
+  EXPECT_EQ(error_of([&] { max2->from_json(zero_kernel); }), "option 'kernel_size' is 0; expected 1 to 16777216");
 }
 
 /// A user's module: y = x * scale + shift, `scale` an option, `shift` a parameter.
