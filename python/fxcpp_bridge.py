@@ -151,6 +151,62 @@ for _d in (1, 2, 3):
                                         track_running_stats=o["track_running_stats"], **f))(_b))
 for _name, _cls in (("LSTM", _nn.LSTM), ("GRU", _nn.GRU), ("RNN", _nn.RNN)):
     _LEAVES["torch.nn." + _name] = (_cls, _rnn_options, _rnn_make(_cls))
+
+
+def _size(v):
+    """A pooling size option as the file holds it: the number, or the list (None: a dimension kept)."""
+    return list(v) if isinstance(v, (tuple, list)) else v
+
+
+def _py_size(v):
+    return tuple(v) if isinstance(v, list) else v
+
+
+def _py_window(v):
+    """A pooling window option for Python: one number when all are equal (as torch.nn's pooling layers are
+    written, and C++'s ExpandingArray keeps no difference), else the tuple."""
+    return v[0] if isinstance(v, list) and v and all(x == v[0] for x in v) else _py_size(v)
+
+
+def _max_pool_options(m):
+    if m.return_indices:
+        return None  # C++'s MaxPoolNd returns no indices: a TorchScript leaf
+    return {"kernel_size": _size(m.kernel_size), "stride": _size(m.stride), "padding": _size(m.padding),
+            "dilation": _size(m.dilation), "ceil_mode": m.ceil_mode}
+
+
+def _avg_pool_options(m):
+    return {"kernel_size": _size(m.kernel_size), "stride": _size(m.stride), "padding": _size(m.padding),
+            "ceil_mode": m.ceil_mode, "count_include_pad": m.count_include_pad,
+            "divisor_override": getattr(m, "divisor_override", None)}
+
+
+def _avg_pool_make(cls):
+    def make(o, **factory):
+        kw = {}
+        if o.get("divisor_override") is not None:
+            if cls is _nn.AvgPool1d:
+                raise FxcppError("torch.nn.AvgPool1d has no divisor_override (the file's is %r)"
+                                 % o["divisor_override"])
+            kw["divisor_override"] = o["divisor_override"]
+        return cls(_py_window(o["kernel_size"]), stride=_py_window(o["stride"]), padding=_py_window(o["padding"]),
+                   ceil_mode=o["ceil_mode"], count_include_pad=o["count_include_pad"], **kw)
+    return make
+
+
+for _d in (1, 2, 3):
+    _m = getattr(_nn, "MaxPool%dd" % _d)
+    _a = getattr(_nn, "AvgPool%dd" % _d)
+    _aa = getattr(_nn, "AdaptiveAvgPool%dd" % _d)
+    _LEAVES["torch.nn.MaxPool%dd" % _d] = (
+        _m, _max_pool_options,
+        (lambda cls: lambda o, **f: cls(_py_window(o["kernel_size"]), stride=_py_window(o["stride"]),
+                                        padding=_py_window(o["padding"]), dilation=_py_window(o["dilation"]),
+                                        ceil_mode=o["ceil_mode"]))(_m))
+    _LEAVES["torch.nn.AvgPool%dd" % _d] = (_a, _avg_pool_options, _avg_pool_make(_a))
+    _LEAVES["torch.nn.AdaptiveAvgPool%dd" % _d] = (
+        _aa, lambda m: {"output_size": _size(m.output_size)},
+        (lambda cls: lambda o, **f: cls(_py_size(o["output_size"])))(_aa))
 _LEAF_NAMES = {cls: name for name, (cls, _, _) in _LEAVES.items()}
 
 
@@ -356,13 +412,20 @@ def _new_module(reader, doc, path):
     if kind == "registered":
         if doc["type"] not in _LEAVES:
             raise FxcppError("%s: module type %r is not known to the bridge" % (reader.path, doc["type"]))
+        if getattr(reader, "shares_tensors", False):  # a document in memory: the tensors themselves, not copies
+            m = _shell(doc)
+            _share_state(m, doc, reader)
+            for name, t in list(m.named_parameters()) + list(m.named_buffers()):
+                if t.is_meta:
+                    raise FxcppError("%s: module %r (%s) has no tensor for %r"
+                                     % (reader.path, path, doc["type"], name))
+            if isinstance(m, torch.nn.RNNBase):  # forward reads _flat_weights, which register_parameter leaves
+                m._flat_weights = [getattr(m, w, None) for w in m._flat_weights_names]
+            m.training = doc["training"]
+            return m
         # Built on the meta device, then given uninitialised CPU storage (torch.nn.utils.skip_init's way): every
         # tensor is replaced below, so drawing the random initial weights (100 ms for resnet50) would be waste.
         m = _LEAVES[doc["type"]][2](doc["options"], device="meta").to_empty(device="cpu")
-        if getattr(reader, "shares_tensors", False):  # a document in memory: the tensors themselves, not copies
-            _share_state(m, doc, reader)
-            m.training = doc["training"]
-            return m
         state = dict(m.named_parameters())
         state.update(dict(m.named_buffers()))
         with torch.no_grad():
@@ -392,6 +455,32 @@ def _new_module(reader, doc, path):
         gm = torch.fx.GraphModule(m, graph, doc.get("class_name", "GraphModule"))
         gm.training = doc["training"]
         return gm
+    return m
+
+
+_SHELLS = {}  # (type, options) -> a module of that type built on the meta device
+
+
+def _shell(doc):
+    """A new module of the document's registered type and options whose tensors are still meta ones (to be
+    replaced): a copy of one built once per type and options, as building a torch.nn layer (its __init__, its
+    reset_parameters) costs more than the copy."""
+    key = (doc["type"], repr(doc["options"]))
+    template = _SHELLS.get(key)
+    if template is None:
+        if len(_SHELLS) > 1024:
+            _SHELLS.clear()
+        template = _SHELLS[key] = _LEAVES[doc["type"]][2](doc["options"], device="meta")
+    return _module_copy(template)
+
+
+def _module_copy(t):
+    """A copy of module t with its own parameter, buffer, submodule and hook tables (the tensors themselves are
+    t's until replaced)."""
+    m = t.__class__.__new__(t.__class__)
+    d = {k: v.copy() if isinstance(v, (dict, set, list)) else v for k, v in t.__dict__.items()}
+    d["_modules"] = type(d["_modules"])((k, None if c is None else _module_copy(c)) for k, c in t._modules.items())
+    m.__dict__ = d
     return m
 
 
@@ -674,12 +763,12 @@ class _Lowered:
 
 def _lower_call_function(n, types, leaves):
     t = n.target
-    where = "node %r: call_function target %s" % (n.name, _describe(t))
+    where = _CallWhere(n)  # its text (the target's qualified name: an import) only when an error is written
     if isinstance(t, torch._ops.OpOverload):
         over = t._overloadname
         name = t._schema.name + ("" if over == "default" else "." + over)
-        b = _bind_schema(t._schema, n.args, n.kwargs, types)
-        return _Lowered("call_function", name, *(b if b is not None and _scalars_in(n, types) else (n.args, n.kwargs)))
+        b = _bind_schema(t._schema, n.args, n.kwargs, types) if _scalars_in(n, types) else None
+        return _Lowered("call_function", name, *(b if b is not None else (n.args, n.kwargs)))
     if isinstance(t, torch._ops.OpOverloadPacket):
         r = _resolve_overload(t._qualified_op_name, n.args, n.kwargs, types) if _scalars_in(n, types) else None
         return _Lowered("call_function", *(r if r is not None else (t._qualified_op_name, n.args, n.kwargs)))
@@ -699,6 +788,16 @@ def _lower_call_function(n, types, leaves):
             return _Lowered("call_function", r[0], r[1], r[2])
     # A function no single ATen operator does: a TorchScript leaf that calls it.
     return leaves.function_leaf(n, t, where, types)
+
+
+class _CallWhere:
+    """ "node 'x': call_function target torch.foo" for an error message, written when one is."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __str__(self):
+        return "node %r: call_function target %s" % (self.n.name, _describe(self.n.target))
 
 
 def _describe(t):
@@ -1002,9 +1101,9 @@ class _Writer:
         if id(m) in self.written:
             return {"kind": "shared", "path": self.written[id(m)]}
         self.written[id(m)] = path
-        if type(m) in _LEAF_NAMES:
-            name = _LEAF_NAMES[type(m)]
-            return {"kind": "registered", "type": name, "options": _LEAVES[name][1](m), "training": m.training,
+        options = _LEAVES[_LEAF_NAMES[type(m)]][1](m) if type(m) in _LEAF_NAMES else None
+        if options is not None:  # None: options C++'s class does not have (MaxPool2d's return_indices)
+            return {"kind": "registered", "type": _LEAF_NAMES[type(m)], "options": options, "training": m.training,
                     "parameters": [[k, self.tensor(v, where)] for k, v in m.named_parameters()],
                     "buffers": [[k, self.tensor(v, where)] for k, v in m.named_buffers()]}
         extra = {}

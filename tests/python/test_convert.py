@@ -1,10 +1,13 @@
 """fxcpp.from_fx / fxcpp.to_fx: torch.fx GraphModules to fxcpp and back, in memory, tensors shared."""
+import json
+
 import pytest
 import torch
 import torch.fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import fxcpp
+import fxcpp.convert
 from conftest import classifier, close_to_eager
 
 
@@ -167,3 +170,49 @@ def test_conversion_draws_no_random_weights():
         assert a.data_ptr() == b.data_ptr(), name
     with torch.no_grad():
         assert torch.allclose(back(x), model(x), rtol=1e-5, atol=1e-6)
+
+
+class _RecurrentAndPooling(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(4, 8, batch_first=True)
+        self.max1 = torch.nn.MaxPool1d(2)
+        self.max2 = torch.nn.MaxPool2d(3, stride=2, padding=1)
+        self.avg2 = torch.nn.AvgPool2d((2, 1), divisor_override=3)
+        self.adaptive = torch.nn.AdaptiveAvgPool2d((None, 3))
+        self.indices = torch.nn.MaxPool2d(2, return_indices=True)
+
+    def forward(self, x):
+        y = self.lstm(x)[0]
+        img = y.unsqueeze(1)
+        return self.max1(y), self.max2(img), self.avg2(img), self.adaptive(img), self.indices(img)[1]
+
+
+def test_recurrent_and_pooling_leaves_round_trip():
+    """An LSTM given back by to_fx runs on the model's own weights (its _flat_weights refreshed, not the
+    placeholders its shell was built with), and the parameter-free pooling layers are registered C++ layers
+    (no TorchScript leaf), given back with the options they had; MaxPool2d(return_indices=True), which C++'s
+    MaxPool2d cannot return, stays a TorchScript leaf."""
+    torch.manual_seed(3)
+    m = _RecurrentAndPooling()
+    gm = torch.fx.symbolic_trace(m)
+    x = torch.randn(2, 6, 4)
+    text, _, leaves = fxcpp.convert.document(gm)
+    assert list(leaves) == ["leaf0"]
+    kinds = {name: (doc["kind"], doc.get("type")) for name, doc in json.loads(text)["root"]["children"]}
+    assert kinds["max2"] == ("registered", "torch.nn.MaxPool2d")
+    assert kinds["avg2"] == ("registered", "torch.nn.AvgPool2d")
+    assert kinds["adaptive"] == ("registered", "torch.nn.AdaptiveAvgPool2d")
+    assert kinds["indices"][0] == "torchscript"
+    cgm = fxcpp.from_fx(gm)
+    back = fxcpp.to_fx(cgm)
+    assert back.lstm.weight_ih_l0.data_ptr() == gm.lstm.weight_ih_l0.data_ptr()
+    assert [w.data_ptr() for w in back.lstm._flat_weights] == [w.data_ptr() for w in gm.lstm._flat_weights]
+    for name in ("max1", "max2", "avg2", "adaptive"):
+        assert repr(getattr(back, name)) == repr(getattr(gm, name)), name
+    with torch.no_grad():
+        expected = m(x)
+        for got in (cgm(x), back(x)):
+            assert len(got) == len(expected)
+            for a, b in zip(got, expected):
+                assert torch.equal(a, b)
