@@ -127,6 +127,14 @@ struct MinCutOptions {
   /// recomputed from the batch norm's input and statistics (in-place
   /// activated batch norm's idea): conv nets save about half the bytes.
   bool recompute_batch_norm = true;
+  /// Save dropout's random 0/1 masks as bool (1 byte an element, not 4): the
+  /// scaling that follows a mask's draw reads `ne(mask, 0)`, the same values
+  /// to the bit, and the backward recomputes the scaled mask from it.
+  bool masks_as_bool = true;
+  /// Let views (view, reshape, transpose, t, permute, expand, slice,
+  /// select ...) be recomputed: free to redo, so the cut can save a value
+  /// that is already saved instead of a view of a different one.
+  bool recompute_views = true;
   /// Let convolutions and matrix products be recomputed too (functorch's
   /// compute-intensive operators; only a memory budget should ask this).
   bool recompute_compute_intensive = false;

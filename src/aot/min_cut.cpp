@@ -9,6 +9,7 @@
 // output; everything upstream of a cut in backward is recomputed. The
 // maximum flow is Boost.Graph's Boykov-Kolmogorov algorithm.
 #include "aot/partition_util.h"
+#include "aot/bool_masks.h"
 
 #include <fx/error.h>
 #include <fx/passes/cse.h>
@@ -52,6 +53,15 @@ const std::unordered_set<std::string>& recomputable_ops() {
 const std::unordered_set<std::string>& recompute_batch_norm_ops() {
   static const std::unordered_set<std::string> ops = {"aten::hardtanh", "aten::hardswish", "aten::leaky_relu",
                                                       "aten::elu", "aten::view"};
+  return ops;
+}
+
+// Views, free to recompute (MinCutOptions::recompute_views; functorch 1.13
+// recomputes only squeeze, unsqueeze and alias).
+const std::unordered_set<std::string>& view_ops() {
+  static const std::unordered_set<std::string> ops = {
+      "aten::view",   "aten::_reshape_alias", "aten::_unsafe_view", "aten::reshape", "aten::t",
+      "aten::transpose", "aten::permute",    "aten::expand",       "aten::slice",   "aten::select"};
   return ops;
 }
 
@@ -153,6 +163,7 @@ PartitionedGraphs min_cut(const JointGraph& original, const MinCutOptions& optio
                    original.num_forward_outputs};
   joint.module->graph().eliminate_dead_code();
   CSEPass().call(joint.module);
+  if (options.masks_as_bool) read_random_masks_as_bool(joint.module->graph());
   Graph& graph = joint.module->graph();
 
   // Classify: what the backward needs (tangents and all they reach), what the forward outputs need.
@@ -197,6 +208,7 @@ PartitionedGraphs min_cut(const JointGraph& original, const MinCutOptions& optio
   auto recomputable = [&](const std::string& p) {
     return recomputable_ops().count(p) > 0 ||
            (options.recompute_batch_norm && recompute_batch_norm_ops().count(p) > 0) ||
+           (options.recompute_views && view_ops().count(p) > 0) ||
            (options.recompute_compute_intensive && compute_intensive_ops().count(p) > 0);
   };
   auto ban_recomputation = [&](const Node* n) {
@@ -267,6 +279,8 @@ PartitionedGraphs min_cut(const JointGraph& original, const MinCutOptions& optio
 PartitionedGraphs min_cut_rematerialization_partition(const JointGraph& joint) {
   MinCutOptions functorch;
   functorch.recompute_batch_norm = false;
+  functorch.masks_as_bool = false;
+  functorch.recompute_views = false;
   return aot_impl::min_cut(joint, functorch);
 }
 

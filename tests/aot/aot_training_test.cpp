@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <map>
 
 namespace {
 
@@ -194,6 +195,44 @@ TEST(AotTraining, TransformerEncoderLayer) {
   expect_trains_like_eager<torch::nn::TransformerEncoderLayer>(
       [] { return torch::nn::TransformerEncoderLayer(torch::nn::TransformerEncoderLayerOptions(64, 4).dim_feedforward(128)); },
       [] { return torch::randn({8, 2, 64}); }, fx::min_cut_rematerialization_partition);
+}
+
+// fxcpp's min-cut saves dropout's masks as bool (and may recompute views):
+// the encoder still trains as eager does, bit for bit in the masks, and its
+// forward keeps a quarter of the bytes per mask.
+TEST(AotTraining, TransformerEncoderLayerMasksAsBool) {
+  auto make = [] {
+    return torch::nn::TransformerEncoderLayer(torch::nn::TransformerEncoderLayerOptions(64, 4).dim_feedforward(128));
+  };
+  auto input = [] { return torch::randn({8, 2, 64}); };
+  expect_trains_like_eager<torch::nn::TransformerEncoderLayer>(make, input, fx::min_cut_partition());
+  torch::manual_seed(7);
+  auto layer = make();
+  fx::AotOptions options;
+  options.partition_fn = fx::min_cut_partition();
+  auto aot = fx::aot_module(layer, options);
+  aot->forward(input()).sum().backward();
+  const fx::JointGraph& joint = aot->graphs().joint;
+  fx::MinCutOptions float_masks;
+  float_masks.masks_as_bool = false;
+  const fx::PartitionedGraphs with = fx::min_cut_partition()(joint), without = fx::min_cut_partition(float_masks)(joint);
+  auto saved_dtypes = [](const fx::PartitionedGraphs& p) {  // the saved values' dtypes, counted
+    std::map<c10::ScalarType, int> count;
+    for (fx::Node* n : p.backward->graph().nodes())
+      if (n->op() == fx::Opcode::Placeholder && n->name().rfind("tangents", 0) != 0 && n->meta().count("tensor_meta"))
+        count[std::any_cast<const fx::TensorMetadata&>(n->meta().at("tensor_meta")).dtype] += 1;
+    return count;
+  };
+  // The bool mask or its uint8 view (the same bytes: the cut may take either).
+  auto byte_masks = [&](const fx::PartitionedGraphs& p) {
+    auto count = saved_dtypes(p);
+    return count[c10::ScalarType::Bool] + count[c10::ScalarType::Byte];
+  };
+  EXPECT_EQ(byte_masks(with), 4) << "one mask per dropout";
+  EXPECT_EQ(byte_masks(without), 0);
+  // Mask elements: attention 2 x 4 heads x 8 x 8, after attention 8 x 2 x 64,
+  // feed-forward 8 x 2 x 128, after it 8 x 2 x 64; 3 bytes saved on each.
+  EXPECT_EQ(without.activation_bytes - with.activation_bytes, 3u * (512 + 1024 + 2048 + 1024));
 }
 
 TEST(AotTraining, LstmClassifier) {
