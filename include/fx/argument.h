@@ -16,9 +16,11 @@
 #include <c10/core/MemoryFormat.h>
 #include <c10/core/ScalarType.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -122,6 +124,15 @@ class Argument {
   const c10::IValue& to_constant() const;
   /// Items of a list or tuple.
   const std::vector<Argument>& items() const;
+  /// The ints of an int-list argument (ATen's `int[]`, `int[N]`): the items
+  /// of a list or tuple whose items are all ints. A single int is a
+  /// one-item list; with `expand_to` > 0 a single int and a one-item list
+  /// stand for `expand_to` copies of their value, as a 2-d convolution or
+  /// pooling reads `stride=2` and `stride=[2]` as {2, 2} (pass the
+  /// operator's spatial rank). Longer lists and the empty list are returned
+  /// as they are, whatever `expand_to`. nullopt for anything else: None, a
+  /// node, a double, a string, a list holding a non-int (a node, a double).
+  std::optional<std::vector<int64_t>> to_int_list(size_t expand_to = 0) const;
   /// Entries of a dict.
   const Kwargs& dict_items() const;
   /// {start, stop, step} of a slice.

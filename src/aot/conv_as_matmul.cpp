@@ -47,16 +47,6 @@ Argument ints(std::vector<int64_t> v) {
   return Argument::list(std::move(items));
 }
 
-std::vector<int64_t> int_items(const Argument& a) {
-  std::vector<int64_t> out;
-  if (!a.is_sequence()) return out;
-  for (const Argument& i : a.items()) {
-    if (i.kind() != Argument::Kind::Int) return {};
-    out.push_back(i.to_int());
-  }
-  return out;
-}
-
 /// A plain 2-d convolution (groups 1, not transposed, float or double) as
 /// aten::convolution (x, w, bias, stride, padding, dilation, transposed,
 /// output_padding, groups) or aten::convolution_backward (grad_output, x, w,
@@ -89,8 +79,10 @@ struct Conv {
     cv.stride = a[first + 3];
     cv.padding = a[first + 4];
     cv.dilation = a[first + 5];
-    for (const Argument* l : {&cv.stride, &cv.padding, &cv.dilation})
-      if (int_items(*l).size() != 2) return std::nullopt;
+    for (const Argument* l : {&cv.stride, &cv.padding, &cv.dilation}) {
+      const std::optional<std::vector<int64_t>> v = l->to_int_list();  // an int (size 1) is not taken
+      if (!v || v->size() != 2) return std::nullopt;
+    }
     cv.n = xm->shape[0];
     cv.c = xm->shape[1];
     cv.h = xm->shape[2];

@@ -281,6 +281,22 @@ int64_t Argument::to_int() const {
   if (kind_ != Kind::Int) wrong_kind(kind_, "int");
   return s_.i;
 }
+std::optional<std::vector<int64_t>> Argument::to_int_list(size_t expand_to) const {
+  std::vector<int64_t> out;
+  if (kind_ == Kind::Int) {
+    out.push_back(s_.i);
+  } else if (is_sequence()) {
+    out.reserve(payload_->items.size());
+    for (const Argument& a : payload_->items) {
+      if (a.kind_ != Kind::Int) return std::nullopt;
+      out.push_back(a.s_.i);
+    }
+  } else {
+    return std::nullopt;
+  }
+  if (expand_to > 0 && out.size() == 1) out.assign(expand_to, out[0]);
+  return out;
+}
 double Argument::to_double() const {
   if (kind_ == Kind::Int) return static_cast<double>(s_.i);
   if (kind_ != Kind::Double) wrong_kind(kind_, "float");

@@ -11,6 +11,7 @@
 #include "optimize/layer_folding.h"
 
 #include <algorithm>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -21,27 +22,6 @@ using passes_detail::is_get_attr;
 using passes_detail::NodeOrder;
 using passes_detail::tensor_meta_of;
 using passes_detail::aten_op_name;
-
-std::vector<int64_t> int_list(const Argument& a) {
-  std::vector<int64_t> out;
-  if (a.kind() == Argument::Kind::Int) return {a.to_int(), a.to_int()};
-  for (const auto& i : a.items()) out.push_back(i.to_int());
-  return out;
-}
-
-/// An int or a list of ints (literals, no nodes).
-bool is_int_list(const Argument& a) {
-  if (a.kind() == Argument::Kind::Int) return true;
-  if (a.kind() != Argument::Kind::List) return false;
-  for (const auto& i : a.items())
-    if (i.kind() != Argument::Kind::Int) return false;
-  return true;
-}
-
-/// A list argument of `v`; one int stands for both dims, as in torch's pooling.
-Argument ints(const std::vector<int64_t>& v) {
-  return passes_detail::int_list_argument(v.size() == 1 ? std::vector<int64_t>{v[0], v[0]} : v);
-}
 
 class Lowering {
  public:
@@ -69,9 +49,13 @@ class Lowering {
     params.winograd = winograd_;
     if (conv) {
       if (a.size() > 4 && a[4].kind() == Argument::Kind::String) return false;  // padding="same"
-      if (a.size() > 3) params.stride = int_list(a[3]);
-      if (a.size() > 4) params.padding = int_list(a[4]);
-      if (a.size() > 5) params.dilation = int_list(a[5]);
+      // stride, padding, dilation: an int or [v] stands for {v, v}, as ATen's conv2d reads it.
+      std::vector<int64_t>* lists[] = {&params.stride, &params.padding, &params.dilation};
+      for (size_t i = 3; i < std::min<size_t>(a.size(), 6); ++i) {
+        std::optional<std::vector<int64_t>> v = a[i].to_int_list(2);
+        if (!v) return false;
+        *lists[i - 3] = std::move(*v);
+      }
       if (a.size() > 6) params.groups = a[6].to_int();
     }
 
@@ -170,12 +154,17 @@ class Lowering {
   bool lower_max_pool(Node* n) {
     const ArgList& a = n->args();
     if (a.size() < 2 || a.size() > 6 || !a[0].is_node() || !n->kwargs().empty()) return false;
-    for (size_t i = 1; i < std::min<size_t>(a.size(), 5); ++i)
-      if (!is_int_list(a[i])) return false;
-    if (a.size() > 4 && int_list(a[4]) != std::vector<int64_t>{1, 1}) return false;
+    // kernel, stride, padding, dilation (defaults: [] = the kernel's, 0, 1); an int or [v] is {v, v}.
+    std::vector<int64_t> ints[4] = {{}, {}, {0, 0}, {1, 1}};
+    for (size_t i = 1; i < std::min<size_t>(a.size(), 5); ++i) {
+      std::optional<std::vector<int64_t>> v = a[i].to_int_list(2);
+      if (!v) return false;
+      ints[i - 1] = std::move(*v);
+    }
+    if (ints[3] != std::vector<int64_t>{1, 1}) return false;
     if (a.size() > 5 && !(a[5].kind() == Argument::Kind::Bool && !a[5].to_bool())) return false;
-    ArgList args{a[0], ints(int_list(a[1])), ints(a.size() > 2 ? int_list(a[2]) : std::vector<int64_t>{}),
-                 ints(a.size() > 3 ? int_list(a[3]) : std::vector<int64_t>{0, 0})};
+    ArgList args{a[0], passes_detail::int_list_argument(ints[0]), passes_detail::int_list_argument(ints[1]),
+                 passes_detail::int_list_argument(ints[2])};
     replace(n, "fxcpp::max_pool2d", std::move(args));
     return true;
   }
@@ -185,8 +174,10 @@ class Lowering {
   /// size divides the input's, ATen's otherwise).
   bool lower_adaptive_avg_pool(Node* n) {
     const ArgList& a = n->args();
-    if (a.size() != 2 || !a[0].is_node() || !n->kwargs().empty() || !is_int_list(a[1])) return false;
-    replace(n, "fxcpp::adaptive_avg_pool2d", {a[0], ints(int_list(a[1]))});
+    if (a.size() != 2 || !a[0].is_node() || !n->kwargs().empty()) return false;
+    const std::optional<std::vector<int64_t>> size = a[1].to_int_list(2);  // an int or [v] is {v, v}
+    if (!size) return false;
+    replace(n, "fxcpp::adaptive_avg_pool2d", {a[0], passes_detail::int_list_argument(*size)});
     return true;
   }
 
@@ -206,7 +197,7 @@ class Lowering {
   /// float tensor's last dim, ATen's otherwise).
   bool lower_layer_norm(Node* n) {
     const ArgList& a = n->args();
-    if (a.size() < 2 || a.size() > 6 || !a[0].is_node() || !n->kwargs().empty() || !is_int_list(a[1])) return false;
+    if (a.size() < 2 || a.size() > 6 || !a[0].is_node() || !n->kwargs().empty() || !a[1].to_int_list()) return false;
     ArgList args{a[0], a[1], a.size() > 2 ? a[2] : Argument(), a.size() > 3 ? a[3] : Argument()};
     if (a.size() > 4) {
       if (a[4].kind() == Argument::Kind::Double) args.push_back(a[4]);

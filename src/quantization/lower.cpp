@@ -33,22 +33,6 @@ bool is_dequantize(const Node* n) {
          (aten_name(n) == "dequantize" && n->args().size() == 1);
 }
 
-std::vector<int64_t> int_pair(const Argument& a) {
-  if (a.kind() == Argument::Kind::Int) return {a.to_int(), a.to_int()};
-  std::vector<int64_t> out;
-  for (const auto& i : a.items()) out.push_back(i.to_int());
-  if (out.size() == 1) out.push_back(out[0]);
-  return out;
-}
-
-bool is_int_list(const Argument& a) {
-  if (a.kind() == Argument::Kind::Int) return true;
-  if (a.kind() != Argument::Kind::List) return false;
-  for (const auto& i : a.items())
-    if (i.kind() != Argument::Kind::Int) return false;
-  return true;
-}
-
 class Lowering {
  public:
   Lowering(GraphModule& gm, LowerReport& report) : gm_(gm), g_(gm.graph()), report_(report) {}
@@ -265,11 +249,13 @@ class Lowering {
       s.bias = gm_.fetch_attr(a[2].to_node()->target()).to(at::kFloat);
     }
     if (conv) {
-      for (size_t i = 3; i < std::min<size_t>(a.size(), 6); ++i)
-        if (!is_int_list(a[i])) return keep(entry, "padding / stride / dilation are not integers");
-      if (a.size() > 3) s.params.stride = int_pair(a[3]);
-      if (a.size() > 4) s.params.padding = int_pair(a[4]);
-      if (a.size() > 5) s.params.dilation = int_pair(a[5]);
+      // stride, padding, dilation: an int or [v] stands for {v, v}, as ATen's conv2d reads it.
+      std::vector<int64_t>* lists[] = {&s.params.stride, &s.params.padding, &s.params.dilation};
+      for (size_t i = 3; i < std::min<size_t>(a.size(), 6); ++i) {
+        std::optional<std::vector<int64_t>> v = a[i].to_int_list(2);
+        if (!v) return keep(entry, "padding / stride / dilation are not integers");
+        *lists[i - 3] = std::move(*v);
+      }
       if (a.size() > 6) {
         if (a[6].kind() != Argument::Kind::Int) return keep(entry, "groups is not an integer");
         s.params.groups = a[6].to_int();
@@ -443,16 +429,17 @@ class Lowering {
     }
     if (name == "max_pool2d" && !module) {
       // ATen's quantized max_pool2d reads two values of each list: spell them out.
-      for (size_t i = 1; i < std::min<size_t>(args.size(), 5); ++i)
-        if (!is_int_list(args[i])) return keep(entry, "its pooling parameters are not integers");
+      // kernel, stride, padding, dilation (defaults: stride = kernel, 0, 1); an int or [v] is {v, v}.
+      std::vector<int64_t> ints[4] = {{}, {}, {0, 0}, {1, 1}};
+      for (size_t i = 1; i < std::min<size_t>(args.size(), 5); ++i) {
+        std::optional<std::vector<int64_t>> v = args[i].to_int_list(2);
+        if (!v) return keep(entry, "its pooling parameters are not integers");
+        ints[i - 1] = std::move(*v);
+      }
       if (args.size() < 2 || !n->kwargs().empty()) return keep(entry, "keyword arguments");
       auto pair = [](const std::vector<int64_t>& v) { return Argument::list({Argument(v[0]), Argument(v[1])}); };
-      const std::vector<int64_t> kernel = int_pair(args[1]);
-      std::vector<int64_t> stride = args.size() > 2 ? int_pair(args[2]) : std::vector<int64_t>{};
-      if (stride.empty()) stride = kernel;
-      ArgList full{args[0], pair(kernel), pair(stride),
-                   pair(args.size() > 3 ? int_pair(args[3]) : std::vector<int64_t>{0, 0}),
-                   pair(args.size() > 4 ? int_pair(args[4]) : std::vector<int64_t>{1, 1})};
+      if (ints[1].empty()) ints[1] = ints[0];
+      ArgList full{args[0], pair(ints[0]), pair(ints[1]), pair(ints[2]), pair(ints[3])};
       if (args.size() > 5) full.push_back(args[5]);
       args = std::move(full);
     }

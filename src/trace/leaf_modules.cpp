@@ -92,15 +92,6 @@ class Matcher {
   mutable std::unordered_map<const Node*, std::vector<Argument>> cache_;
 };
 
-std::vector<int64_t> ints(const Argument& a) {
-  std::vector<int64_t> v;
-  if (a.is_sequence()) {
-    for (const Argument& e : a.items()) v.push_back(e.to_int());
-  } else if (a.kind() == Argument::Kind::Int) {
-    v.push_back(a.to_int());
-  }
-  return v;
-}
 bool num_eq(const Argument& a, double v) {
   return (a.kind() == Argument::Kind::Int || a.kind() == Argument::Kind::Double) && a.to_double() == v;
 }
@@ -189,19 +180,19 @@ LeafType conv_type(const char* name) {
     const C* c = as<C>(o);
     if (c == nullptr || o->local != "weight" || !m.is_tensor(a[2], o->module, "bias", c->bias.defined())) return f;
     const auto& opt = c->options;
-    if (ints(a[3]) != vec<D>(opt.stride()) || ints(a[5]) != vec<D>(opt.dilation()) ||
+    if (a[3].to_int_list() != vec<D>(opt.stride()) || a[5].to_int_list() != vec<D>(opt.dilation()) ||
         a[6].to_int() != opt.groups())
       return f;
     const bool zeros = c10::get_if<torch::enumtype::kZeros>(&opt.padding_mode()) != nullptr;
     if (const auto* pad = c10::get_if<torch::ExpandingArray<D>>(&opt.padding())) {
       if (a[4].kind() == Argument::Kind::String) return f;
       if (zeros) {
-        if (ints(a[4]) != vec<D>(*pad)) return f;
+        if (a[4].to_int_list() != vec<D>(*pad)) return f;
         f = Fold{o->module, {a[0]}, {}, {}};
         return f;
       }
       // reflect / replicate / circular: the module pads first, then convolves with padding 0.
-      if (ints(a[4]) != std::vector<int64_t>(D, 0) || !a[0].is_node()) return f;
+      if (a[4].to_int_list() != std::vector<int64_t>(D, 0) || !a[0].is_node()) return f;
       Node* padder = a[0].to_node();
       if (padder->op() != Opcode::CallFunction || padder->target().find("pad") == std::string::npos ||
           padder->users().size() != 1 || *padder->users().begin() != anchor || padder->args().empty())
@@ -235,9 +226,9 @@ LeafType conv_transpose_type(const char* name) {
           return f;
         const auto& opt = c->options;
         const auto* pad = c10::get_if<torch::ExpandingArray<D>>(&opt.padding());
-        if (pad == nullptr || ints(a[3]) != vec<D>(opt.stride()) || ints(a[4]) != vec<D>(*pad) ||
-            ints(a[5]) != vec<D>(opt.output_padding()) || a[6].to_int() != opt.groups() ||
-            ints(a[7]) != vec<D>(opt.dilation()))
+        if (pad == nullptr || a[3].to_int_list() != vec<D>(opt.stride()) || a[4].to_int_list() != vec<D>(*pad) ||
+            a[5].to_int_list() != vec<D>(opt.output_padding()) || a[6].to_int() != opt.groups() ||
+            a[7].to_int_list() != vec<D>(opt.dilation()))
           return f;
         f = Fold{o->module, {a[0]}, {}, {}};
         return f;
@@ -280,7 +271,7 @@ LeafType layer_norm_type() {
     const L* l = as<L>(o);
     if (l == nullptr || !m.is_tensor(a[2], o->module, "weight", l->weight.defined()) ||
         !m.is_tensor(a[3], o->module, "bias", l->bias.defined()) ||
-        ints(a[1]) != l->options.normalized_shape() || !num_eq(a[4], l->options.eps()))
+        a[1].to_int_list() != l->options.normalized_shape() || !num_eq(a[4], l->options.eps()))
       return f;
     f = Fold{o->module, {a[0]}, {}, {}};
     return f;

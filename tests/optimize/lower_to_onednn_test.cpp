@@ -97,6 +97,39 @@ TEST(LowerToOneDnn, MaxPoolInFloorModeWithoutDilation) {
       at::MemoryFormat::ChannelsLast));
 }
 
+// Int-list parameters as ATen reads them (Argument::to_int_list(2)): a tuple
+// like a list, a one-item list [v] as {v, v} (a conv2d's stride [2], a max
+// pool's dilation [1]).
+TEST(LowerToOneDnn, TuplesAndOneItemListsAreReadAsATenReadsThem) {
+  auto root = std::make_shared<torch::nn::Module>("Root");
+  root->register_buffer("w", at::randn({4, 4, 3, 3}));
+  auto g = std::make_shared<fx::Graph>();
+  fx::Node* x = g->placeholder("x");
+  auto list = [](std::vector<fx::Argument> v) { return fx::Argument::list(std::move(v)); };
+  fx::Node* conv = g->call_function("aten::conv2d", {x, g->get_attr("w"), nullptr, list({2}), list({1}), list({1})});
+  fx::Node* pool = g->call_function(
+      "aten::max_pool2d", {x, fx::Argument::tuple({3, 3}), fx::Argument::tuple({2, 2}), list({1}), list({1}), false});
+  g->output(fx::Argument::tuple({conv, pool}));
+  auto gm = std::make_shared<fx::GraphModule>(root, g);
+  at::Tensor in = at::randn({1, 4, 9, 9});
+  c10::IValue expected = gm->forward({in});
+  fx::ShapeProp(gm).propagate({in});
+  EXPECT_TRUE(fx::lower_to_onednn(gm).modified);
+  const std::vector<std::string> targets = call_targets(gm->graph());  // with the conv's layout nodes
+  for (const char* t : {"fxcpp::onednn_conv2d", "fxcpp::max_pool2d"})
+    EXPECT_EQ(std::count(targets.begin(), targets.end(), t), 1) << t;
+  const fx::Node* lowered_pool = gm->graph().find_nodes(fx::Opcode::CallFunction, "fxcpp::max_pool2d").at(0);
+  EXPECT_EQ(lowered_pool->format_node(), "%max_pool2d_1 : [#users=1] = call_function[target=fxcpp::max_pool2d]"
+                                         "(args = (%x, [3, 3], [2, 2], [1, 1]), kwargs = {})");
+  c10::IValue got = gm->forward({in});
+  for (size_t j = 0; j < 2; ++j) {
+    const at::Tensor& a = got.toTupleRef().elements()[j].toTensor();
+    const at::Tensor& b = expected.toTupleRef().elements()[j].toTensor();
+    EXPECT_EQ(a.sizes(), b.sizes()) << "output " << j;
+    EXPECT_LE(relative_error(a, b), 1e-5) << "output " << j;
+  }
+}
+
 // adaptive_avg_pool2d → fxcpp::adaptive_avg_pool2d: oneDNN's average pooling
 // where the output size divides the input's (global pooling, 8 → 4), ATen's
 // otherwise (9 → 4, whose windows overlap); ATen's values within rounding,
