@@ -21,6 +21,8 @@
 
 namespace fx {
 
+class Node;
+
 /// Shape, dtype and layout of a tensor value, as torch.fx's ShapeProp records them.
 struct TensorMetadata {
   /// Sizes of every dimension.
@@ -88,5 +90,10 @@ struct TensorMetadata {
   }
   bool operator!=(const TensorMetadata& o) const { return !(*this == o); }
 };
+
+/// The TensorMetadata in `n->meta()["tensor_meta"]` (from the tracer or
+/// ShapeProp); nullptr when there is none or when it holds a
+/// std::vector<TensorMetadata> (a tuple or list value).
+const TensorMetadata* tensor_meta_of(const Node* n);
 
 }  // namespace fx

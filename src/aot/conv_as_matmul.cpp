@@ -29,7 +29,7 @@
 namespace fx {
 namespace {
 
-const TensorMetadata* meta_of(const Argument& a) { return a.is_node() ? aot_impl::tensor_meta_of(a.to_node()) : nullptr; }
+const TensorMetadata* meta_of(const Argument& a) { return a.is_node() ? tensor_meta_of(a.to_node()) : nullptr; }
 
 /// The getitem users of a tuple node by element.
 std::vector<std::vector<Node*>> elements(Node* tuple, size_t n) {

@@ -163,11 +163,6 @@ bool is_primal_alias(const Node* n) {
   return false;
 }
 
-const TensorMetadata* tensor_meta_of(const Node* n) {
-  auto it = n->meta().find("tensor_meta");
-  return it == n->meta().end() ? nullptr : std::any_cast<TensorMetadata>(&it->second);
-}
-
 double tensor_bytes(const Node* n) {
   const TensorMetadata* m = tensor_meta_of(n);
   if (m == nullptr) return 0;

@@ -46,9 +46,6 @@ PartitionedGraphs extract_forward_backward(const JointGraph& joint, std::vector<
 /// Whether `n` is a primal or a view of one (saving it costs no memory).
 bool is_primal_alias(const Node* n);
 
-/// A node's meta["tensor_meta"], or nullptr without one.
-const TensorMetadata* tensor_meta_of(const Node* n);
-
 /// Bytes of a node's tensor_meta (0 without one).
 double tensor_bytes(const Node* n);
 

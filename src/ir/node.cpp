@@ -3,6 +3,7 @@
 #include <fx/graph.h>
 #include <fx/node.h>
 #include <fx/target.h>
+#include <fx/tensor_meta.h>
 
 #include "targets/registry.h"
 
@@ -351,6 +352,11 @@ std::optional<ArgsKwargsPair> Node::normalized_arguments(const torch::nn::Module
     return normalize_module(*root, target_, args_, kwargs_, options);
   }
   return std::nullopt;
+}
+
+const TensorMetadata* tensor_meta_of(const Node* n) {
+  auto it = n->meta().find("tensor_meta");
+  return it == n->meta().end() ? nullptr : std::any_cast<TensorMetadata>(&it->second);
 }
 
 }  // namespace fx

@@ -11,11 +11,6 @@ std::string aten_op_name(const Node* n) {
   return s.substr(0, s.find('.'));
 }
 
-const TensorMetadata* tensor_meta_of(const Node* n) {
-  auto it = n->meta().find("tensor_meta");
-  return it == n->meta().end() ? nullptr : std::any_cast<TensorMetadata>(&it->second);
-}
-
 bool is_fresh(const Node* n) {
   static const std::unordered_set<std::string> fresh = {
       "add", "sub", "mul", "div", "relu", "hardtanh", "silu", "sigmoid", "hardswish", "hardsigmoid", "gelu", "tanh",

@@ -12,9 +12,6 @@ namespace fx::passes_detail {
 /// "aten::relu_.default" → "relu_"; "" for anything but an ATen call_function.
 std::string aten_op_name(const Node* n);
 
-/// The node's tensor_meta (from ShapeProp or the tracer), or nullptr.
-const TensorMetadata* tensor_meta_of(const Node* n);
-
 /// Whether n's result is a new tensor that no other value aliases (an ATen
 /// op that allocates its output, an fxcpp::onednn_* kernel, fxcpp::restore_layout,
 /// fxcpp::max_pool2d, fxcpp::adaptive_avg_pool2d, fxcpp::softmax or fxcpp::layer_norm).

@@ -32,7 +32,7 @@ bool foldable(const Node* bn) {
   if (linear) {
     // batch_norm normalizes dim 1, a linear layer's outputs are the last
     // dim: they agree only for 2-d values (known from ShapeProp's tensor_meta).
-    const TensorMetadata* meta = passes_detail::tensor_meta_of(layer);
+    const TensorMetadata* meta = tensor_meta_of(layer);
     if (meta == nullptr || meta->shape.size() != 2) return false;
   }
   return true;

@@ -20,7 +20,6 @@ namespace {
 
 using passes_detail::is_get_attr;
 using passes_detail::NodeOrder;
-using passes_detail::tensor_meta_of;
 using passes_detail::aten_op_name;
 
 class Lowering {

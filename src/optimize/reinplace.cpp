@@ -9,7 +9,6 @@ namespace fx {
 namespace {
 
 using passes_detail::aten_op_name;
-using passes_detail::tensor_meta_of;
 
 bool reinplaceable(const Node* n, const passes_detail::NodeOrder& order) {
   static const std::unordered_set<std::string> unary = {"relu", "hardtanh", "silu", "sigmoid", "hardswish",

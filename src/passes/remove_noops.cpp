@@ -11,12 +11,6 @@ namespace fx {
 
 namespace {
 
-const TensorMetadata* tensor_meta(const Node* n) {
-  auto it = n->meta().find("tensor_meta");
-  if (it == n->meta().end()) return nullptr;
-  return std::any_cast<TensorMetadata>(&it->second);
-}
-
 /// The operator name without namespace and overload ("aten::add.Tensor" → "add").
 std::string op_name(const Node* n) {
   if (n->op() == Opcode::CallMethod) return n->target();
@@ -53,8 +47,8 @@ Node* noop_input(GraphModule& gm, const Node* n) {
   }
   const std::string op = op_name(n);
   if (op.empty()) return nullptr;
-  const TensorMetadata* mi = tensor_meta(in);
-  const TensorMetadata* mo = tensor_meta(n);
+  const TensorMetadata* mi = tensor_meta_of(in);
+  const TensorMetadata* mo = tensor_meta_of(n);
   if (!mi || !mo || mi->shape != mo->shape || mi->dtype != mo->dtype) return nullptr;
   const auto& args = n->args();
   const Argument* second = args.size() > 1 ? &args[1] : find_kwarg(n->kwargs(), "other");

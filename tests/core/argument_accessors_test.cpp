@@ -1,7 +1,8 @@
-// Argument::to_int_list: the IR's accessor the lowering, leaf-module and
-// training passes read int-list arguments with.
+// Argument::to_int_list and tensor_meta_of: the IR's accessors the lowering,
+// leaf-module and training passes read int lists and tensor metadata with.
 #include <fx/argument.h>
 #include <fx/graph.h>
+#include <fx/tensor_meta.h>
 
 #include <gtest/gtest.h>
 
@@ -44,6 +45,25 @@ TEST(ArgumentToIntList, AnythingElseIsNullopt) {
   EXPECT_EQ(Argument::list({1, 2.5}).to_int_list(), std::nullopt);
   EXPECT_EQ(Argument::list({Argument::list({1})}).to_int_list(2), std::nullopt);
   EXPECT_EQ(Argument::dict({{"k", 1}}).to_int_list(), std::nullopt);
+}
+
+TEST(TensorMetaOf, TheNodesTensorMetadataOrNullptr) {
+  fx::Graph g;
+  fx::Node* x = g.placeholder("x");
+  fx::Node* y = g.placeholder("y");
+  fx::Node* z = g.placeholder("z");
+  EXPECT_EQ(fx::tensor_meta_of(x), nullptr);
+  const fx::TensorMetadata m = fx::TensorMetadata::from_tensor(at::zeros({2, 3}));
+  x->meta()["tensor_meta"] = m;
+  const fx::TensorMetadata* got = fx::tensor_meta_of(x);
+  ASSERT_NE(got, nullptr);
+  EXPECT_EQ(*got, m);
+  EXPECT_EQ(got->shape, Ints({2, 3}));
+  // A tuple value's list of metadata, or anything else under the key: nullptr.
+  y->meta()["tensor_meta"] = std::vector<fx::TensorMetadata>{m, m};
+  EXPECT_EQ(fx::tensor_meta_of(y), nullptr);
+  z->meta()["tensor_meta"] = 1;
+  EXPECT_EQ(fx::tensor_meta_of(z), nullptr);
 }
 
 }  // namespace
