@@ -185,16 +185,24 @@ size_t conv_weight_grad_as_matmul(Graph& g, int64_t max_positions = 16);
 /// keeps the layout it had. Returns how many it rewrote.
 size_t conv_as_matmul(Graph& g, int64_t max_positions = 4);
 
+/// Replaces every float aten::bmm with fxcpp::onednn_matmul (fx/onednn.h):
+/// one oneDNN primitive for the whole batch, reading the operands through
+/// their strides, where ATen's CPU bmm runs one GEMM per batch element.
+/// Same values. Returns how many it replaced.
+size_t bmm_as_onednn_matmul(Graph& g);
+
 /// What training_compiler rewrites before it plans a graph.
 struct TrainingCompileOptions {
   /// conv_weight_grad_as_matmul's max_positions (0: no rewrite).
   int64_t conv_weight_grad_matmul_max_positions = 16;
   /// conv_as_matmul's max_positions (0: no rewrite).
   int64_t conv_matmul_max_positions = 4;
+  /// Run float aten::bmm as fxcpp::onednn_matmul (bmm_as_onednn_matmul).
+  bool bmm_as_onednn_matmul = true;
 };
 
 /// The default compiler of aot_function / aot_module: rewrites a copy of the
-/// graph for speed (conv_weight_grad_as_matmul, then conv_as_matmul, as
+/// graph for speed (conv_weight_grad_as_matmul, conv_as_matmul, then bmm_as_onednn_matmul, as
 /// TrainingCompileOptions says; the graph given stays as the
 /// partition made it), then runs it as graph_module_compiler does.
 AotCompiler training_compiler(TrainingCompileOptions options = {});

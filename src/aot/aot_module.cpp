@@ -425,6 +425,7 @@ AotCompiler training_compiler(TrainingCompileOptions options) {
     auto copy = std::make_shared<GraphModule>(gm, passes_detail::copy_graph(gm->graph()), gm->class_name());
     conv_weight_grad_as_matmul(copy->graph(), options.conv_weight_grad_matmul_max_positions);
     conv_as_matmul(copy->graph(), options.conv_matmul_max_positions);
+    if (options.bmm_as_onednn_matmul) bmm_as_onednn_matmul(copy->graph());
     return graph_module_compiler(copy, example_inputs);
   };
 }

@@ -122,6 +122,41 @@ TEST(ConvWeightGradAsMatmul, DropsAConvolutionBackwardLeftWithNothingToDo) {
   copy->graph().lint();
 }
 
+/// bmm(x^T, y) over [batch, k, m] and [batch, k, n] of `dtype`, metadata set.
+std::shared_ptr<fx::GraphModule> transposed_bmm(c10::ScalarType dtype) {
+  auto g = std::make_shared<fx::Graph>();
+  auto meta = [&](fx::Node* n, std::vector<int64_t> shape) {
+    n->meta()["tensor_meta"] = fx::TensorMetadata::from_tensor(torch::empty(shape, torch::TensorOptions(dtype)));
+    return n;
+  };
+  fx::Node* x = meta(g->placeholder("x"), {6, 5, 3});
+  fx::Node* y = meta(g->placeholder("y"), {6, 5, 4});
+  fx::Node* t = g->call_function("aten::transpose.int", {fx::Argument(x), fx::Argument(int64_t{1}), fx::Argument(int64_t{2})});
+  fx::Node* p = meta(g->call_function("aten::bmm", {fx::Argument(t), fx::Argument(y)}), {6, 3, 4});
+  g->output(fx::Argument(p));
+  return std::make_shared<fx::GraphModule>(std::make_shared<torch::nn::Module>(), g);
+}
+
+// Batched products of a training graph run as one oneDNN matmul each,
+// reading transposed operands through their strides: the same values.
+TEST(BmmAsOnednnMatmul, ReplacesFloatBatchedProducts) {
+  auto ref = transposed_bmm(c10::ScalarType::Float);
+  auto got = graph_copy_of(ref);
+  EXPECT_EQ(fx::bmm_as_onednn_matmul(got->graph()), 1u);
+  EXPECT_EQ(count(got->graph(), "aten::bmm"), 0u);
+  EXPECT_EQ(count(got->graph(), "fxcpp::onednn_matmul"), 1u);
+  got->graph().lint();
+  torch::manual_seed(3);
+  const at::Tensor x = torch::randn({6, 5, 3}), y = torch::randn({6, 5, 4});
+  const at::Tensor want = ref->forward({x, y}).toTensor(), have = got->forward({x, y}).toTensor();
+  EXPECT_LE((have - want).abs().max().item<double>(), 1e-6 * want.abs().max().item<double>());
+  EXPECT_TRUE(at::allclose(have, at::bmm(x.transpose(1, 2), y)));
+  // oneDNN has no double matmul: a double bmm stays.
+  auto dbl = transposed_bmm(c10::ScalarType::Double);
+  EXPECT_EQ(fx::bmm_as_onednn_matmul(dbl->graph()), 0u);
+  EXPECT_EQ(count(dbl->graph(), "aten::bmm"), 1u);
+}
+
 TEST(TrainingCompiler, TrainsAsEagerWithTheRewrites) {
   torch::manual_seed(0);
   auto eager = small_map_net();
