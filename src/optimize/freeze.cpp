@@ -23,6 +23,14 @@ std::optional<std::vector<int64_t>> int_pair(const c10::IValue& v, size_t n = 2)
     auto l = v.toIntVector();
     if (l.size() == n) return l;
   }
+  if (v.isList()) {  // optional ints (AdaptiveAvgPool2d's output_size), every one given
+    std::vector<int64_t> l;
+    for (const c10::IValue& e : v.toListRef()) {
+      if (!e.isInt()) return std::nullopt;
+      l.push_back(e.toInt());
+    }
+    if (l.size() == n) return l;
+  }
   return std::nullopt;
 }
 

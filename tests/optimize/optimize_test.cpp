@@ -411,6 +411,34 @@ def forward(self, x):
   EXPECT_FALSE(fx::freeze_modules(gm).modified);
 }
 
+// An AdaptiveAvgPool2d layer (as Python's torchvision models hold it, e.g.
+// squeeze-excitation's AdaptiveAvgPool2d(1)) freezes to the ATen call when
+// every output size is given; a None size (keep that dimension) stays a call.
+TEST(FreezeModules, AdaptiveAvgPoolWithOptionalSizes) {
+  namespace nn = torch::nn;
+  auto root = std::make_shared<nn::Module>();
+  root->register_module("pool", nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions(1)));
+  root->register_module("keep", nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions({c10::nullopt, 2})));
+  root->eval();
+  auto g = std::make_shared<fx::Graph>();
+  fx::Node* x = g->placeholder("x");
+  g->output(fx::Argument::tuple({fx::Argument(g->call_module("pool", {x})), fx::Argument(g->call_module("keep", {x}))}));
+  auto gm = std::make_shared<fx::GraphModule>(root, g);
+  const at::Tensor in = at::randn({2, 3, 6, 5});
+  const auto expected = gm->forward(std::vector<c10::IValue>{in}).toTuple()->elements();
+  EXPECT_TRUE(fx::freeze_modules(gm).modified);
+  std::vector<std::string> calls;
+  for (fx::Node* n : gm->graph().nodes())
+    if (n->op() == fx::Opcode::CallFunction || n->op() == fx::Opcode::CallModule) calls.push_back(n->format_node());
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_NE(calls[0].find("call_function[target=aten::adaptive_avg_pool2d](args = (%x, [1, 1])"), std::string::npos)
+      << calls[0];
+  EXPECT_NE(calls[1].find("call_module[target=keep]"), std::string::npos) << calls[1];
+  const auto got = gm->forward(std::vector<c10::IValue>{in}).toTuple()->elements();
+  EXPECT_TRUE(at::equal(got[0].toTensor(), expected[0].toTensor()));
+  EXPECT_TRUE(at::equal(got[1].toTensor(), expected[1].toTensor()));
+}
+
 TEST(FoldBatchNorm, FoldsIntoConvAndKeepsValues) {
   Traced t = traced_tiny_net();
   fx::freeze_modules(t.gm);
