@@ -775,6 +775,9 @@ def _lower_call_function(n, types, leaves):
     name = _builtin_name(t)
     if name:
         return _Lowered("call_function", name, n.args, n.kwargs)
+    identity = _stochastic_depth_identity(n)
+    if identity is not None:
+        return identity
     aten = _jit_builtin(t)
     if aten:  # torch.cat, torch.flatten, torch._C._nn.avg_pool2d ...: same names as the schema's
         r = _resolve_overload(aten, n.args, n.kwargs, types)
@@ -788,6 +791,28 @@ def _lower_call_function(n, types, leaves):
             return _Lowered("call_function", r[0], r[1], r[2])
     # A function no single ATen operator does: a TorchScript leaf that calls it.
     return leaves.function_leaf(n, t, where, types)
+
+
+def _stochastic_depth_identity(n):
+    """torchvision.ops.stochastic_depth(x, p, mode, training) where torchvision returns x itself (training False
+    or p 0; p and mode valid): aten::dropout(x, p, False), the ATen operator that returns its input, which
+    optimisers remove (fxcpp's remove_dropout) and which keeps a tensor's layout, or None (a TorchScript leaf)."""
+    t = n.target
+    if (getattr(t, "__module__", None), getattr(t, "__name__", "")) != ("torchvision.ops.stochastic_depth",
+                                                                           "stochastic_depth"):
+        return None
+    try:
+        b = inspect.signature(t).bind(*n.args, **n.kwargs)
+    except TypeError:
+        return None
+    b.apply_defaults()
+    x, p, mode, training = (b.arguments.get(k) for k in ("input", "p", "mode", "training"))
+    if not isinstance(x, torch.fx.Node) or isinstance(p, bool) or not isinstance(p, (int, float)) or \
+            not 0.0 <= p <= 1.0 or mode not in ("batch", "row") or not isinstance(training, bool):
+        return None
+    if training and p != 0.0:
+        return None
+    return _Lowered("call_function", "aten::dropout", (x, float(p), False), {})
 
 
 class _CallWhere:

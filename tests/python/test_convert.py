@@ -216,3 +216,39 @@ def test_recurrent_and_pooling_leaves_round_trip():
             assert len(got) == len(expected)
             for a, b in zip(got, expected):
                 assert torch.equal(a, b)
+
+
+class _StochasticDepth(torch.nn.Module):
+    def __init__(self):
+        import torchvision
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 3, 1)
+        self.drop = torchvision.ops.StochasticDepth(0.2, "row")  # as efficientnet's blocks: a wrapped call
+
+    def forward(self, x):
+        return x + self.drop(self.conv(x))
+
+
+def test_stochastic_depth_in_eval_mode_is_its_input():
+    """torchvision's stochastic_depth traced in eval mode (training=False) returns its input: it becomes
+    aten::dropout(x, p, False), which fxcpp's optimiser removes, not a TorchScript leaf (whose calls cost a
+    layout change each in an optimised channels-last graph); traced in training mode it stays a leaf. to_fx gives
+    back the Python call either way."""
+    torch.manual_seed(4)
+    m = _StochasticDepth()
+    x = torch.randn(2, 3, 5, 5)
+    m.eval()
+    gm = torch.fx.symbolic_trace(m)
+    text, _, leaves = fxcpp.convert.document(gm)
+    assert not leaves
+    targets = [n["target"] for n in json.loads(text)["root"]["graph"]["nodes"]]
+    assert "aten::dropout" in targets
+    back = fxcpp.to_fx(fxcpp.from_fx(gm))
+    assert back.code == gm.code
+    with torch.no_grad():
+        assert torch.equal(fxcpp.from_fx(gm)(x), m(x))
+        fast = fxcpp.optimize(gm, (x,))
+        assert "dropout" not in fast.code and torch.allclose(fast(x), m(x), rtol=1e-5, atol=1e-6)
+    m.train()
+    _, _, leaves = fxcpp.convert.document(torch.fx.symbolic_trace(m))
+    assert len(leaves) == 1
