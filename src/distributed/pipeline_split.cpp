@@ -633,8 +633,7 @@ std::vector<c10::IValue> stage_example_inputs(const PipelineStage& stage) {
   if (!stage.module) return out;
   for (Node* n : stage.module->graph().nodes()) {
     if (n->op() != Opcode::Placeholder) continue;
-    auto it = n->meta().find("tensor_meta");
-    const TensorMetadata* m = it == n->meta().end() ? nullptr : std::any_cast<TensorMetadata>(&it->second);
+    const TensorMetadata* m = tensor_meta_of(n);
     if (!m || m->is_quantized || m->stride.size() != m->shape.size()) return {};
     out.emplace_back(at::zeros_like(at::empty_strided(m->shape, m->stride, at::TensorOptions().dtype(m->dtype)),
                                     at::MemoryFormat::Preserve));

@@ -7,6 +7,7 @@
 #include <fx/passes/graph_manipulation.h>
 #include <fx/passes/shape_prop.h>
 #include <fx/passes/split_utils.h>
+#include <fx/tensor_meta.h>
 
 #include <algorithm>
 #include <set>
@@ -33,9 +34,7 @@ class InputRecorder : public Interpreter {
 
 /// The dtype in a node's tensor_meta, or nullopt (torch.fx get_dtype).
 std::optional<c10::ScalarType> dtype_of(const Node* n) {
-  auto it = n->meta().find("tensor_meta");
-  if (it == n->meta().end()) return std::nullopt;
-  if (const auto* m = std::any_cast<TensorMetadata>(&it->second)) return m->dtype;
+  if (const TensorMetadata* m = tensor_meta_of(n)) return m->dtype;
   return std::nullopt;
 }
 

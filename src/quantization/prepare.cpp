@@ -105,9 +105,7 @@ struct Dtype {
 };
 
 bool floating_output(const Node* n) {
-  auto it = n->meta().find("tensor_meta");
-  if (it == n->meta().end()) return false;
-  const auto* m = std::any_cast<TensorMetadata>(&it->second);
+  const TensorMetadata* m = tensor_meta_of(n);
   return m && at::isFloatingType(m->dtype);
 }
 

@@ -242,8 +242,7 @@ std::optional<Layer> Quantizer::matmul_layer(const Node* n, std::string& why) co
   const at::Tensor w = gm_->fetch_attr(t->args()[0].to_node()->target());
   if (w.dim() != 2) return std::nullopt;
   // The output's rank (tensor_meta): a 1-d input is not a batch of rows.
-  auto meta = n->meta().find("tensor_meta");
-  const auto* m = meta == n->meta().end() ? nullptr : std::any_cast<TensorMetadata>(&meta->second);
+  const TensorMetadata* m = tensor_meta_of(n);
   if (!m || m->shape.size() < 2) {
     why = m ? "aten::matmul: 1-d input" : "aten::matmul: no tensor_meta (the input's rank is unknown)";
     return std::nullopt;
