@@ -219,13 +219,14 @@ def render(data):
         row = "| %s | %s | %s | %s" % (k, fmt_ms(py), fmt_ms(cpp), fmt_ratio(py / cpp))
         if "in_fxcpp" in data["passes"]:
             inside, floor = data["passes"]["in_fxcpp"][k], data["passes"]["floor"][k]
-            row += " | %s | %s | %s | %s" % (fmt_ms(inside), fmt_ratio(py / inside), fmt_ms(floor), fmt_ratio(py / floor))
+            row += " | %s | %s | %s | %s" % (fmt_ms(inside), fmt_ratio(py / inside), fmt_ms(floor),
+                                             fmt_ratio(py / floor))
         lines.append(row + " |")
     lines += ["", "Conversion alone: from_fx %s ms, to_fx %s ms." % (fmt_ms(data["passes"]["from_fx"]),
                                                                      fmt_ms(data["passes"]["to_fx"]))]
     if "floor" in data["passes"]:
-        lines += ["", "Floor: what any implementation that gives back torch.fx's result must spend, however fast its own pass is: "
-                  "ShapeProp runs the model, so its floor is the model's eager forward; "
+        lines += ["", "Floor: what any implementation that gives back torch.fx's result must spend, however fast "
+                  "its own pass is: ShapeProp runs the model, so its floor is the model's eager forward; "
                   "CSE and split_module return new torch.fx GraphModules, so theirs is building those modules "
                   "(`Graph.node_copy` of every node, then `GraphModule(root, graph)` with its code generation)."]
     lines.append("")

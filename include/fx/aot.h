@@ -128,8 +128,9 @@ struct MinCutOptions {
   /// activated batch norm's idea): conv nets save about half the bytes.
   bool recompute_batch_norm = true;
   /// Save dropout's random 0/1 masks as bool (1 byte an element, not 4): the
-  /// scaling that follows a mask's draw reads `ne(mask, 0)`, the same values
-  /// to the bit, and the backward recomputes the scaled mask from it.
+  /// scaling that follows a mask's draw reads it through
+  /// `to(view(to(mask, bool), uint8), dtype)`, the same values to the bit,
+  /// and the backward rebuilds the scaled mask from the bool.
   bool masks_as_bool = true;
   /// Let views (view, reshape, transpose, t, permute, expand, slice,
   /// select ...) be recomputed: free to redo, so the cut can save a value
@@ -202,9 +203,10 @@ struct TrainingCompileOptions {
 };
 
 /// The default compiler of aot_function / aot_module: rewrites a copy of the
-/// graph for speed (conv_weight_grad_as_matmul, conv_as_matmul, then bmm_as_onednn_matmul, as
-/// TrainingCompileOptions says; the graph given stays as the
-/// partition made it), then runs it as graph_module_compiler does.
+/// graph for speed (conv_weight_grad_as_matmul, conv_as_matmul, then
+/// bmm_as_onednn_matmul, as TrainingCompileOptions says; the graph given
+/// stays as the partition made it), then runs it as graph_module_compiler
+/// does.
 AotCompiler training_compiler(TrainingCompileOptions options = {});
 
 /// How aot_function / aot_module capture and compile.

@@ -14,7 +14,6 @@
 // element by element (6x slower), and `ne(mask, 0)` or a division of the
 // bool itself are as slow.
 #include "aot/bool_masks.h"
-#include "aot/partition_util.h"
 
 #include <fx/tensor_meta.h>
 

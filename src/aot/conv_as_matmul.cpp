@@ -18,8 +18,6 @@
 // views after a convolution rely on its strides): a channels-last weight is
 // read as [Co, kh*kw*C] (its storage order, no copy) with the columns
 // permuted to match, and its gradient comes out channels-last.
-#include "aot/partition_util.h"
-
 #include <fx/aot.h>
 #include <fx/tensor_meta.h>
 
