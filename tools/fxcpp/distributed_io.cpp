@@ -8,6 +8,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 namespace fx::cli {
 
@@ -73,12 +75,18 @@ int report_rank_error(const std::string& command, const RankInfo& rank, const st
   const char* rank_env = std::getenv("RANK");
   const int r = rank.group ? rank.rank : (rank_env ? std::atoi(rank_env) : rank.rank);
   const bool shared = dynamic_cast<const SharedError*>(&e) != nullptr || (!rank.group && !distributed);
-  if (!(shared && launched && r != 0)) {
-    std::string msg = dynamic_cast<const Error*>(&e) ? std::string(e.what()) : one_line_error(e);
-    const size_t nl = msg.find('\n');
-    if (nl != std::string::npos) msg.resize(nl);
-    std::cerr << "fxcpp " << command << ": " << msg << "\n";
+  if (shared && launched && r != 0) {
+    // Rank 0 says it and exits. This rank waits for the launcher to stop it
+    // then: exiting first would make the launcher stop rank 0 (torchrun's
+    // agent too) before rank 0 has written the line, and the run would end
+    // saying nothing. Bounded, should rank 0 not fail after all.
+    for (int i = 0; i < 100; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    return kBadInput;
   }
+  std::string msg = dynamic_cast<const Error*>(&e) ? std::string(e.what()) : one_line_error(e);
+  const size_t nl = msg.find('\n');
+  if (nl != std::string::npos) msg.resize(nl);
+  std::cerr << "fxcpp " << command << ": " << msg << "\n";
   return distributed ? kRunFailed : kBadInput;
 }
 
