@@ -254,6 +254,16 @@ std::shared_ptr<torch::nn::Module> build_module(const json& doc, const std::stri
     }
     try {
       auto gm = std::make_shared<GraphModule>(root, graph, class_name);
+      // The tree as it was saved: GraphModule's constructor, as torch.fx's,
+      // puts a new empty module on the path of an attribute the graph reads
+      // by get_attr (a linear layer's weight once frozen), where the file
+      // holds the module that was there (its type, options, training flag).
+      for (const auto& child : root->named_children()) {
+        std::shared_ptr<torch::nn::Module> installed;
+        for (const auto& mine : gm->named_children())
+          if (mine.key() == child.key()) installed = mine.value();
+        if (installed && installed != child.value()) gm->replace_module(child.key(), child.value());
+      }
       if (memory_planning) gm->set_memory_planning(true);
       return gm;
     } catch (const Error& e) {

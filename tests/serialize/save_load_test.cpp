@@ -254,5 +254,37 @@ TEST(SaveLoad, WithoutMeta) {
   expect_same_module(*gm, *loaded, {at::randn({2, 10})});
 }
 
+// A layer the graph reads by get_attr (as freeze_modules leaves a linear
+// layer: aten::linear of its weight and bias) loads as the layer it was,
+// its type and training flag kept, so saving the loaded module writes the
+// same bytes. (GraphModule's constructor, as torch.fx's, would put an empty
+// module holding the two tensors there.)
+TEST(SaveLoad, LayerReadByGetAttrKeepsItsType) {
+  torch::manual_seed(0);
+  auto root = std::make_shared<torch::nn::Module>("Root");
+  torch::nn::Linear fc(4, 3);
+  fc->eval();
+  root->register_module("fc", fc.ptr());
+  auto g = std::make_shared<Graph>();
+  Node* x = g->placeholder("x");
+  Node* call = g->call_module("fc", {x});
+  g->output(call);
+  auto gm = std::make_shared<GraphModule>(root, g);
+  {
+    InsertPoint at = g->inserting_before(call);
+    Node* linear = g->call_function("aten::linear", {x, g->get_attr("fc.weight"), g->get_attr("fc.bias")});
+    call->replace_all_uses_with(linear);
+  }
+  g->erase_node(call);
+  gm->recompile();
+  const std::string bytes = save_to_string(*gm);
+  auto loaded = load_from_string(bytes, "frozen.fx");
+  auto layer = std::dynamic_pointer_cast<torch::nn::LinearImpl>(loaded->get_submodule("fc"));
+  ASSERT_TRUE(layer);
+  EXPECT_FALSE(layer->is_training());
+  EXPECT_EQ(save_to_string(*loaded), bytes);
+  expect_same_module(*gm, *loaded, {at::randn({2, 4})});
+}
+
 }  // namespace
 }  // namespace fx
