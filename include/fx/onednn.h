@@ -92,6 +92,31 @@ c10::IValue pack_conv2d(const at::Tensor& weight, const c10::optional<at::Tensor
 c10::IValue pack_linear(const at::Tensor& weight, const c10::optional<at::Tensor>& bias, const PostOps& post_ops,
                         c10::ScalarType dtype);
 
+/// What time_linear measured: milliseconds per call, the best of its
+/// interleaved rounds, for each of the two kernels that can run a float32
+/// linear layer.
+struct LinearTiming {
+  /// oneDNN's (pack_linear: packed weights, post-ops fused).
+  double onednn_ms = 0;
+  /// ATen's (at::linear: the BLAS libtorch links, OpenBLAS here), the
+  /// residual sum and activation as ATen ops after it.
+  double aten_ms = 0;
+  /// Rounds timed (each runs both kernels once).
+  int rounds = 0;
+};
+
+/// Times, on this CPU and its current thread count, the float32 linear
+/// layer of `weight` ([out, in]), `bias` and `post_ops` on a random input
+/// of `input_sizes` (and a random residual when post_ops.sum): both kernels
+/// made and run once first, then alternated for at least 3 and at most 15
+/// rounds, until ~40 ms have passed. Which one is faster depends on the
+/// CPU and the shape: oneDNN 2.6 runs float32 matmul with its brgemm
+/// kernels on AVX-512 but with its older `gemm:jit` on AVX2, where
+/// OpenBLAS's Haswell SGEMM beats it on some shapes and loses on others.
+/// Throws fx::Error when `input_sizes` does not end in `in`.
+LinearTiming time_linear(const at::Tensor& weight, const c10::optional<at::Tensor>& bias, const PostOps& post_ops,
+                         at::IntArrayRef input_sizes);
+
 /// Sets the dtype a packed op of pack_conv2d / pack_linear returns (float32
 /// or bfloat16; by default its kernel's dtype). A bf16 kernel may write
 /// float32 for consumers that are not oneDNN kernels (ATen's layer_norm, for

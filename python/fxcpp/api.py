@@ -39,18 +39,21 @@ def _traced(model):
     return model if isinstance(model, torch.fx.GraphModule) else torch.fx.symbolic_trace(model)
 
 
-def optimize(model_or_gm, example_inputs, *, dtype=None, threads=None):
+def optimize(model_or_gm, example_inputs, *, dtype=None, threads=None, linear_kernel="auto"):
     """fx::optimize_for_inference of a model (traced by torch.fx.symbolic_trace unless it is a GraphModule, in
     eval mode): a torch.nn.Module running oneDNN kernels with packed weights, batch norm folded, activations and
     residual adds fused, a static memory plan. Kernels are made and weights packed for example_inputs' shapes
     now. dtype: None / torch.float32, or torch.bfloat16 (bf16 kernels where the CPU has them). threads: sets
     libtorch's intra-op threads (process-wide, as torch.set_num_threads). The model is not changed; folded and
-    packed weights are new (a later change of its parameters is not seen)."""
+    packed weights are new (a later change of its parameters is not seen). linear_kernel: which kernel runs
+    float32 linear layers: "auto" (oneDNN's on AVX-512; below it the faster of oneDNN's and ATen's BLAS for each
+    layer's shape, timed now: report["linear_choices"]), "onednn" or "aten"."""
     inputs = _inputs(example_inputs)
     if dtype not in (None, torch.float32, torch.bfloat16):
         raise ValueError("fxcpp.optimize: dtype must be None, torch.float32 or torch.bfloat16, not %r" % (dtype,))
     cgm = from_fx(_traced(model_or_gm), inputs)
-    out, report = _C._optimize(cgm, inputs, "bfloat16" if dtype == torch.bfloat16 else "float32", threads or 0)
+    out, report = _C._optimize(cgm, inputs, "bfloat16" if dtype == torch.bfloat16 else "float32", threads or 0,
+                               linear_kernel)
     return Module(out, report)
 
 

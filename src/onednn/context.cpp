@@ -3,7 +3,14 @@
 
 #include <fx/error.h>
 
+#include <ATen/ops/clamp.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/gelu.h>
+#include <ATen/ops/hardswish.h>
+#include <ATen/ops/relu.h>
+#include <ATen/ops/sigmoid.h>
+#include <ATen/ops/silu.h>
+#include <ATen/ops/tanh.h>
 
 #include <sys/mman.h>
 
@@ -105,6 +112,21 @@ void append_activation(dnnl::post_ops& ops, const PostOps& post_ops) {
     case Activation::GeluTanh: ops.append_eltwise(1.f, A::eltwise_gelu_tanh, 0.f, 0.f); break;
     case Activation::Tanh: ops.append_eltwise(1.f, A::eltwise_tanh, 0.f, 0.f); break;
   }
+}
+
+at::Tensor apply_activation(const at::Tensor& x, const PostOps& p) {
+  switch (p.activation) {
+    case Activation::None: return x;
+    case Activation::Relu: return at::relu(x);
+    case Activation::Clip: return at::clamp(x, p.alpha, p.beta);
+    case Activation::Silu: return at::silu(x);
+    case Activation::Sigmoid: return at::sigmoid(x);
+    case Activation::Hardswish: return at::hardswish(x);
+    case Activation::GeluErf: return at::gelu(x, "none");
+    case Activation::GeluTanh: return at::gelu(x, "tanh");
+    case Activation::Tanh: return at::tanh(x);
+  }
+  return x;
 }
 
 dnnl::primitive_attr make_attr(const PostOps& post_ops) {

@@ -35,6 +35,10 @@ void check_dtype(c10::ScalarType dtype, const char* what);
 /// Appends the activation of `post_ops` (nothing for Activation::None) as an eltwise post-op.
 void append_activation(dnnl::post_ops& ops, const PostOps& post_ops);
 
+/// The activation of `post_ops` applied by ATen (x itself for Activation::None): the
+/// kernels' reference paths.
+at::Tensor apply_activation(const at::Tensor& x, const PostOps& post_ops);
+
 /// The primitive attributes: user scratchpad, and the post-ops (sum, then
 /// eltwise) of `post_ops`.
 dnnl::primitive_attr make_attr(const PostOps& post_ops);

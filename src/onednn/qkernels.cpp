@@ -66,21 +66,6 @@ dnnl::memory s32_scalar(const int32_t& value) {
   return dnnl::memory(dnnl::memory::desc({1}, dt::s32, tag::a), engine(), const_cast<int32_t*>(&value));
 }
 
-at::Tensor apply_activation(const at::Tensor& x, const PostOps& p) {
-  switch (p.activation) {
-    case Activation::None: return x;
-    case Activation::Relu: return at::relu(x);
-    case Activation::Clip: return at::clamp(x, p.alpha, p.beta);
-    case Activation::Silu: return at::silu(x);
-    case Activation::Sigmoid: return at::sigmoid(x);
-    case Activation::Hardswish: return at::hardswish(x);
-    case Activation::GeluErf: return at::gelu(x, "none");
-    case Activation::GeluTanh: return at::gelu(x, "tanh");
-    case Activation::Tanh: return at::tanh(x);
-  }
-  return x;
-}
-
 }  // namespace
 
 PackedQOp::PackedQOp(const PackedQState& state, const char* op, int64_t out_channels)

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -24,8 +25,12 @@ using passes_detail::aten_op_name;
 
 class Lowering {
  public:
-  Lowering(GraphModule& gm, c10::ScalarType dtype, bool winograd, OneDnnLowering& counts)
-      : gm_(gm), dtype_(dtype), winograd_(winograd), counts_(counts), order_(gm.graph()) {}
+  Lowering(GraphModule& gm, c10::ScalarType dtype, bool winograd, LinearKernel linear, OneDnnLowering& counts)
+      : gm_(gm), dtype_(dtype), winograd_(winograd), linear_(linear), counts_(counts), order_(gm.graph()) {
+    // Below AVX-512 (and for float32 kernels only) the faster linear kernel depends on the shape.
+    if (linear_ == LinearKernel::Auto && (onednn::cpu_isa().rfind("avx512", 0) == 0 || dtype_ != at::kFloat))
+      linear_ = LinearKernel::OneDnn;
+  }
 
   /// Whether lower() erased `n` (fused into an earlier node).
   bool erased(const Node* n) const { return erased_.count(n) > 0; }
@@ -69,6 +74,10 @@ class Lowering {
     if (Node* act = activation_after(chain.back(), post)) chain.push_back(act);
     Node* last = chain.back();
     if (residual) post.residual_inplace = order_.may_overwrite(residual, chain[1]);
+    if (!conv && aten_runs_linear(n, w, b, post)) {
+      counts_.aten_linears++;
+      return false;  // aten::linear and what follows it stay
+    }
 
     c10::IValue packed = conv ? onednn::pack_conv2d(w, b, params, post, dtype_) : onednn::pack_linear(w, b, post, dtype_);
     ArgList args{a[0], Argument::from_ivalue(packed)};
@@ -81,6 +90,29 @@ class Lowering {
   }
 
  private:
+  /// Whether ATen's kernel runs the linear layer `n` (LinearKernel; Auto
+  /// times the two kernels once per shape, weight size and post-ops).
+  bool aten_runs_linear(const Node* n, const at::Tensor& w, const c10::optional<at::Tensor>& b,
+                        const onednn::PostOps& post) {
+    if (linear_ != LinearKernel::Auto) return linear_ == LinearKernel::Aten;
+    const TensorMetadata* m = tensor_meta_of(n->args()[0].to_node());
+    if (!m || m->dtype != at::kFloat || m->shape.empty()) return false;
+    onednn::PostOps computed = post;
+    computed.residual_inplace = false;  // where the sum is written does not change the timing's question
+    std::ostringstream key;
+    key << c10::IntArrayRef(m->shape) << w.sizes() << b.has_value() << computed.str();
+    auto found = timings_.find(key.str());
+    if (found == timings_.end()) found = timings_.emplace(key.str(), onednn::time_linear(w, b, post, m->shape)).first;
+    LinearChoice c;
+    c.node = n->name();
+    c.input_sizes = m->shape;
+    c.out_features = w.size(0);
+    c.timing = found->second;
+    c.aten = c.timing.aten_ms * 1.05 < c.timing.onednn_ms;
+    counts_.linear_choices.push_back(c);
+    return c.aten;
+  }
+
   /// matmul(a, b) of two float activations of one rank (3 or 4) with equal
   /// batch sizes (known from tensor_meta) → fxcpp::onednn_matmul.
   bool lower_matmul(Node* n) {
@@ -275,7 +307,10 @@ class Lowering {
   GraphModule& gm_;
   c10::ScalarType dtype_;
   bool winograd_;
+  LinearKernel linear_;
   OneDnnLowering& counts_;
+  /// LinearKernel::Auto's measurements, by input shape, weight size, bias and post-ops.
+  std::unordered_map<std::string, onednn::LinearTiming> timings_;
   NodeOrder order_;
   std::unordered_set<const Node*> erased_;
 };
@@ -299,8 +334,23 @@ void keep_float_at_boundaries(Graph& g) {
 
 }  // namespace
 
+std::string linear_kernel_name(LinearKernel k) {
+  switch (k) {
+    case LinearKernel::Auto: return "auto";
+    case LinearKernel::OneDnn: return "onednn";
+    case LinearKernel::Aten: return "aten";
+  }
+  return "auto";
+}
+
+LinearKernel linear_kernel_from_name(const std::string& name) {
+  for (LinearKernel k : {LinearKernel::Auto, LinearKernel::OneDnn, LinearKernel::Aten})
+    if (linear_kernel_name(k) == name) return k;
+  throw Error("linear kernel '" + name + "': expected auto, onednn or aten");
+}
+
 PassResult lower_to_onednn(std::shared_ptr<GraphModule> gm, c10::ScalarType dtype, OneDnnLowering* counts,
-                           bool winograd) {
+                           bool winograd, LinearKernel linear) {
   if (!gm) throw PassError("lower_to_onednn: no module given");
   if (dtype != c10::ScalarType::Float && dtype != c10::ScalarType::BFloat16)
     throw PassError(std::string("lower_to_onednn: dtype must be torch.float32 or torch.bfloat16, not ") +
@@ -314,7 +364,7 @@ PassResult lower_to_onednn(std::shared_ptr<GraphModule> gm, c10::ScalarType dtyp
   // made now rather than failing in the first forward.
   if (dtype == c10::ScalarType::BFloat16 && !onednn::has_bf16_kernels()) dtype = c10::ScalarType::Float;
   done.dtype = dtype;
-  Lowering lowering(*gm, dtype, winograd, done);
+  Lowering lowering(*gm, dtype, winograd, linear, done);
   std::vector<Node*> order = g.nodes().to_vector();
   bool modified = false;
   for (Node* n : order) {

@@ -88,10 +88,12 @@ void optimize_graph(GraphModule& m, const OptimizeOptions& options, const std::v
   }
   if (options.use_onednn) {
     OneDnnLowering lowered;
-    lower_to_onednn(out, options.dtype, &lowered, options.winograd);
+    lower_to_onednn(out, options.dtype, &lowered, options.winograd, options.linear_kernel);
     r.onednn_convs += lowered.convs;
     r.onednn_linears += lowered.linears;
     r.onednn_matmuls += lowered.matmuls;
+    r.aten_linears += lowered.aten_linears;
+    r.linear_choices.insert(r.linear_choices.end(), lowered.linear_choices.begin(), lowered.linear_choices.end());
     r.fused_post_ops += lowered.fused_post_ops;
     r.dtype = lowered.dtype;
   }

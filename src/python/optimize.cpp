@@ -28,14 +28,29 @@ py::dict report_dict(const OptimizeReport& r) {
   d["reinplaced"] = r.reinplaced;
   d["dtype"] = std::string(c10::toString(r.dtype));
   d["cpu"] = r.cpu;
+  d["aten_linears"] = r.aten_linears;
+  py::list choices;
+  for (const LinearChoice& c : r.linear_choices) {
+    py::dict e;
+    e["node"] = c.node;
+    e["input_sizes"] = c.input_sizes;
+    e["out_features"] = c.out_features;
+    e["onednn_ms"] = c.timing.onednn_ms;
+    e["aten_ms"] = c.timing.aten_ms;
+    e["kernel"] = c.aten ? "aten" : "onednn";
+    choices.append(e);
+  }
+  d["linear_choices"] = choices;
   d["warnings"] = r.warnings;
   return d;
 }
 
 std::pair<std::shared_ptr<GraphModule>, py::dict> optimize(const std::shared_ptr<GraphModule>& gm,
                                                              const py::sequence& example_inputs,
-                                                             const std::string& dtype, int threads) {
+                                                             const std::string& dtype, int threads,
+                                                             const std::string& linear_kernel) {
   OptimizeOptions options;
+  options.linear_kernel = linear_kernel_from_name(linear_kernel);
   options.example_inputs = to_ivalues(example_inputs);
   if (dtype == "bfloat16") options.dtype = c10::ScalarType::BFloat16;
   else if (dtype != "float32") throw Error("optimize: dtype must be torch.float32 or torch.bfloat16, not " + dtype);
@@ -70,9 +85,9 @@ std::pair<std::shared_ptr<GraphModule>, std::string> quantize(const std::shared_
 
 void bind_optimize(py::module_& m) {
   m.def("_optimize", &optimize, py::arg("gm"), py::arg("example_inputs"), py::arg("dtype") = "float32",
-        py::arg("threads") = 0,
+        py::arg("threads") = 0, py::arg("linear_kernel") = "auto",
         "fx::optimize_for_inference: (optimised module, report dict); threads > 0 sets libtorch's (process-wide) "
-        "intra-op threads first.");
+        "intra-op threads first; linear_kernel: auto, onednn or aten (fx::LinearKernel).");
   m.def("_quantize", &quantize, py::arg("gm"), py::arg("example_inputs"), py::arg("calibration"),
         "fx::quantization::quantize (int8, oneDNN): (module, report text). calibration: batches, each a tensor or a "
         "tuple of forward arguments.");

@@ -34,7 +34,7 @@ add_test(NAME cli.run_optimize_bf16_on_avx2
                  ${FX_CLI} ${FX_OPT_DIR} ${FX_OPT_MODEL} ${FX_OPT_INPUT} ${FX_SRC}/tests/cli/compare_outputs.py)
 set_tests_properties(cli.run_optimize_bf16_on_avx2 PROPERTIES FIXTURES_REQUIRED fx_models_0 TIMEOUT 120
                      ENVIRONMENT "OMP_NUM_THREADS=1;ONEDNN_MAX_CPU_ISA=AVX2;DNNL_MAX_CPU_ISA=AVX2"
-                     PASS_REGULAR_EXPRESSION "^fxcpp run: warning: bf16: oneDNN has no bfloat16 kernels on this CPU \\(ISA avx2; bf16 needs AVX-512\\): float32 kernels\nfxcpp run: optimised in [^\n]*, float32 kernels \\(avx2\\)\ntensor \\[1, 1000\\] Float.*within tolerance")
+                     PASS_REGULAR_EXPRESSION "^fxcpp run: warning: bf16: oneDNN has no bfloat16 kernels on this CPU \\(ISA avx2; bf16 needs AVX-512\\): float32 kernels\nfxcpp run: optimised in [^\n]*, float32 kernels \\(avx2\\); 1 linears timed, [01] on ATen \\(BLAS\\)\nfxcpp run: linear \\[1, 512\\] -> 1000 \\(1 layer\\): oneDNN [0-9.]+ ms, ATen [0-9.]+ ms: [^\n]+\ntensor \\[1, 1000\\] Float.*within tolerance")
 
 # A torch.jit.trace export (issue 24: traced leaves keep their tensors, not
 # their configuration; they freeze from their own forward graphs): every
@@ -117,3 +117,17 @@ fx_cli_one_line(bench_engine_unknown
                 bench ${FX_LINEAR} --input ${FX_LINEAR_IN} --engine tensorrt)
 fx_cli_one_line(bench_engine_roofline "^fxcpp bench: --engine goes with a MODEL, not --roofline\n$"
                 bench --roofline --engine fxcpp)
+
+# --linear-kernel aten: every linear layer stays ATen's (BLAS), said in the
+# report, outputs those of the plain run; a bad name or the option without
+# --optimize is one line and exit 2, before the model is read.
+add_test(NAME cli.run_optimize_linear_kernel_aten
+         COMMAND sh -c "mkdir -p \"$1\" && \"$0\" run \"$2\" -i \"$3\" -o \"$1/plain.aten.pt\" >/dev/null && \"$0\" run \"$2\" -i \"$3\" -o \"$1/opt.aten.pt\" --optimize --linear-kernel aten --report 2>&1 && /usr/bin/python3 \"$4\" \"$1/plain.aten.pt\" \"$1/opt.aten.pt\" 1e-4"
+                 ${FX_CLI} ${FX_OPT_DIR} ${FX_OPT_MODEL} ${FX_OPT_INPUT} ${FX_SRC}/tests/cli/compare_outputs.py)
+set_tests_properties(cli.run_optimize_linear_kernel_aten PROPERTIES FIXTURES_REQUIRED fx_models_0 TIMEOUT 120
+                     ENVIRONMENT "OMP_NUM_THREADS=1"
+                     PASS_REGULAR_EXPRESSION "fxcpp run: optimised in [^\n]*oneDNN: [0-9]+ convs, 0 linears, [^\n]* kernels \\([a-z0-9_]+\\); 1 linears on ATen \\(BLAS\\)\ntensor \\[1, 1000\\] Float.*within tolerance")
+fx_cli_one_line(run_linear_kernel_bad "^fxcpp run: --linear-kernel blas: expected auto, onednn or aten\n$"
+                run ${FX_LINEAR} --input ${FX_LINEAR_IN} --optimize --linear-kernel blas)
+fx_cli_one_line(run_linear_kernel_without_optimize "^fxcpp run: --linear-kernel goes with --optimize\n$"
+                run ${FX_LINEAR} --input ${FX_LINEAR_IN} --linear-kernel onednn)

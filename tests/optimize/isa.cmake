@@ -5,7 +5,7 @@
 # the branches an AVX2 machine takes. The int8 kernels' AVX2 runs are in
 # tests/quantization/quantization.cmake.
 set(FX_ISA_HELD_ENV "OMP_NUM_THREADS=1;ONEDNN_MAX_CPU_ISA=AVX2;DNNL_MAX_CPU_ISA=AVX2;ATEN_CPU_CAPABILITY=avx2")
-add_test(NAME optimize_isa_AVX2 COMMAND test_optimize --gtest_filter=OnednnCpu.*:OptimizeForInference.*:LowerToOneDnn.*:OptimizeLayout.*)
+add_test(NAME optimize_isa_AVX2 COMMAND test_optimize --gtest_filter=OnednnCpu.*:OptimizeForInference.*:LowerToOneDnn.*:OptimizeLayout.*:LinearKernel.*)
 add_test(NAME passes_minimizer_isa_AVX2 COMMAND test_passes --gtest_filter=MinimizerBase.*)
 set_tests_properties(optimize_isa_AVX2 passes_minimizer_isa_AVX2 PROPERTIES TIMEOUT 600 ENVIRONMENT "${FX_ISA_HELD_ENV}")
 # One model end to end held at AVX2: fp32 within 1e-4 of the imported

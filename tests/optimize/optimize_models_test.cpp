@@ -103,7 +103,8 @@ void check_traced(const std::string& name) {
   check_model(name, &traced, /*traced=*/true);
   if (testing::Test::IsSkipped()) return;
   EXPECT_EQ(traced.onednn_convs, scripted.onednn_convs) << name;
-  EXPECT_EQ(traced.onednn_linears, scripted.onednn_linears) << name;
+  // Linear layers: oneDNN's, or below AVX-512 ATen's where timing chose it.
+  EXPECT_EQ(traced.onednn_linears + traced.aten_linears, scripted.onednn_linears + scripted.aten_linears) << name;
   EXPECT_EQ(traced.folded_batch_norms, scripted.folded_batch_norms) << name;
   EXPECT_EQ(traced.fused_post_ops, scripted.fused_post_ops) << name;
 }

@@ -109,6 +109,7 @@ TEST(OptimizeForInference, TinyNetEqualsEagerAtEveryBatchSize) {
   Traced t = traced_tiny_net();
   const std::string code_before = t.gm->code();
   fx::OptimizeOptions options;
+  options.linear_kernel = fx::LinearKernel::OneDnn;  // the lowering itself, not a timed choice
   options.example_inputs = {at::randn({2, 3, 32, 32})};
   fx::OptimizeReport report;
   auto opt = fx::optimize_for_inference(t.gm, options, &report);
@@ -185,6 +186,7 @@ TEST(OptimizeForInference, SteadyStateForwardTakesOnlyItsOutputFromTheSystem) {
 TEST(OptimizeForInference, PackedArgumentsDescribeTheFusedKernel) {
   Traced t = traced_tiny_net();
   fx::OptimizeOptions options;
+  options.linear_kernel = fx::LinearKernel::OneDnn;  // the lowering itself, not a timed choice
   options.example_inputs = {at::randn({1, 3, 32, 32})};
   auto opt = fx::optimize_for_inference(t.gm, options);
   std::vector<std::string> kernels;
@@ -220,6 +222,7 @@ TEST(OptimizeForInference, WithoutShapesTheResidualSumStaysAnAdd) {
 TEST(OptimizeForInference, BFloat16IsCloseToFloat) {
   Traced t = traced_tiny_net();
   fx::OptimizeOptions options;
+  options.linear_kernel = fx::LinearKernel::OneDnn;  // the lowering itself, not a timed choice
   options.dtype = at::kBFloat16;
   options.example_inputs = {at::randn({2, 3, 32, 32})};
   fx::OptimizeReport report;
@@ -344,6 +347,7 @@ TEST(OptimizeForInference, ExportedToTorchScriptComputesBitForBit) {
 TEST(OptimizeForInference, MetaShapePropagationOfTheOptimisedGraph) {
   Traced t = traced_tiny_net();
   fx::OptimizeOptions options;
+  options.linear_kernel = fx::LinearKernel::OneDnn;  // the lowering itself, not a timed choice
   options.example_inputs = {at::randn({2, 3, 32, 32})};
   auto opt = fx::optimize_for_inference(t.gm, options);
   ASSERT_GT(count_calls(opt->graph(), "fxcpp::onednn_conv2d"), 0u);

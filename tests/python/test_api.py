@@ -36,6 +36,26 @@ def test_optimize_bf16(rel):
         fxcpp.optimize(m, (x,), dtype=torch.float16)
 
 
+def test_optimize_linear_kernel(rel):
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 10)).eval()
+    x = torch.randn(4, 32)
+    aten = fxcpp.optimize(m, x, linear_kernel="aten")
+    assert (aten.report["aten_linears"], aten.report["onednn_linears"]) == (2, 0)
+    assert "onednn_linear" not in aten.code and aten.report["linear_choices"] == []
+    onednn = fxcpp.optimize(m, x, linear_kernel="onednn")
+    assert (onednn.report["aten_linears"], onednn.report["onednn_linears"]) == (0, 2)
+    auto = fxcpp.optimize(m, x)  # timed per shape below AVX-512, oneDNN's on it
+    choices = auto.report["linear_choices"]
+    assert auto.report["aten_linears"] == sum(c["kernel"] == "aten" for c in choices)
+    assert all(c["onednn_ms"] > 0 and c["aten_ms"] > 0 and c["input_sizes"][0] == 4 for c in choices)
+    with torch.no_grad():
+        for fast in (aten, onednn, auto):
+            assert rel(fast(x), m(x)) < 1e-5
+    with pytest.raises(fxcpp.FxError, match="linear kernel 'blas': expected auto, onednn or aten"):
+        fxcpp.optimize(m, x, linear_kernel="blas")
+
+
 def test_optimize_refuses_training_mode():
     m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4)).train()
     with pytest.raises(fxcpp.FxError):

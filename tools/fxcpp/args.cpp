@@ -35,6 +35,9 @@ const std::map<std::string, std::string>& descriptions() {
       {"interpreter", "run through fx::Interpreter instead of the compiled forward"},
       {"optimize", "run fx::optimize_for_inference's module (prepared for the inputs)"},
       {"no-winograd", "optimise without oneDNN's Winograd 3x3 convolutions (all direct); with --optimize or optimize"},
+      {"linear-kernel", "which kernel runs float32 linear layers: auto (default: oneDNN on AVX-512, below it the "
+                        "faster of oneDNN and ATen/BLAS per shape, timed once), onednn or aten; with --optimize or "
+                        "optimize"},
       {"bf16", "optimise for bfloat16 (oneDNN bf16 kernels, fp32 accumulation); with --optimize or bench"},
       {"report", "print the optimiser's report on stderr (shown anyway when stderr is a terminal); quantize: "
                  "the per-node table"},

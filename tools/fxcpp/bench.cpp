@@ -212,6 +212,7 @@ json report_json(const OptimizeReport& r) {
           {"onednn_convs", r.onednn_convs},      {"onednn_linears", r.onednn_linears},
           {"onednn_matmuls", r.onednn_matmuls},  {"fused_post_ops", r.fused_post_ops},
           {"dtype", r.dtype == at::kBFloat16 ? "bfloat16" : "float32"}, {"cpu", r.cpu},
+          {"aten_linears", r.aten_linears},      {"linear_choices", linear_choice_lines(r)},
           {"warnings", r.warnings}};
 }
 
@@ -263,7 +264,10 @@ void print_table(const Setup& s, const std::vector<Engine>& engines) {
                 e.gflops, diff, e.prepare_ms, e.prepare.c_str());
   }
   if (!s.torchscript_from.empty()) std::printf("\nTorchScript engines: %s\n", s.torchscript_from.c_str());
-  if (s.report) std::printf("\nfxcpp optimized: %s\n", report_line(*s.report).c_str());
+  if (s.report) {
+    std::printf("\nfxcpp optimized: %s\n", report_line(*s.report).c_str());
+    for (const std::string& l : linear_choice_lines(*s.report)) std::printf("fxcpp optimized: %s\n", l.c_str());
+  }
   std::printf("\npeak resident memory of the process: %.1f MB (%s)\n", s.peak_rss_mb,
               engines.size() == 1 ? "this engine alone" : "these engines together");
 }

@@ -16,7 +16,7 @@ namespace fx::cli {
 namespace {
 
 int run_optimize(const std::vector<std::string>& argv) {
-  ModelArgs args = parse_model_args(argv, {"input", "output"}, {"bf16", "no-winograd"});  // -i / -o as well
+  ModelArgs args = parse_model_args(argv, {"input", "output", "linear-kernel"}, {"bf16", "no-winograd"});  // -i / -o as well
   if (!args.has("output")) throw Error("-o OUT.fx is required");
   const std::string out = args.get("output");
   check_output_path(out, "-o");
@@ -31,6 +31,7 @@ int run_optimize(const std::vector<std::string>& argv) {
   }
   if (args.has("bf16")) options.dtype = at::kBFloat16;
   options.winograd = !args.has("no-winograd");
+  options.linear_kernel = linear_kernel_option(args.get("linear-kernel", "auto"));
   options.warm_up = false;  // kernels are made where the file is loaded, for that CPU
   set_activity("optimising " + args.model);
   OptimizeReport report;
@@ -41,6 +42,7 @@ int run_optimize(const std::vector<std::string>& argv) {
   set_activity("writing " + out);
   const SaveReport saved = save(*opt, out);
   std::cout << report_line(report) << "\n";
+  for (const std::string& l : linear_choice_lines(report)) std::cout << l << "\n";
   std::cout << "wrote " << out << " (" << saved.bytes << " bytes, " << opt->graph().nodes().size() << " nodes, "
             << saved.storages << " storages)\n";
   return 0;
@@ -48,7 +50,7 @@ int run_optimize(const std::vector<std::string>& argv) {
 
 }  // namespace
 
-FX_COMMAND("optimize", "optimize MODEL -o OUT.fx [--input IN.pt] [--bf16]",
+FX_COMMAND("optimize", "optimize MODEL -o OUT.fx [--input IN.pt] [--bf16] [--linear-kernel auto|onednn|aten]",
            "fx::optimize_for_inference once and save the result (fx::save): run, bench, inspect and draw take it",
            run_optimize);
 

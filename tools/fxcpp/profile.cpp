@@ -16,11 +16,13 @@ namespace fx::cli {
 namespace {
 
 int run_profile(const std::vector<std::string>& argv) {
-  ModelArgs args = parse_model_args(argv, {"input", "top", "runs", "warmup", "trace", "threads", "batch"},
+  ModelArgs args = parse_model_args(argv, {"input", "top", "runs", "warmup", "trace", "threads", "batch", "linear-kernel"},
                                     {"optimize", "bf16", "no-winograd"});
   if (!args.has("input")) throw Error("--input IN.pt is required");
   if (args.has("bf16") && !args.has("optimize")) throw Error("--bf16 goes with --optimize");
-  if (args.has("no-winograd") && !args.has("optimize")) throw Error("--no-winograd goes with --optimize");
+  for (const char* o : {"no-winograd", "linear-kernel"})
+    if (args.has(o) && !args.has("optimize")) throw Error(std::string("--") + o + " goes with --optimize");
+  const LinearKernel linear = linear_kernel_option(args.get("linear-kernel", "auto"));
   set_threads(args);
   const int top = args.get_int("top", 20);
   const int runs = args.get_int("runs", 5);
@@ -33,9 +35,11 @@ int run_profile(const std::vector<std::string>& argv) {
   if (args.has("optimize")) {
     set_activity("optimising " + args.model + " for " + args.get("input"));
     OptimizeReport report;
-    gm = optimize_model(gm, inputs, args.has("bf16"), &report, /*plan_memory=*/true, !args.has("no-winograd"));
+    gm = optimize_model(gm, inputs, args.has("bf16"), &report, /*plan_memory=*/true, !args.has("no-winograd"),
+                        linear);
     print_warnings("profile", report);
     std::cerr << "fxcpp profile: " << report_line(report) << "\n";
+    for (const std::string& l : linear_choice_lines(report)) std::cerr << "fxcpp profile: " << l << "\n";
   }
 
   set_activity("running " + args.model + " on " + args.get("input"));

@@ -18,14 +18,16 @@ namespace {
 
 int run_run(const std::vector<std::string>& argv) {
   ModelArgs args =
-      parse_model_args(argv, {"input", "output", "calibration"},
+      parse_model_args(argv, {"input", "output", "calibration", "linear-kernel"},
                        {"interpreter", "optimize", "bf16", "report", "specialize-shapes", "quantize", "no-winograd"});
   if (!args.has("input")) throw Error("--input IN.pt is required");
   if (args.has("calibration") && !args.has("quantize")) throw Error("--calibration goes with --quantize");
   if (args.has("quantize") && args.has("optimize")) throw Error("--quantize and --optimize: give one of them");
   if ((args.has("bf16") || (args.has("report") && !args.has("quantize"))) && !args.has("optimize"))
     throw Error(std::string("--") + (args.has("bf16") ? "bf16" : "report") + " goes with --optimize");
-  if (args.has("no-winograd") && !args.has("optimize")) throw Error("--no-winograd goes with --optimize");
+  for (const char* o : {"no-winograd", "linear-kernel"})
+    if (args.has(o) && !args.has("optimize")) throw Error(std::string("--") + o + " goes with --optimize");
+  const LinearKernel linear = linear_kernel_option(args.get("linear-kernel", "auto"));
   if (args.has("output")) check_output_path(args.get("output"), "--output");
   auto [gm, inputs] = import_model_with_inputs(args.model, args.get("input"), args.has("specialize-shapes"));
   torch::NoGradGuard no_grad;
@@ -35,9 +37,12 @@ int run_run(const std::vector<std::string>& argv) {
     // Moved in: the imported module (its original parameters) is freed
     // before the optimised one packs its weights.
     gm = optimize_model(std::move(gm), inputs, args.has("bf16"), &report, /*plan_memory=*/true,
-                        !args.has("no-winograd"));
+                        !args.has("no-winograd"), linear);
     print_warnings("run", report);
-    if (args.has("report") || progress_enabled()) std::cerr << "fxcpp run: " << report_line(report) << "\n";
+    if (args.has("report") || progress_enabled()) {
+      std::cerr << "fxcpp run: " << report_line(report) << "\n";
+      for (const std::string& l : linear_choice_lines(report)) std::cerr << "fxcpp run: " << l << "\n";
+    }
   }
   if (args.has("quantize")) {
     std::vector<fx::quantization::CalibrationBatch> batches{inputs};

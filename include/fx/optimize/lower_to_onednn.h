@@ -52,12 +52,59 @@
 /// Run on frozen graphs (fx::freeze_modules, fx::fold_batch_norm first):
 /// aten::conv2d(x, W, b, stride, padding, dilation, groups) and
 /// aten::linear(x, W, b) with get_attr weights.
+///
+/// Linear layers: which kernel runs them is LinearKernel's choice. oneDNN
+/// 2.6 computes float32 matmul with brgemm kernels on AVX-512, faster than
+/// BLAS there; on AVX2 it falls back to its older `gemm:jit`, which
+/// OpenBLAS's Haswell SGEMM beats on some shapes and not on others (held at
+/// AVX2 on a Zen 4, 1 thread: vit_b_16's MLP expansion [197, 768] → 3072
+/// took 1.9× BLAS's time, its fused q/k/v projection 0.6×), so there the
+/// pass times both per shape and keeps the faster.
 
+#include <fx/onednn.h>
 #include <fx/passes/pass_manager.h>
 
 #include <c10/core/ScalarType.h>
 
+#include <string>
+#include <vector>
+
 namespace fx {
+
+/// Which kernel runs a float32 linear layer (aten::linear of constants).
+enum class LinearKernel : uint8_t {
+  /// oneDNN's where its ISA is AVX-512 or newer; below (AVX2), whichever of
+  /// oneDNN's and ATen's is faster for the layer's input shape, timed once
+  /// by the pass (onednn::time_linear, once per distinct shape, weight and
+  /// post-ops; ATen's only when at least 5% faster, as a near tie keeps the
+  /// fused post-ops). A layer whose input shape is unknown (no tensor_meta:
+  /// no example inputs) gets oneDNN's.
+  Auto,
+  /// oneDNN's for every layer (fxcpp::onednn_linear).
+  OneDnn,
+  /// ATen's for every layer: aten::linear, its residual sum and activation
+  /// stay as they are (the BLAS libtorch links).
+  Aten,
+};
+
+/// "auto", "onednn", "aten".
+std::string linear_kernel_name(LinearKernel k);
+/// The LinearKernel named `name` (linear_kernel_name's names); throws
+/// fx::Error naming the three otherwise.
+LinearKernel linear_kernel_from_name(const std::string& name);
+
+/// A linear layer whose kernel LinearKernel::Auto chose by timing.
+struct LinearChoice {
+  /// The aten::linear node's name.
+  std::string node;
+  /// Its input's sizes, and its output features.
+  std::vector<int64_t> input_sizes;
+  int64_t out_features = 0;
+  /// What was measured (shared by the layers of one shape, weight size and post-ops).
+  onednn::LinearTiming timing;
+  /// Whether ATen's kernel was chosen.
+  bool aten = false;
+};
 
 /// What lower_to_onednn did.
 struct OneDnnLowering {
@@ -68,6 +115,10 @@ struct OneDnnLowering {
   /// Values copied back to the layout the unoptimised program gave them
   /// (fxcpp::restore_layout, see the file comment).
   size_t restored_layouts = 0;
+  /// Linear layers left to ATen (LinearKernel::Aten, or Auto timed it faster).
+  size_t aten_linears = 0;
+  /// The layers LinearKernel::Auto timed, in graph order (none on AVX-512).
+  std::vector<LinearChoice> linear_choices;
   /// The dtype of the kernels made: the one asked for, or float32 when
   /// bfloat16 was asked for where oneDNN has no bf16 kernels
   /// (onednn::has_bf16_kernels: AVX2-only CPUs).
@@ -83,7 +134,9 @@ struct OneDnnLowering {
 /// (onednn::ConvParams::winograd: resnet18 9% faster at batch 1, 15% at
 /// batch 8; results within ~3e-6 of the direct algorithm relative to the
 /// output's scale).
+/// `linear`: which kernel runs float32 linear layers (LinearKernel).
 PassResult lower_to_onednn(std::shared_ptr<GraphModule> gm, c10::ScalarType dtype = c10::ScalarType::Float,
-                           OneDnnLowering* counts = nullptr, bool winograd = true);
+                           OneDnnLowering* counts = nullptr, bool winograd = true,
+                           LinearKernel linear = LinearKernel::Auto);
 
 }  // namespace fx

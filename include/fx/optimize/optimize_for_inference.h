@@ -44,6 +44,7 @@
 /// bf16.
 
 #include <fx/graph_module.h>
+#include <fx/optimize/lower_to_onednn.h>
 
 #include <c10/core/ScalarType.h>
 
@@ -76,6 +77,12 @@ struct OptimizeOptions {
   /// algorithm relative to the output's scale (lower_to_onednn,
   /// onednn::ConvParams::winograd). Off: every convolution is direct.
   bool winograd = true;
+  /// Which kernel runs float32 linear layers (fx::LinearKernel): by
+  /// default oneDNN's on AVX-512, and on older CPUs (AVX2) the faster of
+  /// oneDNN's and ATen's (BLAS) for each layer's shape, timed here once
+  /// (OptimizeReport::linear_choices says what was measured). OneDnn / Aten
+  /// fix the choice, as for a reproducible graph.
+  LinearKernel linear_kernel = LinearKernel::Auto;
   /// Run element-wise ops in place where their input is dead (fx::reinplace).
   bool reinplace = true;
   /// Keep freed memory in the process (glibc mallopt: no trimming, no mmap
@@ -111,6 +118,11 @@ struct OptimizeReport {
   size_t removed_noops = 0;
   /// Nodes lowered to oneDNN, by kind.
   size_t onednn_convs = 0, onednn_linears = 0, onednn_matmuls = 0;
+  /// Linear layers left to ATen's kernel (BLAS): OptimizeOptions::linear_kernel.
+  size_t aten_linears = 0;
+  /// The linear layers whose kernel was chosen by timing (LinearKernel::Auto
+  /// below AVX-512), in graph order, each with both times.
+  std::vector<LinearChoice> linear_choices;
   /// Activations and residual adds fused into a oneDNN node.
   size_t fused_post_ops = 0;
   /// Ops turned into their in-place form (fx::reinplace).

@@ -1,0 +1,170 @@
+// Which kernel runs a linear layer (fx::LinearKernel): oneDNN's, ATen's, or
+// on CPUs below AVX-512 the faster of the two for the layer's shape, timed
+// by the pass (onednn::time_linear). The ctest run optimize_isa_AVX2 holds
+// oneDNN at AVX2, so an AVX-512 machine runs the timed branch too.
+#include "../common/error_of.h"
+#include "optimize_test_util.h"
+
+#include <fx/error.h>
+#include <fx/graph.h>
+#include <fx/onednn.h>
+#include <fx/optimize/lower_to_onednn.h>
+#include <fx/optimize/optimize_for_inference.h>
+#include <fx/trace.h>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+namespace {
+
+using namespace optimize_test;
+
+/// A transformer's MLP block, written as libtorch's C++ examples write modules.
+struct MlpBlockImpl : torch::nn::Module {
+  MlpBlockImpl()
+      : fc1(register_module("fc1", torch::nn::Linear(32, 64))), fc2(register_module("fc2", torch::nn::Linear(64, 32))) {}
+  at::Tensor forward(const at::Tensor& x) { return x + fc2(torch::gelu(fc1(x))); }
+  torch::nn::Linear fc1, fc2;
+};
+TORCH_MODULE(MlpBlock);
+
+struct TwoMlpBlocksImpl : torch::nn::Module {
+  TwoMlpBlocksImpl() : first(register_module("first", MlpBlock())), second(register_module("second", MlpBlock())) {}
+  at::Tensor forward(const at::Tensor& x) { return second(first(x)); }
+  MlpBlock first, second;
+};
+TORCH_MODULE(TwoMlpBlocks);
+
+struct TracedMlp {
+  TwoMlpBlocks net;
+  std::shared_ptr<fx::GraphModule> gm;
+  at::Tensor x, expected;
+};
+
+TracedMlp traced_mlp() {
+  torch::manual_seed(0);
+  TracedMlp t;
+  t.net->eval();
+  t.x = at::randn({2, 8, 32});
+  t.gm = fx::symbolic_trace(t.net.ptr(), {t.x});
+  at::NoGradGuard no_grad;
+  t.expected = t.net->forward(t.x);
+  return t;
+}
+
+std::shared_ptr<fx::GraphModule> optimized(const TracedMlp& t, fx::LinearKernel kernel, fx::OptimizeReport& report) {
+  fx::OptimizeOptions options;
+  options.example_inputs = {t.x};
+  options.linear_kernel = kernel;
+  return fx::optimize_for_inference(t.gm, options, &report);
+}
+
+bool avx512() { return fx::onednn::cpu_isa().rfind("avx512", 0) == 0; }
+
+TEST(LinearKernel, AtenKeepsTheLayersWithTheirPostOps) {
+  TracedMlp t = traced_mlp();
+  fx::OptimizeReport report;
+  auto opt = optimized(t, fx::LinearKernel::Aten, report);
+  EXPECT_EQ(report.aten_linears, 4u);
+  EXPECT_EQ(report.onednn_linears, 0u);
+  EXPECT_EQ(report.fused_post_ops, 0u);
+  EXPECT_TRUE(report.linear_choices.empty());
+  EXPECT_EQ(count_calls(opt->graph(), "aten::linear"), 4u);
+  EXPECT_EQ(count_calls(opt->graph(), "fxcpp::onednn_linear"), 0u);
+  EXPECT_EQ(count_calls(opt->graph(), "aten::gelu") + count_calls(opt->graph(), "aten::gelu_"), 2u);
+  at::NoGradGuard no_grad;
+  // The same ATen ops as eager, in place where reinplace could: the same bits.
+  EXPECT_TRUE(opt->forward({t.x}).toTensor().equal(t.expected));
+}
+
+TEST(LinearKernel, OneDnnFusesTheActivationAndTheResidual) {
+  TracedMlp t = traced_mlp();
+  fx::OptimizeReport report;
+  auto opt = optimized(t, fx::LinearKernel::OneDnn, report);
+  EXPECT_EQ(report.onednn_linears, 4u);
+  EXPECT_EQ(report.aten_linears, 0u);
+  EXPECT_EQ(report.fused_post_ops, 4u);  // fc1's gelu, fc2's residual sum, in each block
+  EXPECT_TRUE(report.linear_choices.empty());
+  EXPECT_EQ(count_calls(opt->graph(), "aten::linear"), 0u);
+  at::NoGradGuard no_grad;
+  EXPECT_LE(relative_error(opt->forward({t.x}).toTensor(), t.expected), 1e-5);
+}
+
+// Auto: oneDNN's on AVX-512 without timing; below it, each layer timed (once
+// per shape, weight and post-ops), the graph as the measurements decided.
+TEST(LinearKernel, AutoTimesTheLayersBelowAvx512) {
+  TracedMlp t = traced_mlp();
+  fx::OptimizeReport report;
+  auto opt = optimized(t, fx::LinearKernel::Auto, report);
+  at::NoGradGuard no_grad;
+  EXPECT_LE(relative_error(opt->forward({t.x}).toTensor(), t.expected), 1e-5);
+  if (avx512()) {
+    EXPECT_TRUE(report.linear_choices.empty()) << report.cpu;
+    EXPECT_EQ(report.onednn_linears, 4u);
+    return;
+  }
+  ASSERT_EQ(report.linear_choices.size(), 4u) << report.cpu;
+  size_t aten = 0;
+  for (const fx::LinearChoice& c : report.linear_choices) {
+    EXPECT_EQ(c.input_sizes, (std::vector<int64_t>{2, 8, c.out_features == 64 ? 32 : 64})) << c.node;
+    EXPECT_TRUE(std::isfinite(c.timing.onednn_ms) && c.timing.onednn_ms > 0) << c.node;
+    EXPECT_TRUE(std::isfinite(c.timing.aten_ms) && c.timing.aten_ms > 0) << c.node;
+    EXPECT_GE(c.timing.rounds, 3);
+    EXPECT_LE(c.timing.rounds, 15);
+    EXPECT_EQ(c.aten, c.timing.aten_ms * 1.05 < c.timing.onednn_ms) << c.node;
+    aten += c.aten;
+  }
+  // Graph order: first.fc1, first.fc2, second.fc1, second.fc2; one measurement per shape.
+  const auto& c = report.linear_choices;
+  EXPECT_EQ(c[0].out_features, 64);
+  EXPECT_EQ(c[1].out_features, 32);
+  EXPECT_EQ(c[0].timing.onednn_ms, c[2].timing.onednn_ms);
+  EXPECT_EQ(c[0].timing.aten_ms, c[2].timing.aten_ms);
+  EXPECT_EQ(c[1].timing.aten_ms, c[3].timing.aten_ms);
+  EXPECT_NE(c[0].timing.onednn_ms, c[1].timing.onednn_ms);
+  EXPECT_EQ(report.aten_linears, aten);
+  EXPECT_EQ(report.onednn_linears, 4u - aten);
+  EXPECT_EQ(count_calls(opt->graph(), "aten::linear"), aten);
+  EXPECT_EQ(count_calls(opt->graph(), "fxcpp::onednn_linear"), 4u - aten);
+}
+
+TEST(LinearKernel, AutoWithoutShapesIsOneDnn) {
+  TracedMlp t = traced_mlp();
+  for (fx::Node* n : t.gm->graph().nodes()) n->meta().erase("tensor_meta");
+  fx::OptimizeReport report;
+  auto opt = fx::optimize_for_inference(t.gm, {}, &report);
+  EXPECT_TRUE(report.linear_choices.empty());
+  EXPECT_EQ(report.onednn_linears, 4u);
+  at::NoGradGuard no_grad;
+  EXPECT_LE(relative_error(opt->forward({t.x}).toTensor(), t.expected), 1e-5);
+}
+
+TEST(LinearKernel, TimeLinearMeasuresBothKernelsAndLeavesTheSeed) {
+  const at::Tensor w = at::randn({64, 32}), b = at::randn({64});
+  fx::onednn::PostOps post;
+  post.sum = true;
+  post.activation = fx::onednn::Activation::GeluErf;
+  torch::manual_seed(5);
+  const at::Tensor before = at::randn({4});
+  torch::manual_seed(5);
+  const fx::onednn::LinearTiming t = fx::onednn::time_linear(w, b, post, {3, 5, 32});
+  EXPECT_TRUE(at::randn({4}).equal(before));  // its own generator
+  EXPECT_TRUE(std::isfinite(t.onednn_ms) && t.onednn_ms > 0);
+  EXPECT_TRUE(std::isfinite(t.aten_ms) && t.aten_ms > 0);
+  EXPECT_GE(t.rounds, 3);
+  EXPECT_LE(t.rounds, 15);
+  EXPECT_EQ(fx_test::error_of([&] { fx::onednn::time_linear(w, b, post, {2, 31}); }),
+            "time_linear: an input of [2, 31] does not fit a weight of [64, 32]");
+}
+
+TEST(LinearKernel, Names) {
+  for (fx::LinearKernel k : {fx::LinearKernel::Auto, fx::LinearKernel::OneDnn, fx::LinearKernel::Aten})
+    EXPECT_EQ(fx::linear_kernel_from_name(fx::linear_kernel_name(k)), k);
+  EXPECT_EQ(fx::linear_kernel_name(fx::LinearKernel::Aten), "aten");
+  EXPECT_EQ(fx_test::error_of([] { fx::linear_kernel_from_name("blas"); }),
+            "linear kernel 'blas': expected auto, onednn or aten");
+}
+
+}  // namespace
