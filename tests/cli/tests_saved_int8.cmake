@@ -12,7 +12,7 @@ add_test(NAME cli.quantize_resnet18
                  ${FX_CLI} ${FX_INT8_DIR} ${FX_MODELS_DIR} ${FX_INT8})
 set_tests_properties(cli.quantize_resnet18 PROPERTIES FIXTURES_REQUIRED fx_quant_models FIXTURES_SETUP fx_saved_int8
                      TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1" PASS_REGULAR_EXPRESSION
-                     "21 int8 kernels[^\n]*\n(note: int8 without VNNI[^\n]*\n)?wrote [^ ]*resnet18.int8.fx \\([0-9]+ bytes, [0-9]+ nodes, [0-9]+ storages\\)\n$")
+                     "21 int8 kernels[^\n]*\n(note: int8 without VNNI[^\n]*\nnote: int8 against float32 here: [^\n]*\n)?wrote [^ ]*resnet18.int8.fx \\([0-9]+ bytes, [0-9]+ nodes, [0-9]+ storages\\)\n$")
 add_test(NAME cli.int8_deploy_example
          COMMAND sh -c "\"$0\" \"$1\" \"$2/quant/resnet18.test.pt\" \"$3/deploy.out.pt\" && \"$4\" run \"$1\" --input \"$2/quant/resnet18.test.pt\" -o \"$3/run.out.pt\" >/dev/null && cmp \"$3/deploy.out.pt\" \"$3/run.out.pt\" && echo SAME"
                  $<TARGET_FILE:example_deploy> ${FX_INT8} ${FX_MODELS_DIR} ${FX_INT8_DIR} ${FX_CLI})
