@@ -14,6 +14,14 @@ selected for a child with LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/blas.
 OMP_NUM_THREADS is removed from the children's environment; --threads is
 explicit.
 
+Then, where the CPU has AVX-512, the same models held at AVX2 (OpenBLAS, 1
+thread, batch 1; --no-avx2 leaves it out): oneDNN, ATen and OpenBLAS told to
+stop at their AVX2 kernels (ONEDNN_MAX_CPU_ISA=AVX2, ATEN_CPU_CAPABILITY=avx2,
+OPENBLAS_CORETYPE=Haswell), the kernels an AVX2-only CPU such as an AMD EPYC
+Zen 3 runs, on this CPU's cores (not that CPU's timing): TS-opt, fxcpp-opt and
+fxcpp-opt with every linear layer on oneDNN (what the timed choice of linear
+kernels is worth there).
+
 Then the peak resident memory of each engine alone: one `fxcpp bench
 --engine E --iters 5` child per model and engine (OpenBLAS, 1 thread,
 batch 1), whose process keeps only what that engine needs; its
@@ -67,8 +75,14 @@ def skip_reason(cfg):
     return None
 
 
-def child_env(blas):
+AVX2_HELD = {"ONEDNN_MAX_CPU_ISA": "AVX2", "DNNL_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2",
+             "OPENBLAS_CORETYPE": "Haswell"}
+
+
+def child_env(blas, held=False):
     env = dict(os.environ)
+    if held:
+        env.update(AVX2_HELD)
     env.pop("OMP_NUM_THREADS", None)
     env["FXCPP_NO_PROGRESS"] = "1"
     if blas == "reference":
@@ -124,6 +138,45 @@ def bench_config(fxcpp, models_dir, cfg, seconds):
         raise RuntimeError("%s: expected the %s BLAS, the child loaded %s (%s)" %
                            (name, blas, result["blas"], result["blas_path"]))
     return result
+
+
+def bench_avx2_held(fxcpp, models_dir, name, seconds):
+    """One model held at AVX2 (AVX2_HELD; OpenBLAS, 1 thread, batch 1): TS-opt, fxcpp-opt and fxcpp-opt with
+    every linear layer on oneDNN, interleaved in one child."""
+    cmd = [fxcpp, "bench", os.path.join(models_dir, name + ".bench.pt"), "--input",
+           os.path.join(models_dir, name + ".bench.input.pt"), "--threads", "1", "--seconds", str(seconds),
+           "--min-rounds", "3", "--warmup", "2", "--json", "--engine", "torchscript_opt", "--engine", "fxcpp_opt",
+           "--engine", "fxcpp_opt_onednn_linear"]
+    result = run_json(cmd, child_env("openblas", held=True), 1800)
+    if not result["optimize"]["cpu"].startswith("oneDNN ISA avx2:"):
+        raise RuntimeError("%s: held at AVX2, oneDNN reported %r" % (name, result["optimize"]["cpu"]))
+    return result
+
+
+def render_avx2_held(held):
+    """The held-at-AVX2 table (held: model → {"result": ...} or {"error": ...})."""
+    lines = ["Held at AVX2 on this CPU (oneDNN, ATen and OpenBLAS told to stop at their AVX2 kernels: "
+             "`ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 OPENBLAS_CORETYPE=Haswell`; the kernels an "
+             "AVX2-only CPU runs, on these cores, not an AVX2 CPU's timing; OpenBLAS, 1 thread, batch 1, engines "
+             "interleaved in one process):", "",
+             "| model | TS-opt ms | fxcpp-opt ms | opt / TS-opt | every linear on oneDNN ms | / TS-opt "
+             "| linear layers timed | of them on ATen (BLAS) |", "|---|---|---|---|---|---|---|---|"]
+    ratios = []
+    for name, r in held.items():
+        if "error" in r:
+            lines.append("| %s | failed: %s |" % (name, r["error"]) + " |" * 6)
+            continue
+        res = r["result"]
+        tso, opt, one = (engine(res, k) for k in ("torchscript_opt", "fxcpp_opt", "fxcpp_opt_onednn_linear"))
+        ratios.append(opt["ratio"])
+        o = res["optimize"]
+        lines.append("| %s | %s | %s | %s | %s | %s | %d | %d |" % (
+            name, fmt_ms(tso["median_ms"]), fmt_ms(opt["median_ms"]), fmt_ratio(opt["ratio"]),
+            fmt_ms(one["median_ms"]), fmt_ratio(one["ratio"]), len(o["linear_choices"]), o["aten_linears"]))
+    if ratios:
+        lines += ["", "Geomean of fxcpp-opt / TS-opt held at AVX2: %s over %d models." %
+                  (fmt_ratio(geomean(ratios)), len(ratios))]
+    return lines
 
 
 MEMORY_ENGINES = [("torchscript", "TS"), ("torchscript_opt", "TS-opt"), ("fxcpp", "fxcpp"), ("fxcpp_opt", "fxcpp-opt")]
@@ -327,6 +380,8 @@ def render(data):
                 fmt_ratio(b["ratio"]), b["gflops"], "%.0f%%" % (100 * b["gflops"] / peak) if peak else "—",
                 fmt_prepare(b["prepare_ms"]), b["max_rel_diff"]))
         lines += ["", "Geomean of fxcpp-opt bf16 / TS-opt: %s." % fmt_ratio(geomean(bf16_ratios))]
+    if data.get("avx2_held"):
+        lines += [""] + render_avx2_held(data["avx2_held"])
     if data.get("memory"):
         lines += [""] + render_memory(data["memory"])
     return "\n".join(lines) + "\n"
@@ -344,6 +399,7 @@ def main():
                     help="time budget of each configuration's timed rounds (default 2, --quick 1; at least 3 rounds)")
     ap.add_argument("--all", action="store_true", help="also the configurations make bench leaves out (skip_reason)")
     ap.add_argument("--no-python", action="store_true", help="leave out Python torch.fx's optimize_for_inference")
+    ap.add_argument("--no-avx2", action="store_true", help="leave out the models held at AVX2")
     add_save_args(ap, "bench_optimize")
     ap.add_argument("--memory-only", action="store_true",
                     help="measure and print only the peak-memory table (writes no file)")
@@ -388,9 +444,19 @@ def main():
             if cfg["bf16"] and not args.no_python:
                 entry["pyfx"] = pyfx(models_dir, cfg["model"], seconds)
         data["results"].append(entry)
+    if not args.no_avx2 and "avx512f" in open("/proc/cpuinfo").read():
+        data["avx2_held"] = {}
+        for name in args.models:
+            log("held at AVX2: %s (%.0f s so far)" % (name, time.time() - start))
+            try:
+                data["avx2_held"][name] = {"result": bench_avx2_held(fxcpp, models_dir, name, seconds)}
+            except (RuntimeError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
+                data["avx2_held"][name] = {"error": str(e).splitlines()[0] if str(e) else type(e).__name__}
+                log("  " + data["avx2_held"][name]["error"])
     data["memory"] = memory_table(fxcpp, models_dir, args.models)
     save_run(data, start, json_path, md_path, render)
     failed = any("error" in r for r in data["results"]) or any(
+        "error" in r for r in data.get("avx2_held", {}).values()) or any(
         isinstance(v, dict) for peaks in data["memory"].values() for v in peaks.values())
     return 1 if failed else 0
 

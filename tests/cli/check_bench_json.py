@@ -60,6 +60,12 @@ def check_bench(d, rounds, want):
         warned = any(w.startswith("bf16: oneDNN has no bfloat16 kernels") for w in opt.get("warnings", []))
         if not opt.get("cpu", "").startswith("oneDNN ISA ") or warned != (no_bf16 and "fxcpp_opt_bf16" in want):
             fail("optimize report's cpu %r / warnings %r with engines %r" % (opt.get("cpu"), opt.get("warnings"), want))
+        # Linear layers left to ATen (BLAS), and one line per shape timed (none on AVX-512).
+        choices = opt.get("linear_choices")
+        if not isinstance(opt.get("aten_linears"), int) or opt["aten_linears"] < 0 or not isinstance(choices, list):
+            fail("optimize report's aten_linears %r / linear_choices %r" % (opt.get("aten_linears"), choices))
+        if opt["cpu"].startswith("oneDNN ISA avx512") and choices:
+            fail("linear kernels timed on AVX-512: %r" % choices)
     by_name = {e["engine"]: e for e in d["engines"]}
     ts_opt = by_name["torchscript_opt"]["median_ms"] if "torchscript_opt" in by_name else None
     for e in d["engines"]:

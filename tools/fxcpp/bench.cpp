@@ -72,7 +72,7 @@ struct Engine {
 const std::vector<std::string>& engine_names() {
   static const std::vector<std::string> names = {"torchscript", "torchscript_opt", "fxcpp", "fxcpp_opt",
                                                  "fxcpp_opt_bf16", "fxcpp_opt_unplanned", "fxcpp_int8", "python_int8",
-                                                 "fxcpp_opt_direct"};
+                                                 "fxcpp_opt_direct", "fxcpp_opt_onednn_linear"};
   return names;
 }
 
@@ -406,19 +406,24 @@ std::vector<Engine> prepare_engines(const ModelArgs& args, const std::vector<std
                            [py, &inputs] { return py->forward(inputs); }, ms_since(t0));
   }
 
-  // The optimised engines: fp32, bf16, and fp32 without the memory plan or
-  // without Winograd convolutions (only when asked for: they measure what
-  // the plan and Winograd are worth).
+  // The optimised engines: fp32, bf16, and fp32 without the memory plan,
+  // without Winograd convolutions or with every linear layer on oneDNN
+  // (only when asked for: they measure what the plan, Winograd and the
+  // timed choice of linear kernels are worth).
   struct Variant {
     size_t slot;
     bool bf16, plan_memory, winograd;
+    LinearKernel linear;
     const char *label, *prepare;
   };
+  const LinearKernel automatic = LinearKernel::Auto;
   const Variant variants[] = {
-      {3, false, true, true, "fxcpp optimized", "optimize_for_inference"},
-      {4, true, true, true, "fxcpp optimized bf16", "optimize_for_inference bf16"},
-      {5, false, false, true, "fxcpp opt, no mem plan", "optimize_for_inference, plan_memory off"},
-      {8, false, true, false, "fxcpp opt, direct conv", "optimize_for_inference, winograd off"}};
+      {3, false, true, true, automatic, "fxcpp optimized", "optimize_for_inference"},
+      {4, true, true, true, automatic, "fxcpp optimized bf16", "optimize_for_inference bf16"},
+      {5, false, false, true, automatic, "fxcpp opt, no mem plan", "optimize_for_inference, plan_memory off"},
+      {8, false, true, false, automatic, "fxcpp opt, direct conv", "optimize_for_inference, winograd off"},
+      {9, false, true, true, LinearKernel::OneDnn, "fxcpp opt, oneDNN linear",
+       "optimize_for_inference, every linear on oneDNN"}};
   size_t optimised_left = 0;
   for (const Variant& v : variants) optimised_left += want(engine_names()[v.slot]) ? 1 : 0;
   for (const Variant& v : variants) {
@@ -429,7 +434,8 @@ std::vector<Engine> prepare_engines(const ModelArgs& args, const std::vector<std
     // Its last use moves the imported module in: its parameters are freed
     // before the optimised module packs its weights (optimize_model).
     const bool last_use = !want("fxcpp") && --optimised_left == 0;
-    auto opt = optimize_model(last_use ? std::move(gm) : gm, inputs, v.bf16, &report, v.plan_memory, v.winograd);
+    auto opt = optimize_model(last_use ? std::move(gm) : gm, inputs, v.bf16, &report, v.plan_memory, v.winograd,
+                              v.linear);
     if (!args.has("json")) print_warnings("bench", report);  // --json: in its "optimize" object
     if (!setup.report) {
       setup.report = report;  // fp32's when it runs
