@@ -74,7 +74,7 @@ std::string int8_against_float(GraphModule& int8, GraphModule& fp32, const std::
   auto ms = [&](GraphModule& m) {
     const auto start = std::chrono::steady_clock::now();
     m.forward(inputs);
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    return ms_since(start);
   };
   ms(int8);  // kernels made, weights packed: not timed
   ms(fp32);
