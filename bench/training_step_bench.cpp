@@ -6,7 +6,9 @@
 //
 //   BM_TrainStep/<model>/<engine>/<batch>   engine 0 eager, 1 aot default partition,
 //                                           2 functorch's min cut, 3 fxcpp's min cut,
-//                                           4 fxcpp's min cut channels-last (AotOptions::memory_format)
+//                                           4 fxcpp's min cut channels-last (AotOptions::memory_format),
+//                                           5 eager with fx::FusedSGD, 6 engine 4 with fx::FusedSGD
+//                                           (the others: torch::optim::SGD)
 //   BM_TrainStepMemory/...                  the memory of a step (one process each)
 //
 // scripts/bench_training.py runs them interleaved (random interleaving of
@@ -15,6 +17,7 @@
 #include "../tests/aot/aot_models.h"
 
 #include <fx/aot.h>
+#include <fx/fused_sgd.h>
 
 #include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
@@ -34,12 +37,16 @@ struct Trainer {
   std::shared_ptr<torch::nn::Module> module;
   std::function<at::Tensor(const at::Tensor&)> forward;
   std::unique_ptr<torch::optim::SGD> opt;
+  fx::FusedSGD* fused = nullptr;  // opt, when it is a FusedSGD (its zero_grad sets to none)
   at::Tensor x, labels;
   bool classifier = true;
 
   /// zero_grad, forward and loss: what backward will need is alive after it.
   at::Tensor forward_loss() {
-    opt->zero_grad();
+    if (fused)
+      fused->zero_grad();
+    else
+      opt->zero_grad();
     at::Tensor out = forward(x);
     return classifier ? torch::nn::functional::cross_entropy(out, labels) : out.pow(2).mean();
   }
@@ -49,8 +56,10 @@ struct Trainer {
   }
 };
 
-std::unique_ptr<Trainer> make_trainer(int model, int engine, int64_t batch) {
+std::unique_ptr<Trainer> make_trainer(int model, int engine_and_optimizer, int64_t batch) {
   torch::manual_seed(0);
+  const bool fused_sgd = engine_and_optimizer >= 5;
+  const int engine = engine_and_optimizer == 5 ? 0 : engine_and_optimizer == 6 ? 4 : engine_and_optimizer;
   auto t = std::make_unique<Trainer>();
   std::shared_ptr<fx::AotModule> aot;
   fx::AotOptions options;
@@ -82,7 +91,14 @@ std::unique_ptr<Trainer> make_trainer(int model, int engine, int64_t batch) {
   }
   if (aot) t->forward = [aot](const at::Tensor& x) { return aot->forward(x); };
   t->module->train();
-  t->opt = std::make_unique<torch::optim::SGD>(t->module->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  const auto sgd = torch::optim::SGDOptions(0.01).momentum(0.9);
+  if (fused_sgd) {
+    auto fused = std::make_unique<fx::FusedSGD>(t->module->parameters(), sgd);
+    t->fused = fused.get();
+    t->opt = std::move(fused);
+  } else {
+    t->opt = std::make_unique<torch::optim::SGD>(t->module->parameters(), sgd);
+  }
   return t;
 }
 
@@ -92,12 +108,13 @@ void BM_TrainStep(benchmark::State& state) {
   for (int i = 0; i < 2; ++i) t->step();  // trace, compile, warm the allocator
   for (auto _ : state) t->step();
   static const char* models[] = {"resnet18", "mobilenet_v2", "encoder"};
-  static const char* engines[] = {"eager", "aot_default", "aot_functorch_min_cut", "aot_min_cut", "aot_min_cut_nhwc"};
+  static const char* engines[] = {"eager", "aot_default", "aot_functorch_min_cut", "aot_min_cut", "aot_min_cut_nhwc",
+                                  "eager_fused_sgd", "aot_min_cut_nhwc_fused_sgd"};
   state.SetLabel(std::string(models[state.range(0)]) + " " + engines[state.range(1)]);
 }
 
 BENCHMARK(BM_TrainStep)
-    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4}, {8, 32}})
+    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4, 5, 6}, {8, 32}})
     ->ArgNames({"model", "engine", "batch"})
     ->Unit(benchmark::kMillisecond)
     ->MinTime(1.0);
@@ -149,7 +166,7 @@ void BM_TrainStepMemory(benchmark::State& state) {
 }
 
 BENCHMARK(BM_TrainStepMemory)
-    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4}, {8, 32}})
+    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4, 5, 6}, {8, 32}})
     ->ArgNames({"model", "engine", "batch"})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);

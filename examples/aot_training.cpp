@@ -5,10 +5,12 @@
 // operators, split by fxcpp's min cut (batch-norm outputs and activations
 // recomputed in backward rather than kept), and run as one autograd node.
 // The module's own parameters get the gradients, so the usual torch::optim
-// loop trains it, here on channels-last (NHWC) activations. This example
+// loop trains it, here on channels-last (NHWC) activations, with
+// fx::FusedSGD (torch::optim::SGD updating each parameter in one pass). This example
 // checks the compiled step against eager libtorch, prints the graphs' sizes
 // and the memory they keep, and draws the partitioned joint graph.
 #include <fx/aot.h>
+#include <fx/fused_sgd.h>
 
 #include <torch/torch.h>
 
@@ -49,7 +51,8 @@ int main() {
   options.memory_format = c10::MemoryFormat::ChannelsLast;
   auto compiled = fx::aot_module(net, options);
 
-  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  // SGD's options, state and checkpoints; zero_grad() sets gradients to none.
+  fx::FusedSGD opt(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
   torch::optim::SGD opt_eager(eager->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
   torch::Tensor x = torch::randn({8, 3, 16, 16});
   torch::Tensor labels = torch::randint(0, 10, {8});

@@ -10,7 +10,9 @@ cross-entropy) and a TransformerEncoderLayer (d 64, 4 heads, feed-forward
   C++ (build/fx_bench BM_TrainStep, repetitions randomly interleaved in one
   process): eager libtorch, aot_module with default_partition, functorch's
   min cut, fxcpp's min cut (batch-norm outputs and activations recomputed),
-  and that with AotOptions::memory_format = channels_last (NHWC).
+  and that with AotOptions::memory_format = channels_last (NHWC); then eager
+  and the NHWC min cut with fx::FusedSGD instead of torch::optim::SGD (one
+  pass per parameter, gradients set to none by zero_grad).
   Memory (BM_TrainStepMemory, one process per engine): the peak of the
   tensor bytes three steps allocate beyond those alive before them (the
   CPU allocator's count, as libtorch reports it to a memory profiler).
@@ -33,7 +35,8 @@ import sys
 import time
 
 MODELS = ["resnet18", "mobilenet_v2", "encoder"]
-ENGINES = ["eager", "aot default", "aot functorch min-cut", "aot fxcpp min-cut", "aot fxcpp min-cut NHWC"]
+ENGINES = ["eager", "aot default", "aot functorch min-cut", "aot fxcpp min-cut", "aot fxcpp min-cut NHWC",
+           "eager + FusedSGD", "aot fxcpp min-cut NHWC + FusedSGD"]
 
 
 def cpu_name():

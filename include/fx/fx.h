@@ -11,6 +11,7 @@
 #include <fx/distributed.h>
 #include <fx/error.h>
 #include <fx/export.h>
+#include <fx/fused_sgd.h>
 #include <fx/gradient_ready_hook.h>
 #include <fx/graph.h>
 #include <fx/graph_module.h>
