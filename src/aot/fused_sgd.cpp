@@ -36,7 +36,7 @@ struct Mode {
 /// SGD::step's arithmetic on one element or one vector (X: T or Vectorized<T>):
 /// returns the new parameter and updates the momentum buffer `b`.
 template <typename X>
-X sgd_element(X p, X g, X& b, const Coefficients<X>& c, Mode mode) {
+X sgd_element(const X& p, const X& g, X& b, const Coefficients<X>& c, Mode mode) {
   X d = mode.weight_decay ? g + p * c.weight_decay : g;
   if (mode.momentum) {
     b = mode.first ? d : b * c.momentum + d * c.dampening_complement;
