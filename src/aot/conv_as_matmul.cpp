@@ -17,7 +17,10 @@
 // The rewrites keep every value's layout as the graph had it (the traced
 // views after a convolution rely on its strides): a channels-last weight is
 // read as [Co, kh*kw*C] (its storage order, no copy) with the columns
-// permuted to match, and its gradient comes out channels-last.
+// permuted to match, and its gradient comes out channels-last. On
+// channels-last activations with such a weight (or a 1x1 one) the columns
+// come from fxcpp::im2col_nhwc and input gradients go back through
+// fxcpp::col2im_nhwc (im2col_nhwc.cpp): no NCHW copy, no permuted copy.
 #include <fx/aot.h>
 #include <fx/tensor_meta.h>
 
@@ -54,9 +57,13 @@ struct Conv {
   Argument x, w, stride, padding, dilation;
   int64_t n = 0, c = 0, h = 0, wd = 0, co = 0, kh = 0, kw = 0, ho = 0, wo = 0;
   bool channels_last_weight = false;
+  bool channels_last_input = false;
 
   int64_t positions() const { return ho * wo; }
   int64_t ckk() const { return c * kh * kw; }
+  /// The weight matrix's columns are ordered (kh, kw, C), as
+  /// fxcpp::im2col_nhwc's are (a channels-last or 1x1 weight).
+  bool pixel_major_weight() const { return channels_last_weight || kh * kw == 1; }
 
   /// From the convolution's arguments starting at x (index `first`), the
   /// output's metadata giving Ho, Wo.
@@ -91,11 +98,14 @@ struct Conv {
     cv.ho = out->shape[2];
     cv.wo = out->shape[3];
     cv.channels_last_weight = cv.kh * cv.kw > 1 && wm->memory_format == c10::MemoryFormat::ChannelsLast;
+    cv.channels_last_input = xm->memory_format == c10::MemoryFormat::ChannelsLast;
     return cv;
   }
 
   /// im2col's columns as [N*L, C*kh*kw] (rows ordered as the weight is stored).
   Node* columns_by_position(Graph& g) const {
+    if (channels_last_input && pixel_major_weight())  // no NCHW copy, no permuted copy
+      return g.call_function("fxcpp::im2col_nhwc", {x, ints({kh, kw}), dilation, padding, stride});
     Node* cols = g.call_function("aten::im2col", {x, ints({kh, kw}), dilation, padding, stride});
     Node* by_position =
         channels_last_weight
@@ -104,6 +114,22 @@ struct Conv {
                                                 ints({0, 3, 2, 1})})
             : g.call_function("aten::transpose.int", {Argument(cols), 1, 2});
     return g.call_function("aten::reshape", {Argument(by_position), ints({n * positions(), ckk()})});
+  }
+
+  /// aten::col2im of products [N*L, C*kh*kw] (columns in the weight's
+  /// storage order): an NCHW image.
+  Node* image_of_columns(Graph& g, Node* mm) const {
+    Node* cols =
+        channels_last_weight
+            ? g.call_function("aten::reshape",
+                              {Argument(g.call_function(
+                                   "aten::permute",
+                                   {Argument(g.call_function("aten::view", {Argument(mm), ints({n, positions(), kh * kw, c})})),
+                                    ints({0, 3, 2, 1})})),
+                               ints({n, ckk(), positions()})})
+            : g.call_function("aten::transpose.int",
+                              {Argument(g.call_function("aten::view", {Argument(mm), ints({n, positions(), ckk()})})), 1, 2});
+    return g.call_function("aten::col2im", {Argument(cols), ints({h, wd}), ints({kh, kw}), dilation, padding, stride});
   }
 
   /// The weight as [Co, C*kh*kw] in its storage order (a view).
@@ -233,16 +259,11 @@ size_t conv_as_matmul(Graph& g, int64_t max_positions) {
       Node* go = g.call_function("aten::reshape", {Argument(g.call_function("aten::permute", {b.node->args()[0], ints({0, 2, 3, 1})})),
                                                    ints({cv.n * cv.positions(), cv.co})});
       Node* mm = g.call_function("aten::mm", {Argument(go), Argument(cv.weight_matrix(g))});  // [N*L, Ckk]
-      Node* cols = cv.channels_last_weight
-                       ? g.call_function("aten::reshape", {Argument(g.call_function(
-                                                               "aten::permute", {Argument(g.call_function(
-                                                                                     "aten::view", {Argument(mm), ints({cv.n, cv.positions(), cv.kh * cv.kw, cv.c})})),
-                                                                                 ints({0, 3, 2, 1})})),
-                                                           ints({cv.n, cv.ckk(), cv.positions()})})
-                       : g.call_function("aten::transpose.int", {Argument(g.call_function("aten::view", {Argument(mm), ints({cv.n, cv.positions(), cv.ckk()})})), 1, 2});
-      Node* image = g.call_function("aten::col2im", {Argument(cols), ints({cv.h, cv.wd}), ints({cv.kh, cv.kw}),
-                                                     cv.dilation, cv.padding, cv.stride});
-      grad_input = in_layout_of(g, image, *gi_meta, c10::MemoryFormat::Contiguous);
+      if (cv.pixel_major_weight() && *gi_meta->memory_format == c10::MemoryFormat::ChannelsLast)
+        grad_input = g.call_function("fxcpp::col2im_nhwc", {Argument(mm), ints({cv.h, cv.wd}), ints({cv.kh, cv.kw}),
+                                                             cv.dilation, cv.padding, cv.stride});
+      else
+        grad_input = in_layout_of(g, cv.image_of_columns(g, mm), *gi_meta, c10::MemoryFormat::Contiguous);
     }
     replace_element(g, b.outs[0], grad_input);
     b.mask[0] = false;

@@ -107,6 +107,34 @@ TEST(ConvWeightGradAsMatmul, RewritesTheConvolutionsWithFewOutputPositions) {
   expect_same_results(*fw, *fw_copy);
 }
 
+// Channels-last activations and weights: the columns come from
+// fxcpp::im2col_nhwc in the weight's (kh, kw, C) order and the input
+// gradients go back through fxcpp::col2im_nhwc, with no NCHW copies.
+TEST(ConvAsMatmul, ChannelsLastColumnsWithoutCopies) {
+  torch::manual_seed(0);
+  auto net = small_map_net();
+  fx::AotOptions options;
+  options.memory_format = c10::MemoryFormat::ChannelsLast;
+  auto aot = fx::aot_module(net.ptr(), options);
+  aot->forward(torch::randn({2, 3, 8, 8})).sum().backward();
+  auto bw = aot->backward_graph(), copy = graph_copy_of(bw);
+  EXPECT_EQ(fx::conv_weight_grad_as_matmul(copy->graph(), 4), 3u);
+  EXPECT_EQ(fx::conv_as_matmul(copy->graph(), 4), 3u);
+  EXPECT_EQ(count(copy->graph(), "fxcpp::im2col_nhwc"), 3u);
+  EXPECT_EQ(count(copy->graph(), "fxcpp::col2im_nhwc"), 3u);
+  EXPECT_EQ(count(copy->graph(), "aten::im2col") + count(copy->graph(), "aten::col2im") +
+                count(copy->graph(), "aten::clone"),
+            count(bw->graph(), "aten::clone"));  // no ATen columns, no layout copies added
+  copy->graph().lint();
+  expect_same_results(*bw, *copy);
+  auto fw = aot->forward_graph(), fw_copy = graph_copy_of(fw);
+  EXPECT_EQ(fx::conv_as_matmul(fw_copy->graph(), 4), 3u);
+  EXPECT_EQ(count(fw_copy->graph(), "fxcpp::im2col_nhwc"), 3u);
+  EXPECT_EQ(count(fw_copy->graph(), "aten::im2col"), 0u);
+  fw_copy->graph().lint();
+  expect_same_results(*fw, *fw_copy);
+}
+
 TEST(ConvWeightGradAsMatmul, DropsAConvolutionBackwardLeftWithNothingToDo) {
   torch::manual_seed(0);
   auto net = torch::nn::Sequential(torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 4, 3).bias(false)));
