@@ -185,10 +185,11 @@ def render(cpu, cpp, mem, py, py_error, quick):
         lines += ["", f"Python's functorch could not be measured: {py_error}"]
     lines += ["", "Memory, MB (libtorch's CPU allocator's count of tensor bytes, as it reports them to a memory "
               "profiler; one process per engine): **kept**, what the forward keeps alive for the backward (the "
-              "activations); **step**, the peak of a step beyond what was alive before it (parameters, gradients, "
-              "optimizer state): the activations, temporaries, the memory plan's arena, and the new gradients "
-              "before they are accumulated into `.grad` (all at once for a compiled backward, one by one in eager "
-              "mode). In brackets the ratio to eager.", ""]
+              "activations); **step**, the peak of a step beyond what was alive after its zero_grad (parameters, "
+              "optimizer state, and the gradients, unless zero_grad set them to none as FusedSGD's does): the "
+              "activations, temporaries, the memory plan's arena, and the new gradients (before they are "
+              "accumulated into `.grad`: all at once for a compiled backward, one by one in eager mode). In "
+              "brackets the ratio to eager.", ""]
     lines.append("| model | batch | eager kept | " + " | ".join(ENGINES[1:]) + " | eager step | "
                  + " | ".join(ENGINES[1:]) + " |")
     lines.append("|---|---:|" + "---:|" * (2 * len(ENGINES)))

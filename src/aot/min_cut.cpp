@@ -211,8 +211,22 @@ PartitionedGraphs min_cut(const JointGraph& original, const MinCutOptions& optio
            (options.recompute_views && view_ops().count(p) > 0) ||
            (options.recompute_compute_intensive && compute_intensive_ops().count(p) > 0);
   };
+  // A copy of an input into another layout (AotOptions::memory_format's
+  // clone of the image), when nothing writes that input back: the backward
+  // may redo the copy from the input, which the caller holds anyway,
+  // instead of the forward keeping the copy.
+  auto layout_copy_of_input = [&](const Node* n) {
+    if (!options.recompute_views || n->target() != "aten::clone" || n->args().size() != 1 || !n->args()[0].is_node())
+      return false;
+    const Node* x = n->args()[0].to_node();
+    if (!is_primal(x)) return false;
+    for (const Node* u : x->users())
+      if (u->target() == "aten::copy_" && u->args()[0].is_node() && u->args()[0].to_node() == x) return false;
+    return true;
+  };
   auto ban_recomputation = [&](const Node* n) {
     if (n->op() != Opcode::CallFunction) return false;
+    if (layout_copy_of_input(n)) return false;
     if (!recomputable(packet(n))) return true;
     if (n->target() == "operator.getitem") return false;
     if (!has_meta(n)) return false;
@@ -252,8 +266,8 @@ PartitionedGraphs min_cut(const JointGraph& original, const MinCutOptions& optio
       net.edge(source, in_v(n), inf);
     if (ban_recomputation(n) && required_fw.count(n)) net.edge(source, in_v(n), inf);
     double weight = inf;
-    if (options.recompute_batch_norm && n->op() == Opcode::CallFunction && is_primal_alias(n)) {
-      weight = 0;  // a view of a parameter or input: saving it keeps no memory alive
+    if (options.recompute_batch_norm && is_primal_alias(n)) {
+      weight = 0;  // a parameter or input, or a view of one: saving it keeps no memory alive
     } else if (has_meta(n)) {
       const double d = static_cast<double>(std::max<int64_t>(std::min<int64_t>(dist_from_bw[n], 100), 1));
       weight = std::floor(tensor_bytes(n) * std::pow(1.1, d));

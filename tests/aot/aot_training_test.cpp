@@ -5,6 +5,8 @@
 #include <fx/aot.h>
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <torch/torch.h>
 
 #include <functional>
@@ -158,6 +160,23 @@ TEST(AotTraining, ChannelsLast) {
       EXPECT_TRUE(p.value().grad().is_contiguous(c10::MemoryFormat::ChannelsLast)) << p.key();
     }
   EXPECT_EQ(call_targets(*aot->forward_graph()).front(), "aten::clone");
+
+  // fxcpp's min cut redoes that layout copy of the input in backward (the
+  // caller holds the input anyway) instead of the forward keeping it.
+  fx::AotOptions cut = options;
+  cut.partition_fn = fx::min_cut_partition();
+  auto aot_cut = fx::aot_module(net.ptr(), cut);
+  aot_cut->forward(larger_images()).sum().backward();
+  const fx::PartitionedGraphs& parts = aot_cut->graphs().partitioned;
+  std::string copy;
+  for (fx::Node* n : parts.forward->graph().nodes())
+    if (n->op() == fx::Opcode::CallFunction) {
+      copy = n->name();
+      EXPECT_EQ(n->target(), "aten::clone");
+      break;
+    }
+  EXPECT_EQ(std::count(parts.saved.begin(), parts.saved.end(), copy), 0) << copy << " is saved";
+  EXPECT_EQ(std::count(parts.recomputed.begin(), parts.recomputed.end(), copy), 1) << copy << " is not recomputed";
 }
 
 TEST(AotTraining, MobilenetV2RecomputingBatchNorm) {
