@@ -34,3 +34,10 @@ fx_cli_quantize_refuses(quantize_qat_already_quantized
                         "^fxcpp quantize: prepare_qat: the model is already quantized \\(node 'quantize_per_tensor' calls fxcpp::onednn_quantize\\)\n$"
                         quantize ${FX_BIN}/cli_quantize/digits.int8.fx --qat --train ${FX_MODELS_DIR}/digits/digits.train_data.pt)
 set_tests_properties(cli.quantize_qat_already_quantized PROPERTIES FIXTURES_REQUIRED "fx_digits;fx_digits_int8")
+# Held at AVX2 (no int8 dot products): the int8 model timed against the float model optimised.
+add_test(NAME cli.quantize_qat_digits_on_avx2
+         COMMAND ${FX_CLI} quantize ${FX_MODELS_DIR}/digits/digits.script.pt --qat --train
+                 ${FX_MODELS_DIR}/digits/digits.train_data.pt --batch 64)
+set_tests_properties(cli.quantize_qat_digits_on_avx2 PROPERTIES FIXTURES_REQUIRED fx_digits TIMEOUT 120
+                     ENVIRONMENT "OMP_NUM_THREADS=1;ONEDNN_MAX_CPU_ISA=AVX2;DNNL_MAX_CPU_ISA=AVX2" PASS_REGULAR_EXPRESSION
+                     "\nnote: int8 without VNNI: oneDNN ISA avx2 has no int8 dot products; [^\n]*\nnote: int8 against float32 here: [0-9.]+ ms against [0-9.]+ ms per forward of the first training batch \\(float32 optimised by fxcpp\\): int8 is [0-9.]+x (slower|faster)\n$")

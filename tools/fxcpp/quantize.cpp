@@ -10,6 +10,7 @@
 #include "model_io.h"
 #include "optimize_io.h"
 #include "quantize_io.h"
+#include "train_io.h"
 
 #include <fx/onednn.h>
 #include <fx/serialize.h>
@@ -69,7 +70,8 @@ namespace {
 /// optimised for inference), timed side by side on `inputs`: one forward of
 /// each in turn, at least 3 rounds and until ~1 s has passed (at most 50), the
 /// best of each.
-std::string int8_against_float(GraphModule& int8, GraphModule& fp32, const std::vector<c10::IValue>& inputs) {
+std::string int8_against_float(GraphModule& int8, GraphModule& fp32, const std::vector<c10::IValue>& inputs,
+                               const std::string& what) {
   at::NoGradGuard no_grad;
   auto ms = [&](GraphModule& m) {
     const auto start = std::chrono::steady_clock::now();
@@ -88,22 +90,40 @@ std::string int8_against_float(GraphModule& int8, GraphModule& fp32, const std::
   char line[256];
   const double ratio = best_int8 / best_fp32;
   std::snprintf(line, sizeof line,
-                "int8 against float32 here: %.3f ms against %.3f ms per forward of the first calibration batch "
+                "int8 against float32 here: %.3f ms against %.3f ms per forward of %s "
                 "(float32 optimised by fxcpp): int8 is %.2fx %s",
-                best_int8, best_fp32, ratio >= 1 ? ratio : 1 / ratio, ratio >= 1 ? "slower" : "faster");
+                best_int8, best_fp32, what.c_str(), ratio >= 1 ? ratio : 1 / ratio, ratio >= 1 ? "slower" : "faster");
   return line;
 }
 
+/// The float model of `args.model` optimised for inference on `inputs`,
+/// to time int8 against where there are no int8 dot products (no VNNI /
+/// AMX), else null.
+std::shared_ptr<GraphModule> float_to_compare(const ModelArgs& args, std::shared_ptr<GraphModule> gm,
+                                              const fx::quantization::QuantizeReport& report,
+                                              const std::vector<c10::IValue>& inputs, const std::string& data) {
+  if (onednn::has_int8_dot_product() || !report.lowered) return nullptr;
+  set_activity("optimising the float32 model to compare");
+  if (!gm) {
+    const c10::IValue example = c10::ivalue::Tuple::create(inputs);
+    gm = import_model(args.model, nullptr, &example, false, data);
+  }
+  OptimizeReport ignored;
+  return optimize_model(gm, inputs, /*bf16=*/false, &ignored);
+}
+
 /// The report and the saved file, as both paths end. `fp32`: the float
-/// model optimised, where int8 is to be compared with it (no VNNI), else null.
+/// model optimised, where int8 is to be compared with it (no VNNI), else
+/// null; `inputs` and `what` they are, to time both on.
 int finish(const ModelArgs& args, GraphModule& q, const fx::quantization::QuantizeReport& report,
-           const std::shared_ptr<GraphModule>& fp32 = nullptr, const std::vector<c10::IValue>& inputs = {}) {
+           const std::shared_ptr<GraphModule>& fp32 = nullptr, const std::vector<c10::IValue>& inputs = {},
+           const std::string& what = "") {
   if (args.has("report")) std::cout << fx::quantization::format_report(report.nodes);
   std::cout << report.summary() << "\n";
   for (const std::string& w : report.warnings) std::cout << "note: " << w << "\n";
   if (fp32 && report.lower.int8_kernels > 0) {
     set_activity("timing int8 against float32");
-    std::cout << "note: " << int8_against_float(q, *fp32, inputs) << "\n";
+    std::cout << "note: " << int8_against_float(q, *fp32, inputs, what) << "\n";
   }
   if (args.has("output")) {
     const std::string out = args.get("output");
@@ -135,7 +155,17 @@ int run_quantize(const std::vector<std::string>& argv) {
   fx::quantization::QuantizeReport report;
   if (args.has("qat")) {
     auto q = quantize_qat(args, report);
-    return finish(args, *q, report);
+    // Without int8 dot products int8 may not pay: timed against the float
+    // model (the one given, untrained: the same arithmetic) on one batch.
+    std::vector<c10::IValue> inputs;
+    std::shared_ptr<GraphModule> fp32;
+    if (!onednn::has_int8_dot_product() && report.lowered) {
+      const std::string path = args.get("train");
+      const at::Tensor samples = load_training_data(path).inputs;
+      inputs = {samples.slice(0, 0, std::min<int64_t>(args.get_int("batch", 32), samples.size(0)))};
+      fp32 = float_to_compare(args, nullptr, report, inputs, path);
+    }
+    return finish(args, *q, report, fp32, inputs, "the first training batch");
   }
   for (const char* qat_only : {"train", "epochs", "batch", "optimizer", "lr", "momentum", "freeze-bn-after"})
     if (args.has(qat_only)) throw Error(std::string("--") + qat_only + " is for quantization-aware training: add --qat");
@@ -148,14 +178,9 @@ int run_quantize(const std::vector<std::string>& argv) {
   check_calibration(*gm, batches, data);
   auto q = quantize_model(gm, batches, args.lists["skip"], &report, data, !args.has("reference"));
   // Without int8 dot products int8 may not pay: measured against float32, optimised.
-  std::shared_ptr<GraphModule> fp32;
-  if (!onednn::has_int8_dot_product() && report.lowered) {
-    set_activity("optimising the float32 model to compare");
-    OptimizeReport ignored;
-    fp32 = optimize_model(gm, batches.front(), /*bf16=*/false, &ignored);
-  }
+  std::shared_ptr<GraphModule> fp32 = float_to_compare(args, gm, report, batches.front(), data);
   gm.reset();
-  return finish(args, *q, report, fp32, batches.front());
+  return finish(args, *q, report, fp32, batches.front(), "the first calibration batch");
 }
 
 }  // namespace
