@@ -9,6 +9,7 @@ packages=(
   libopenblas0-pthread    # libtorch's recommended BLAS; without it Debian's reference BLAS makes ATen's
                           # BLAS paths (im2col convolutions, linear) 6-20x slower
   libdnnl-dev             # oneDNN 2.6 C++ API (the libdnnl.so.2 libtorch loads): fx::optimize_for_inference's kernels
+  libsleef-dev            # sleef.h, which ATen's AVX2 / AVX-512 at::vec headers include: fxcpp's kernels built per CPU capability (fx_cpu_kernel)
   libgloo-dev             # gloo's headers: c10d's ProcessGroupGloo.hpp (fxcpp_distributed: pipeline / data parallel)
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev
