@@ -199,6 +199,21 @@ size_t bmm_as_onednn_matmul(Graph& g);
 /// state ATen's kernel leaves it. Returns how many it replaced.
 size_t bernoulli_as_fxcpp(Graph& g);
 
+/// Fuses the backward's batch norms with the activations after them (the
+/// pointwise chains of conv -> batch norm -> [add] -> relu / hardtanh in a
+/// training step), each rewrite computing the same values:
+///  - a recomputed batch norm, add(mul(mul(sub(x, view(mean)),
+///    view(invstd)), view(w)), view(b)) as recompute_batch_norm writes it,
+///    with the residual add and the relu / hardtanh that follow it alone,
+///    becomes one fxcpp::batch_norm_apply (one pass over x; the forward's
+///    values bit for bit, computed as ATen's batch norm computes them);
+///  - aten::native_batch_norm_backward (train) of a threshold_backward /
+///    hardtanh_backward read by nothing else becomes one
+///    fxcpp::batch_norm_act_backward: the activation's mask applied as the
+///    gradient is read, the masked gradient never written.
+/// Returns how many it fused.
+size_t fuse_batch_norm_activation(Graph& g);
+
 /// What training_compiler rewrites before it plans a graph.
 struct TrainingCompileOptions {
   /// conv_weight_grad_as_matmul's max_positions (0: no rewrite).
@@ -209,11 +224,14 @@ struct TrainingCompileOptions {
   bool bmm_as_onednn_matmul = true;
   /// Draw dropout's masks with fxcpp::bernoulli_ (bernoulli_as_fxcpp).
   bool bernoulli_as_fxcpp = true;
+  /// Run batch norms with their activations in one pass
+  /// (fuse_batch_norm_activation).
+  bool fuse_batch_norm_activation = true;
 };
 
 /// The default compiler of aot_function / aot_module: rewrites a copy of the
 /// graph for speed (conv_weight_grad_as_matmul, conv_as_matmul,
-/// bmm_as_onednn_matmul, then bernoulli_as_fxcpp, as TrainingCompileOptions says; the graph given
+/// bmm_as_onednn_matmul, bernoulli_as_fxcpp, then fuse_batch_norm_activation, as TrainingCompileOptions says; the graph given
 /// stays as the partition made it), then runs it as graph_module_compiler
 /// does.
 AotCompiler training_compiler(TrainingCompileOptions options = {});
