@@ -427,7 +427,8 @@ AotCompiler training_compiler(TrainingCompileOptions options) {
     conv_as_matmul(copy->graph(), options.conv_matmul_max_positions);
     if (options.bmm_as_onednn_matmul) bmm_as_onednn_matmul(copy->graph());
     if (options.bernoulli_as_fxcpp) bernoulli_as_fxcpp(copy->graph());
-    if (options.fuse_batch_norm_activation) fuse_batch_norm_activation(copy->graph());
+    if (options.fuse_batch_norm_activation)
+      fuse_batch_norm_activation(copy->graph(), options.fuse_batch_norm_backward);
     return graph_module_compiler(copy, example_inputs);
   };
 }

@@ -308,12 +308,14 @@ void plane_sums(const scalar_t* g, const Masker<scalar_t, M>& mask, const scalar
   }
 }
 
-/// gx = g' * scale + (x - mean) * c1 + c0 over `len` values at `off`, the
-/// coefficients per lane (`stride` 1, rows) or one for all (`stride` 0, a plane).
+/// gx = (g' - (x - mean) * k - grad_mean) * scale over `len` values at `off`
+/// (ATen's expression, in its order: the gradient of a value feeding only
+/// the batch norm, a convolution's bias, sums to zero as closely as ATen's),
+/// the coefficients per lane (rows) or one for all (a plane).
 template <typename scalar_t, Mask M>
 void input_grad_run(const scalar_t* g, const Masker<scalar_t, M>& mask, const scalar_t* x, scalar_t* gx, int64_t off,
-                    int64_t len, const scalar_t* mean, const scalar_t* scale, const scalar_t* c1, const scalar_t* c0,
-                    bool per_lane) {
+                    int64_t len, const scalar_t* mean, const scalar_t* k, const scalar_t* grad_mean,
+                    const scalar_t* scale, bool per_lane) {
   using Vec = at::vec::Vectorized<scalar_t>;
   constexpr int64_t V = Vec::size();
   auto coeff = [&](const scalar_t* v, int64_t d, int64_t count) { return per_lane ? load<Vec>(v + d, count) : Vec(*v); };
@@ -321,7 +323,7 @@ void input_grad_run(const scalar_t* g, const Masker<scalar_t, M>& mask, const sc
     const int64_t count = std::min(V, len - d);
     const Vec gv = mask(load<Vec>(g + off + d, count), off + d, count);
     const Vec xm = load<Vec>(x + off + d, count) - coeff(mean, d, count);
-    const Vec r = at::vec::fmadd(gv, coeff(scale, d, count), at::vec::fmadd(xm, coeff(c1, d, count), coeff(c0, d, count)));
+    const Vec r = (gv - xm * coeff(k, d, count) - coeff(grad_mean, d, count)) * coeff(scale, d, count);
     if (count == V)
       r.store(gx + off + d);
     else
@@ -375,30 +377,29 @@ void act_backward_kernel(const at::Tensor& g, const at::Tensor& a, double lo, do
     for (int64_t i = 0; i < c; ++i) gb.data_ptr<scalar_t>()[i] = static_cast<scalar_t>(t.sum[static_cast<size_t>(i)]);
   if (!gx.defined()) return;
   // Pass 2: gx = (g' - (x - mean) * k - sum / n) * invstd * w, k = dotp * invstd^2 / n, as ATen's
-  // training backward; here g' * scale + (x - mean) * c1 + c0.
-  std::vector<scalar_t> scale(static_cast<size_t>(c)), c1(scale.size()), c0(scale.size());
-  for (size_t i = 0; i < scale.size(); ++i) {
+  // training backward computes it.
+  std::vector<scalar_t> k(static_cast<size_t>(c)), gm(k.size()), scale(k.size());
+  for (size_t i = 0; i < k.size(); ++i) {
     const scalar_t s = t.invstd[i];
-    const scalar_t k = static_cast<scalar_t>(t.dotp[i]) * s * s / static_cast<scalar_t>(n);
+    k[i] = static_cast<scalar_t>(t.dotp[i]) * s * s / static_cast<scalar_t>(n);
+    gm[i] = static_cast<scalar_t>(t.sum[i]) / static_cast<scalar_t>(n);
     scale[i] = s * t.weight[i];
-    c1[i] = -k * scale[i];
-    c0[i] = -(static_cast<scalar_t>(t.sum[i]) / static_cast<scalar_t>(n)) * scale[i];
   }
   scalar_t* gxp = gx.data_ptr<scalar_t>();
   if (w.by_rows) {
-    const std::vector<scalar_t> mean = per_lane(t.mean, w.spread), sl = per_lane(scale, w.spread),
-                                c1l = per_lane(c1, w.spread), c0l = per_lane(c0, w.spread);
+    const std::vector<scalar_t> mean = per_lane(t.mean, w.spread), kl = per_lane(k, w.spread),
+                                gml = per_lane(gm, w.spread), sl = per_lane(scale, w.spread);
     at::parallel_for(0, w.n_rows, w.spread == 1 ? 16 : 1, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i)
-        input_grad_run<scalar_t, M>(gp, mask, xp, gxp, i * w.len, w.len, mean.data(), sl.data(), c1l.data(),
-                                    c0l.data(), true);
+        input_grad_run<scalar_t, M>(gp, mask, xp, gxp, i * w.len, w.len, mean.data(), kl.data(), gml.data(),
+                                    sl.data(), true);
     });
   } else {
     at::parallel_for(0, w.batch * c, 1, [&](int64_t begin, int64_t end) {
       for (int64_t p = begin; p < end; ++p) {
         const size_t ch = static_cast<size_t>(p % c);
-        input_grad_run<scalar_t, M>(gp, mask, xp, gxp, p * w.plane, w.plane, &t.mean[ch], &scale[ch], &c1[ch],
-                                    &c0[ch], false);
+        input_grad_run<scalar_t, M>(gp, mask, xp, gxp, p * w.plane, w.plane, &t.mean[ch], &k[ch], &gm[ch],
+                                    &scale[ch], false);
       }
     });
   }

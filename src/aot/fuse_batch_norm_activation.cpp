@@ -164,14 +164,15 @@ bool fuse_backward(Graph& g, Node* bn) {
 
 }  // namespace
 
-size_t fuse_batch_norm_activation(Graph& g) {
+size_t fuse_batch_norm_activation(Graph& g, bool backward) {
   size_t fused = 0;
   std::vector<Node*> backwards, subs;
   for (Node* n : g.nodes()) {
     if (is_call(n, "aten::native_batch_norm_backward")) backwards.push_back(n);
     if (is_call(n, "aten::sub.Tensor")) subs.push_back(n);
   }
-  for (Node* n : backwards) fused += fuse_backward(g, n) ? 1 : 0;
+  if (backward)
+    for (Node* n : backwards) fused += fuse_backward(g, n) ? 1 : 0;
   for (Node* n : subs) fused += fuse_apply(g, n) ? 1 : 0;
   g.eliminate_dead_code();
   return fused;

@@ -261,8 +261,8 @@ TEST(FuseBatchNormActivation, SavedActivationsFuseTheBackwardOnly) {
   expect_fused_backward_computes_the_same(*bw, *copy);
 }
 
-// The whole step, compiled with the pass (training_compiler's default),
-// trains as eager.
+// The whole step, compiled with both rewrites (opt-in,
+// TrainingCompileOptions::fuse_batch_norm_activation / _backward), trains as eager.
 TEST(FuseBatchNormActivation, TrainsAsEager) {
   torch::manual_seed(3);
   BnActNet eager;
@@ -274,6 +274,9 @@ TEST(FuseBatchNormActivation, TrainsAsEager) {
   }
   fx::AotOptions options;
   options.partition_fn = fx::min_cut_partition();
+  fx::TrainingCompileOptions both;
+  both.fuse_batch_norm_activation = both.fuse_batch_norm_backward = true;
+  options.fw_compiler = options.bw_compiler = fx::training_compiler(both);
   auto aot = fx::aot_module(compiled.ptr(), options);
   torch::optim::SGD se(eager->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
   torch::optim::SGD sc(compiled->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
