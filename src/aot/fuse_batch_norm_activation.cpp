@@ -1,8 +1,9 @@
 // fuse_batch_norm_activation: the backward's batch norms with their
 // activations as fxcpp::batch_norm_apply / fxcpp::batch_norm_act_backward
-// (batch_norm_activation.cpp has the kernels and why).
+// (batch_norm_activation_kernel.cpp has the kernels and why).
 //
-// Two rewrites, both exact in what they compute:
+// Two rewrites, the first the forward's values to the bit, the second
+// ATen's gradients to ~1e-6 (its sums are accumulated in double):
 //  1. The batch-norm recomputation recompute_batch_norm leaves in the
 //     backward (or any graph that normalises the same way),
 //         add(mul(mul(sub(x, view(mean)), view(invstd)), view(w)), view(b))
