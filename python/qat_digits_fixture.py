@@ -8,12 +8,13 @@ the kind whose int8 accuracy drops) trained with a fixed seed, then, into OUT_DI
   dw.script.pt     torch.jit.script of the model (eval mode)
   dw.trace.pt      torch.jit.trace of it
   dw.json          {"fp32_accuracy", "python_reference_int8_accuracy", "python_int8_accuracy",
-                    "python_qat_reference_int8_accuracy", ...} on the 500 held-out images:
+                    "python_qat_reference_int8_accuracy", "python_qat_losses", ...} on the
+                   500 held-out images:
                    Python's post-training int8 (prepare_fx, onednn, calibrated on the first
                    4 x 64 training images) as its reference model (convert_to_reference_fx)
                    and as its onednn int8 model (convert_fx), and Python's own QAT
                    (prepare_qat_fx, the recipe of tests/quantization/qat_digits_test.cpp)
-                   as a reference model
+                   as a reference model, with the loss of each of its training steps
   digits_qat.json  the same for digits_fixture.py's CNN (digits.script.pt, which
                    digits_fixture.py writes first: ctest runs that fixture before this one)
 
@@ -64,10 +65,13 @@ class DepthwiseNet(nn.Module):
 
 def qat_finetune(model, xtr, ytr, example):
     """The C++ test's recipe: prepare_qat, SGD (momentum 0.9) for QAT_EPOCHS epochs of
-    seeded batches, batch-norm statistics frozen after the first epoch."""
+    seeded batches, batch-norm statistics frozen after the first epoch. Returns the
+    reference model (converted before anything else runs the trained model: in eval
+    mode its fake quantizers still observe) and the loss of every step."""
     qat = prepare_qat_fx(copy.deepcopy(model).train(), get_default_qat_qconfig_mapping("onednn"), example)
     opt = torch.optim.SGD(qat.parameters(), lr=QAT_LR, momentum=0.9)
     g = torch.Generator().manual_seed(SEED + 1)
+    losses = []
     for epoch in range(QAT_EPOCHS):
         if epoch == 1:
             qat.apply(torch.nn.intrinsic.qat.freeze_bn_stats)
@@ -75,10 +79,12 @@ def qat_finetune(model, xtr, ytr, example):
         for i in range(0, len(ytr), QAT_BATCH):
             idx = perm[i:i + QAT_BATCH]
             opt.zero_grad()
-            nn.functional.cross_entropy(qat(xtr[idx]), ytr[idx]).backward()
+            loss = nn.functional.cross_entropy(qat(xtr[idx]), ytr[idx])
+            loss.backward()
             opt.step()
+            losses.append(loss.item())
     qat.eval()
-    return convert_to_reference_fx(qat)
+    return convert_to_reference_fx(qat), losses
 
 
 def report(model, xtr, ytr, xte, yte, calib):
@@ -89,10 +95,12 @@ def report(model, xtr, ytr, xte, yte, calib):
         for (b,) in calib:
             prepared(b)
     torch.backends.quantized.engine = "onednn"
+    qat_reference, qat_losses = qat_finetune(model, xtr, ytr, example)
     return {"fp32_accuracy": accuracy(model, xte, yte),
             "python_reference_int8_accuracy": accuracy(convert_to_reference_fx(copy.deepcopy(prepared)), xte, yte),
             "python_int8_accuracy": accuracy(convert_fx(copy.deepcopy(prepared)), xte, yte),
-            "python_qat_reference_int8_accuracy": accuracy(qat_finetune(model, xtr, ytr, example), xte, yte),
+            "python_qat_reference_int8_accuracy": accuracy(qat_reference, xte, yte),
+            "python_qat_losses": qat_losses,
             "test_images": len(yte),
             "qat_recipe": {"epochs": QAT_EPOCHS, "lr": QAT_LR, "batch": QAT_BATCH, "momentum": 0.9,
                            "freeze_bn_after_epoch": 1}}

@@ -5,8 +5,9 @@
 // the 500 held-out images: fp32; post-training int8 (fx::quantization::quantize,
 // lowered to oneDNN); QAT int8 (prepare_qat, 3 epochs of SGD as the fixture's
 // recipe, batch norm frozen after the first, convert, lowered). QAT int8 must
-// be >= post-training int8 - 0.2 point and within 1 point of fp32; its reference
-// model within one image of Python's prepare_qat_fx trained by the same recipe.
+// be >= post-training int8 - 0.2 point and within 1 point of fp32; the loss of
+// every training step Python's prepare_qat_fx gives by the same recipe, and the
+// reference model within one image of Python's.
 #include "fx_paths.h"
 
 #include <fx/import.h>
@@ -21,6 +22,7 @@
 #include <torch/optim/sgd.h>
 
 #include <fstream>
+#include <vector>
 
 namespace qat_digits {
 
@@ -34,9 +36,11 @@ double top1(fx::GraphModule& gm, const at::Tensor& images, const at::Tensor& lab
 }
 
 /// The fixture's recipe (python/qat_digits_fixture.py's qat_finetune): the
-/// returned module is trained, in eval mode, not yet converted.
+/// returned module is trained, in eval mode, not yet converted; `losses` gets
+/// the loss of each step.
 std::shared_ptr<fx::GraphModule> qat_finetune(const std::shared_ptr<fx::GraphModule>& gm, const at::Tensor& x,
-                                              const at::Tensor& y, const nlohmann::json& recipe) {
+                                              const at::Tensor& y, const nlohmann::json& recipe,
+                                              std::vector<double>& losses) {
   gm->train();
   auto qat = q::prepare_qat(gm, q::get_default_qat_qconfig_mapping("onednn"), {x.slice(0, 0, 1)});
   torch::optim::SGD opt(qat->parameters(),
@@ -49,9 +53,11 @@ std::shared_ptr<fx::GraphModule> qat_finetune(const std::shared_ptr<fx::GraphMod
     for (int64_t i = 0; i < y.size(0); i += batch) {
       const at::Tensor idx = perm.slice(0, i, std::min(i + batch, y.size(0)));
       opt.zero_grad();
-      torch::nn::functional::cross_entropy(qat->forward({x.index_select(0, idx)}).toTensor(), y.index_select(0, idx))
-          .backward();
+      const at::Tensor loss =
+          torch::nn::functional::cross_entropy(qat->forward({x.index_select(0, idx)}).toTensor(), y.index_select(0, idx));
+      loss.backward();
       opt.step();
+      losses.push_back(loss.item<double>());
     }
   }
   qat->eval();
@@ -63,6 +69,8 @@ void check(const std::string& file, const std::string& python_json) {
     GTEST_SKIP() << kDigitsDir << python_json << " is missing (python/qat_digits_fixture.py)";
   std::ifstream in(kDigitsDir + python_json);
   const nlohmann::json py = nlohmann::json::parse(in);
+  if (!py.contains("python_qat_losses"))
+    GTEST_SKIP() << kDigitsDir << python_json << " was written by an older python/qat_digits_fixture.py";
   const auto test = fx::load_value(kDigitsDir + "digits.test.pt").toTupleRef().elements();
   const auto train = fx::load_value(kDigitsDir + "digits.train_data.pt").toTupleRef().elements();
   const at::Tensor xte = test[0].toTensor(), yte = test[1].toTensor();
@@ -74,10 +82,21 @@ void check(const std::string& file, const std::string& python_json) {
   auto ptq = q::quantize(gm, {xte.slice(0, 0, 1)}, q::load_calibration(kDigitsDir + "digits.calib.pt"));
   const double ptq_int8 = top1(*ptq, xte, yte);
 
-  auto qat = qat_finetune(fx::import_torchscript(kDigitsDir + file), xtr, ytr, py["qat_recipe"]);
-  const double qat_fake = top1(*qat, xte, yte);
+  std::vector<double> losses;
+  auto qat = qat_finetune(fx::import_torchscript(kDigitsDir + file), xtr, ytr, py["qat_recipe"], losses);
+  // The same training as Python's, step by step: the same operators on the
+  // same batches (a wrong fake quantizer, batch-norm fold, freeze or SGD
+  // option moves the losses far more than this).
+  const auto py_losses = py["python_qat_losses"].get<std::vector<double>>();
+  ASSERT_EQ(losses.size(), py_losses.size());
+  for (size_t i = 0; i < losses.size(); ++i)
+    ASSERT_NEAR(losses[i], py_losses[i], 1e-4 * py_losses[i] + 1e-7) << "training step " << i;
+  // Converted before the fake-quantized model is scored: in eval mode its
+  // fake quantizers still observe (as Python's do), so scoring it first would
+  // move the reference model's activation scales towards the held-out images.
   auto reference = q::convert(qat);
   const double qat_reference = top1(*reference, xte, yte);
+  const double qat_fake = top1(*qat, xte, yte);
   const double qat_int8 = top1(*q::lower_to_onednn_int8(reference), xte, yte);
   std::cout << file << ": fp32 " << 100 * fp32 << "%, post-training int8 " << 100 * ptq_int8 << "%, QAT fake-quantized "
             << 100 * qat_fake << "%, QAT reference " << 100 * qat_reference << "% (Python's "
