@@ -8,7 +8,8 @@
 //                                           2 functorch's min cut, 3 fxcpp's min cut,
 //                                           4 fxcpp's min cut channels-last (AotOptions::memory_format),
 //                                           5 eager with fx::FusedSGD, 6 engine 4 with fx::FusedSGD
-//                                           (the others: torch::optim::SGD)
+//                                           (the others: torch::optim::SGD), 7 engine 6 without
+//                                           fuse_batch_norm_activation (the pass's worth, side by side)
 //   BM_TrainStepMemory/...                  the memory of a step (one process each)
 //
 // scripts/bench_training.py runs them interleaved (random interleaving of
@@ -62,7 +63,7 @@ struct Trainer {
 std::unique_ptr<Trainer> make_trainer(int model, int engine_and_optimizer, int64_t batch) {
   torch::manual_seed(0);
   const bool fused_sgd = engine_and_optimizer >= 5;
-  const int engine = engine_and_optimizer == 5 ? 0 : engine_and_optimizer == 6 ? 4 : engine_and_optimizer;
+  const int engine = engine_and_optimizer == 5 ? 0 : engine_and_optimizer >= 6 ? 4 : engine_and_optimizer;
   auto t = std::make_unique<Trainer>();
   std::shared_ptr<fx::AotModule> aot;
   fx::AotOptions options;
@@ -70,6 +71,11 @@ std::unique_ptr<Trainer> make_trainer(int model, int engine_and_optimizer, int64
   options.partition_fn = engine >= 3   ? fx::min_cut_partition()
                          : engine == 2 ? fx::PartitionFn(fx::min_cut_rematerialization_partition)
                                        : fx::PartitionFn(fx::default_partition);
+  if (engine_and_optimizer == 7) {
+    fx::TrainingCompileOptions no_bn;
+    no_bn.fuse_batch_norm_activation = false;
+    options.fw_compiler = options.bw_compiler = fx::training_compiler(no_bn);
+  }
   if (model == 0 || model == 1) {
     t->x = torch::randn({batch, 3, 64, 64});
     t->labels = torch::randint(0, 1000, {batch});
@@ -111,13 +117,19 @@ void BM_TrainStep(benchmark::State& state) {
   for (int i = 0; i < 2; ++i) t->step();  // trace, compile, warm the allocator
   for (auto _ : state) t->step();
   static const char* models[] = {"resnet18", "mobilenet_v2", "encoder"};
-  static const char* engines[] = {"eager", "aot_default", "aot_functorch_min_cut", "aot_min_cut", "aot_min_cut_nhwc",
-                                  "eager_fused_sgd", "aot_min_cut_nhwc_fused_sgd"};
+  static const char* engines[] = {"eager",
+                                  "aot_default",
+                                  "aot_functorch_min_cut",
+                                  "aot_min_cut",
+                                  "aot_min_cut_nhwc",
+                                  "eager_fused_sgd",
+                                  "aot_min_cut_nhwc_fused_sgd",
+                                  "aot_min_cut_nhwc_fused_sgd_no_bn_fusion"};
   state.SetLabel(std::string(models[state.range(0)]) + " " + engines[state.range(1)]);
 }
 
 BENCHMARK(BM_TrainStep)
-    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4, 5, 6}, {8, 32}})
+    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4, 5, 6, 7}, {8, 32}})
     ->ArgNames({"model", "engine", "batch"})
     ->Unit(benchmark::kMillisecond)
     ->MinTime(1.0);
@@ -172,7 +184,7 @@ void BM_TrainStepMemory(benchmark::State& state) {
 }
 
 BENCHMARK(BM_TrainStepMemory)
-    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4, 5, 6}, {8, 32}})
+    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4, 5, 6, 7}, {8, 32}})
     ->ArgNames({"model", "engine", "batch"})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);

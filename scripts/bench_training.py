@@ -12,7 +12,9 @@ cross-entropy) and a TransformerEncoderLayer (d 64, 4 heads, feed-forward
   min cut, fxcpp's min cut (batch-norm outputs and activations recomputed),
   and that with AotOptions::memory_format = channels_last (NHWC); then eager
   and the NHWC min cut with fx::FusedSGD instead of torch::optim::SGD (one
-  pass per parameter, gradients set to none by zero_grad).
+  pass per parameter, gradients set to none by zero_grad), and that last one
+  without fuse_batch_norm_activation (TrainingCompileOptions), to show what
+  the pass is worth.
   Memory (BM_TrainStepMemory, one process per engine): the peak of the
   tensor bytes three steps allocate beyond those alive before them (the
   CPU allocator's count, as libtorch reports it to a memory profiler).
@@ -36,7 +38,8 @@ import time
 
 MODELS = ["resnet18", "mobilenet_v2", "encoder"]
 ENGINES = ["eager", "aot default", "aot functorch min-cut", "aot fxcpp min-cut", "aot fxcpp min-cut NHWC",
-           "eager + FusedSGD", "aot fxcpp min-cut NHWC + FusedSGD"]
+           "eager + FusedSGD", "aot fxcpp min-cut NHWC + FusedSGD",
+           "the same without fuse_batch_norm_activation"]
 
 
 def cpu_name():
@@ -45,7 +48,10 @@ def cpu_name():
         name = next(l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name"))
         flags = next((l for l in out.splitlines() if l.startswith("Flags")), "")
         isa = "AVX-512" if "avx512f" in flags else ("AVX2" if "avx2" in flags else "SSE")
-        return f"{name} ({isa}, {os.cpu_count()} vCPUs)"
+        field = {l.split(":", 1)[0].strip(): l.split(":", 1)[1].strip() for l in out.splitlines() if ":" in l}
+        # "AMD EPYC" alone does not say which generation: its family and model do.
+        kind = f"family {field['CPU family']} model {field['Model']}, " if "CPU family" in field else ""
+        return f"{name} ({kind}{isa}, {os.cpu_count()} vCPUs)"
     except Exception:  # noqa: BLE001
         return platform.processor() or "unknown CPU"
 

@@ -229,9 +229,7 @@ struct TrainingCompileOptions {
   /// Run the backward's recomputed batch norms with their activations in
   /// one pass (fuse_batch_norm_activation's first rewrite: the forward's
   /// values to the bit, where the unfused recomputation rounds otherwise).
-  /// Off by default for now: the changed rounding moves the QAT digits
-  /// model's held-out accuracy by two images against Python's golden.
-  bool fuse_batch_norm_activation = false;
+  bool fuse_batch_norm_activation = true;
   /// Also its second rewrite, the batch-norm backward with the activation's
   /// mask. Off by default: its gradients round differently from ATen's
   /// (~1e-6 relative), and over many steps a trajectory drifts from eager's
@@ -241,9 +239,9 @@ struct TrainingCompileOptions {
 
 /// The default compiler of aot_function / aot_module: rewrites a copy of the
 /// graph for speed (conv_weight_grad_as_matmul, conv_as_matmul,
-/// bmm_as_onednn_matmul, bernoulli_as_fxcpp, then fuse_batch_norm_activation, as TrainingCompileOptions says; the graph given
-/// stays as the partition made it), then runs it as graph_module_compiler
-/// does.
+/// bmm_as_onednn_matmul, bernoulli_as_fxcpp, then fuse_batch_norm_activation,
+/// as TrainingCompileOptions says; the graph given stays as the partition
+/// made it), then runs it as graph_module_compiler does.
 AotCompiler training_compiler(TrainingCompileOptions options = {});
 
 /// How aot_function / aot_module capture and compile.

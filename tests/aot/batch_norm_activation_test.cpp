@@ -5,6 +5,7 @@
 #include <fx/graph_module.h>
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/record_function.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -261,8 +262,46 @@ TEST(FuseBatchNormActivation, SavedActivationsFuseTheBackwardOnly) {
   expect_fused_backward_computes_the_same(*bw, *copy);
 }
 
-// The whole step, compiled with both rewrites (opt-in,
-// TrainingCompileOptions::fuse_batch_norm_activation / _backward), trains as eager.
+/// How many times each fxcpp:: operator ran inside `fn` (RecordFunction,
+/// as the dispatcher reports every call).
+std::map<std::string, int> bn_fxcpp_calls(const std::function<void()>& fn) {
+  static thread_local std::map<std::string, int>* calls = nullptr;
+  std::map<std::string, int> counted;
+  calls = &counted;
+  auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction& f) -> std::unique_ptr<at::ObserverContext> {
+        const std::string name = f.name();
+        if (calls && name.rfind("fxcpp::", 0) == 0) ++(*calls)[name];
+        return nullptr;
+      }).needsInputs(false));
+  fn();
+  at::removeCallback(handle);
+  calls = nullptr;
+  return counted;
+}
+
+// training_compiler's defaults: the recomputations run as batch_norm_apply
+// (the forward's values to the bit); the backward keeps ATen's operators
+// (its own rounding only when fuse_batch_norm_backward asks for it).
+TEST(FuseBatchNormActivation, DefaultCompilerFusesTheRecomputationOnly) {
+  torch::manual_seed(0);
+  BnActNet net;
+  fx::AotOptions options;
+  options.partition_fn = fx::min_cut_partition();
+  auto aot = fx::aot_module(net.ptr(), options);
+  const auto calls = bn_fxcpp_calls([&] { aot->forward(torch::randn({4, 3, 8, 8})).pow(2).sum().backward(); });
+  EXPECT_EQ(calls.count("fxcpp::batch_norm_apply") ? calls.at("fxcpp::batch_norm_apply") : 0, 3);
+  EXPECT_EQ(calls.count("fxcpp::batch_norm_act_backward"), 0u);
+  fx::TrainingCompileOptions none;
+  none.fuse_batch_norm_activation = false;
+  options.fw_compiler = options.bw_compiler = fx::training_compiler(none);
+  auto plain = fx::aot_module(net.ptr(), options);
+  const auto unfused = bn_fxcpp_calls([&] { plain->forward(torch::randn({4, 3, 8, 8})).pow(2).sum().backward(); });
+  EXPECT_EQ(unfused.count("fxcpp::batch_norm_apply"), 0u);
+}
+
+// The whole step, compiled with both rewrites (the second opt-in,
+// TrainingCompileOptions::fuse_batch_norm_backward), trains as eager.
 TEST(FuseBatchNormActivation, TrainsAsEager) {
   torch::manual_seed(3);
   BnActNet eager;

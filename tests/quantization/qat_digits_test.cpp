@@ -53,8 +53,8 @@ std::shared_ptr<fx::GraphModule> qat_finetune(const std::shared_ptr<fx::GraphMod
     for (int64_t i = 0; i < y.size(0); i += batch) {
       const at::Tensor idx = perm.slice(0, i, std::min(i + batch, y.size(0)));
       opt.zero_grad();
-      const at::Tensor loss =
-          torch::nn::functional::cross_entropy(qat->forward({x.index_select(0, idx)}).toTensor(), y.index_select(0, idx));
+      const at::Tensor out = qat->forward({x.index_select(0, idx)}).toTensor();
+      const at::Tensor loss = torch::nn::functional::cross_entropy(out, y.index_select(0, idx));
       loss.backward();
       opt.step();
       losses.push_back(loss.item<double>());
