@@ -43,15 +43,14 @@ ENGINES = ["eager", "aot default", "aot functorch min-cut", "aot fxcpp min-cut",
 
 
 def cpu_name():
+    """lscpu's model name, family and model ("AMD EPYC" alone does not say which generation), ISA and vCPUs."""
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        name = next(l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name"))
-        flags = next((l for l in out.splitlines() if l.startswith("Flags")), "")
+        field = {k.strip(): v.strip() for k, _, v in (l.partition(":") for l in out.splitlines())}
+        flags = field.get("Flags", "").split()
         isa = "AVX-512" if "avx512f" in flags else ("AVX2" if "avx2" in flags else "SSE")
-        field = {l.split(":", 1)[0].strip(): l.split(":", 1)[1].strip() for l in out.splitlines() if ":" in l}
-        # "AMD EPYC" alone does not say which generation: its family and model do.
         kind = f"family {field['CPU family']} model {field['Model']}, " if "CPU family" in field else ""
-        return f"{name} ({kind}{isa}, {os.cpu_count()} vCPUs)"
+        return f"{field['Model name']} ({kind}{isa}, {os.cpu_count()} vCPUs)"
     except Exception:  # noqa: BLE001
         return platform.processor() or "unknown CPU"
 
