@@ -1,15 +1,19 @@
 // fxcpp::batch_norm_apply, fxcpp::batch_norm_act_backward and
 // fuse_batch_norm_activation: the backward's batch norms with their
 // activations in one pass, computing what ATen's operators compute.
+#include "graph_test_util.h"
+
 #include <fx/aot.h>
 #include <fx/graph_module.h>
 
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/record_function.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 namespace {
+
+using fx::aot_test::count_target;
+using fx::aot_test::graph_copy_of;
 
 /// A training-mode batch norm of x: (y, mean, invstd) and its parameters.
 struct BnCase {
@@ -180,33 +184,13 @@ struct BnActNetImpl : torch::nn::Module {
 };
 TORCH_MODULE(BnActNet);
 
-size_t count_target(const fx::Graph& g, const std::string& target) {
-  size_t k = 0;
-  for (fx::Node* n : g.nodes()) k += n->target() == target;
-  return k;
-}
-
-std::shared_ptr<fx::GraphModule> copy_of_module(const std::shared_ptr<fx::GraphModule>& gm) {
-  auto g = std::make_shared<fx::Graph>();
-  std::unordered_map<const fx::Node*, fx::Node*> map;
-  g->output(*g->graph_copy(gm->graph(), map));
-  return std::make_shared<fx::GraphModule>(gm, g, "copy");
-}
-
 /// The backward graph after the pass computes what it computed before, on
 /// random inputs (statistics included): to 1e-4 of each output's largest
 /// value, as the recomputed normalisation rounds as the forward's does
 /// (fused) or as four operators do (not), and the difference passes through
 /// the convolutions' backwards.
 void expect_fused_backward_computes_the_same(fx::GraphModule& before, fx::GraphModule& after) {
-  std::vector<c10::IValue> inputs;
-  std::vector<fx::Node*> placeholders;
-  for (fx::Node* n : before.graph().nodes())
-    if (n->op() == fx::Opcode::Placeholder) placeholders.push_back(n);
-  for (fx::Node* n : placeholders) {
-    const auto& m = std::any_cast<const fx::TensorMetadata&>(n->meta().at("tensor_meta"));
-    inputs.emplace_back(torch::randn(m.shape).contiguous(m.memory_format.value_or(c10::MemoryFormat::Contiguous)));
-  }
+  std::vector<c10::IValue> inputs = fx::aot_test::random_placeholder_inputs(before);
   auto want = before.forward(inputs).toList(), have = after.forward(inputs).toList();
   ASSERT_EQ(want.size(), have.size());
   for (size_t i = 0; i < want.size(); ++i) {
@@ -227,7 +211,7 @@ TEST(FuseBatchNormActivation, RecomputedBatchNormsAndMaskedBackwards) {
     if (format == c10::MemoryFormat::ChannelsLast) options.memory_format = format;
     auto aot = fx::aot_module(net.ptr(), options);
     aot->forward(torch::randn({4, 3, 8, 8})).pow(2).sum().backward();
-    auto bw = aot->backward_graph(), copy = copy_of_module(bw);
+    auto bw = aot->backward_graph(), copy = graph_copy_of(bw);
     ASSERT_EQ(count_target(bw->graph(), "aten::native_batch_norm_backward"), 3u);
     ASSERT_EQ(count_target(bw->graph(), "aten::threshold_backward"), 2u);
     ASSERT_EQ(count_target(bw->graph(), "aten::hardtanh_backward"), 1u);
@@ -254,30 +238,12 @@ TEST(FuseBatchNormActivation, SavedActivationsFuseTheBackwardOnly) {
   BnActNet net;
   auto aot = fx::aot_module(net.ptr());
   aot->forward(torch::randn({4, 3, 8, 8})).pow(2).sum().backward();
-  auto bw = aot->backward_graph(), copy = copy_of_module(bw);
+  auto bw = aot->backward_graph(), copy = graph_copy_of(bw);
   EXPECT_EQ(fx::fuse_batch_norm_activation(copy->graph()), 2u);
   copy->graph().lint();
   EXPECT_EQ(count_target(copy->graph(), "fxcpp::batch_norm_act_backward"), 2u);
   EXPECT_EQ(count_target(copy->graph(), "fxcpp::batch_norm_apply"), 0u);
   expect_fused_backward_computes_the_same(*bw, *copy);
-}
-
-/// How many times each fxcpp:: operator ran inside `fn` (RecordFunction,
-/// as the dispatcher reports every call).
-std::map<std::string, int> bn_fxcpp_calls(const std::function<void()>& fn) {
-  static thread_local std::map<std::string, int>* calls = nullptr;
-  std::map<std::string, int> counted;
-  calls = &counted;
-  auto handle = at::addThreadLocalCallback(
-      at::RecordFunctionCallback([](const at::RecordFunction& f) -> std::unique_ptr<at::ObserverContext> {
-        const std::string name = f.name();
-        if (calls && name.rfind("fxcpp::", 0) == 0) ++(*calls)[name];
-        return nullptr;
-      }).needsInputs(false));
-  fn();
-  at::removeCallback(handle);
-  calls = nullptr;
-  return counted;
 }
 
 // training_compiler's defaults: the recomputations run as batch_norm_apply
@@ -289,14 +255,14 @@ TEST(FuseBatchNormActivation, DefaultCompilerFusesTheRecomputationOnly) {
   fx::AotOptions options;
   options.partition_fn = fx::min_cut_partition();
   auto aot = fx::aot_module(net.ptr(), options);
-  const auto calls = bn_fxcpp_calls([&] { aot->forward(torch::randn({4, 3, 8, 8})).pow(2).sum().backward(); });
+  const auto calls = fx::aot_test::fxcpp_calls([&] { aot->forward(torch::randn({4, 3, 8, 8})).pow(2).sum().backward(); });
   EXPECT_EQ(calls.count("fxcpp::batch_norm_apply") ? calls.at("fxcpp::batch_norm_apply") : 0, 3);
   EXPECT_EQ(calls.count("fxcpp::batch_norm_act_backward"), 0u);
   fx::TrainingCompileOptions none;
   none.fuse_batch_norm_activation = false;
   options.fw_compiler = options.bw_compiler = fx::training_compiler(none);
   auto plain = fx::aot_module(net.ptr(), options);
-  const auto unfused = bn_fxcpp_calls([&] { plain->forward(torch::randn({4, 3, 8, 8})).pow(2).sum().backward(); });
+  const auto unfused = fx::aot_test::fxcpp_calls([&] { plain->forward(torch::randn({4, 3, 8, 8})).pow(2).sum().backward(); });
   EXPECT_EQ(unfused.count("fxcpp::batch_norm_apply"), 0u);
 }
 

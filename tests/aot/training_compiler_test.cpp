@@ -1,6 +1,7 @@
 // fx::training_compiler and its rewrites: the compiled training step
 // computes what the partitioned graphs compute, faster.
 #include "aot_models.h"
+#include "graph_test_util.h"
 
 #include <fx/aot.h>
 #include <fx/graph_module.h>
@@ -11,6 +12,10 @@
 #include <algorithm>
 
 namespace {
+
+using fx::aot_test::count_target;
+using fx::aot_test::expect_same_outputs;
+using fx::aot_test::graph_copy_of;
 
 /// Two 3x3 convolutions on a 2x2 map (4 positions: rewritten), a strided
 /// one onto it, and one on an 8x8 map (64 positions: left alone).
@@ -23,46 +28,11 @@ torch::nn::Sequential small_map_net() {
                                Conv2d(Conv2dOptions(8, 5, 3).padding(2).dilation(2)), torch::nn::Flatten());
 }
 
-/// A GraphModule running a copy of gm's graph.
-std::shared_ptr<fx::GraphModule> graph_copy_of(const std::shared_ptr<fx::GraphModule>& gm) {
-  auto g = std::make_shared<fx::Graph>();
-  std::unordered_map<const fx::Node*, fx::Node*> map;
-  g->output(*g->graph_copy(gm->graph(), map));
-  return std::make_shared<fx::GraphModule>(gm, g, "copy");
-}
-
 std::vector<std::string> masks(const fx::Graph& g) {
   std::vector<std::string> out;
   for (fx::Node* n : g.nodes())
     if (n->target() == "aten::convolution_backward") out.push_back(n->args()[10].repr());
   return out;
-}
-
-size_t count(const fx::Graph& g, const std::string& target) {
-  size_t k = 0;
-  for (fx::Node* n : g.nodes()) k += n->target() == target;
-  return k;
-}
-
-/// `got` computes what `ref` computes (1e-5 relative) on random inputs of
-/// the shapes and layouts its placeholders had.
-void expect_same_results(fx::GraphModule& ref, fx::GraphModule& got) {
-  std::vector<c10::IValue> inputs;
-  for (fx::Node* n : ref.graph().nodes()) {
-    if (n->op() != fx::Opcode::Placeholder) continue;
-    const auto& m = std::any_cast<const fx::TensorMetadata&>(n->meta().at("tensor_meta"));
-    inputs.emplace_back(torch::randn(m.shape).contiguous(m.memory_format.value_or(c10::MemoryFormat::Contiguous)));
-  }
-  auto want = ref.forward(inputs).toList(), have = got.forward(inputs).toList();
-  ASSERT_EQ(want.size(), have.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    ASSERT_EQ(want.get(i).isTensor(), have.get(i).isTensor()) << i;
-    if (!want.get(i).isTensor()) continue;
-    const at::Tensor a = have.get(i).toTensor(), b = want.get(i).toTensor();
-    EXPECT_EQ(a.sizes(), b.sizes()) << i;
-    EXPECT_EQ(a.strides(), b.strides()) << i;
-    EXPECT_LE((a - b).abs().max().item<double>(), 1e-5 * b.abs().max().item<double>()) << "output " << i;
-  }
 }
 
 TEST(ConvWeightGradAsMatmul, RewritesTheConvolutionsWithFewOutputPositions) {
@@ -83,28 +53,28 @@ TEST(ConvWeightGradAsMatmul, RewritesTheConvolutionsWithFewOutputPositions) {
   EXPECT_EQ(masks(copy->graph()),
             (std::vector<std::string>{"[True, False, True]", "[True, False, False]", "[True, False, True]",
                                       "[False, True, True]"}));
-  EXPECT_EQ(count(copy->graph(), "aten::im2col"), 3u);
-  EXPECT_EQ(count(copy->graph(), "aten::mm"), 3u);
+  EXPECT_EQ(count_target(copy->graph(), "aten::im2col"), 3u);
+  EXPECT_EQ(count_target(copy->graph(), "aten::mm"), 3u);
   copy->graph().lint();
 
-  expect_same_results(*bw, *copy);
+  expect_same_outputs(*bw, *copy, 1e-5);
 
   // Then the input gradients of the same three (the third convolution's
   // convolution_backward has nothing left to do).
   EXPECT_EQ(fx::conv_as_matmul(copy->graph(), 4), 3u);
   EXPECT_EQ(masks(copy->graph()),
             (std::vector<std::string>{"[False, False, True]", "[False, False, True]", "[False, True, True]"}));
-  EXPECT_EQ(count(copy->graph(), "aten::col2im"), 3u);
+  EXPECT_EQ(count_target(copy->graph(), "aten::col2im"), 3u);
   copy->graph().lint();
-  expect_same_results(*bw, *copy);
+  expect_same_outputs(*bw, *copy, 1e-5);
 
   // The forward's three convolutions on 2x2 maps.
   auto fw = aot->forward_graph(), fw_copy = graph_copy_of(fw);
   EXPECT_EQ(fx::conv_as_matmul(fw_copy->graph(), 4), 3u);
-  EXPECT_EQ(count(fw_copy->graph(), "aten::convolution"), 1u);
-  EXPECT_EQ(count(fw_copy->graph(), "aten::addmm"), 2u);  // the two with a bias
+  EXPECT_EQ(count_target(fw_copy->graph(), "aten::convolution"), 1u);
+  EXPECT_EQ(count_target(fw_copy->graph(), "aten::addmm"), 2u);  // the two with a bias
   fw_copy->graph().lint();
-  expect_same_results(*fw, *fw_copy);
+  expect_same_outputs(*fw, *fw_copy, 1e-5);
 }
 
 // Channels-last activations and weights: the columns come from
@@ -120,19 +90,19 @@ TEST(ConvAsMatmul, ChannelsLastColumnsWithoutCopies) {
   auto bw = aot->backward_graph(), copy = graph_copy_of(bw);
   EXPECT_EQ(fx::conv_weight_grad_as_matmul(copy->graph(), 4), 3u);
   EXPECT_EQ(fx::conv_as_matmul(copy->graph(), 4), 3u);
-  EXPECT_EQ(count(copy->graph(), "fxcpp::im2col_nhwc"), 3u);
-  EXPECT_EQ(count(copy->graph(), "fxcpp::col2im_nhwc"), 3u);
-  EXPECT_EQ(count(copy->graph(), "aten::im2col") + count(copy->graph(), "aten::col2im") +
-                count(copy->graph(), "aten::clone"),
-            count(bw->graph(), "aten::clone"));  // no ATen columns, no layout copies added
+  EXPECT_EQ(count_target(copy->graph(), "fxcpp::im2col_nhwc"), 3u);
+  EXPECT_EQ(count_target(copy->graph(), "fxcpp::col2im_nhwc"), 3u);
+  EXPECT_EQ(count_target(copy->graph(), "aten::im2col") + count_target(copy->graph(), "aten::col2im") +
+                count_target(copy->graph(), "aten::clone"),
+            count_target(bw->graph(), "aten::clone"));  // no ATen columns, no layout copies added
   copy->graph().lint();
-  expect_same_results(*bw, *copy);
+  expect_same_outputs(*bw, *copy, 1e-5);
   auto fw = aot->forward_graph(), fw_copy = graph_copy_of(fw);
   EXPECT_EQ(fx::conv_as_matmul(fw_copy->graph(), 4), 3u);
-  EXPECT_EQ(count(fw_copy->graph(), "fxcpp::im2col_nhwc"), 3u);
-  EXPECT_EQ(count(fw_copy->graph(), "aten::im2col"), 0u);
+  EXPECT_EQ(count_target(fw_copy->graph(), "fxcpp::im2col_nhwc"), 3u);
+  EXPECT_EQ(count_target(fw_copy->graph(), "aten::im2col"), 0u);
   fw_copy->graph().lint();
-  expect_same_results(*fw, *fw_copy);
+  expect_same_outputs(*fw, *fw_copy, 1e-5);
 }
 
 TEST(ConvWeightGradAsMatmul, DropsAConvolutionBackwardLeftWithNothingToDo) {
@@ -146,7 +116,7 @@ TEST(ConvWeightGradAsMatmul, DropsAConvolutionBackwardLeftWithNothingToDo) {
   EXPECT_EQ(fx::conv_weight_grad_as_matmul(copy->graph(), 0), 0u);  // 0: off
   EXPECT_EQ(fx::conv_weight_grad_as_matmul(copy->graph(), 4), 1u);
   EXPECT_TRUE(masks(copy->graph()).empty());
-  EXPECT_EQ(count(copy->graph(), "operator.getitem"), 0u);
+  EXPECT_EQ(count_target(copy->graph(), "operator.getitem"), 0u);
   copy->graph().lint();
 }
 
@@ -171,8 +141,8 @@ TEST(BmmAsOnednnMatmul, ReplacesFloatBatchedProducts) {
   auto ref = transposed_bmm(c10::ScalarType::Float);
   auto got = graph_copy_of(ref);
   EXPECT_EQ(fx::bmm_as_onednn_matmul(got->graph()), 1u);
-  EXPECT_EQ(count(got->graph(), "aten::bmm"), 0u);
-  EXPECT_EQ(count(got->graph(), "fxcpp::onednn_matmul"), 1u);
+  EXPECT_EQ(count_target(got->graph(), "aten::bmm"), 0u);
+  EXPECT_EQ(count_target(got->graph(), "fxcpp::onednn_matmul"), 1u);
   got->graph().lint();
   torch::manual_seed(3);
   const at::Tensor x = torch::randn({6, 5, 3}), y = torch::randn({6, 5, 4});
@@ -182,7 +152,7 @@ TEST(BmmAsOnednnMatmul, ReplacesFloatBatchedProducts) {
   // oneDNN has no double matmul: a double bmm stays.
   auto dbl = transposed_bmm(c10::ScalarType::Double);
   EXPECT_EQ(fx::bmm_as_onednn_matmul(dbl->graph()), 0u);
-  EXPECT_EQ(count(dbl->graph(), "aten::bmm"), 1u);
+  EXPECT_EQ(count_target(dbl->graph(), "aten::bmm"), 1u);
 }
 
 TEST(TrainingCompiler, TrainsAsEagerWithTheRewrites) {
@@ -209,7 +179,7 @@ TEST(TrainingCompiler, TrainsAsEagerWithTheRewrites) {
     EXPECT_LE(err, 1e-5 * p.value().abs().max().item<double>()) << p.key();
   }
   // The partition's backward graph is what default_partition made.
-  EXPECT_EQ(count(aot->backward_graph()->graph(), "aten::im2col"), 0u);
+  EXPECT_EQ(count_target(aot->backward_graph()->graph(), "aten::im2col"), 0u);
 }
 
 }  // namespace
