@@ -192,6 +192,23 @@ bool has_bf16_kernels();
 /// uses the direct algorithm.
 bool has_winograd_kernels();
 
+/// Whether fxcpp::winograd_conv2d and fxcpp::winograd_conv2d_backward run
+/// a float32 3x3 convolution (stride 1, dilation 1, one group, no bias,
+/// padding 0 or 1) of an input of `input_sizes` [N, C, H, W] and a weight of
+/// `weight_sizes` [Co, C, 3, 3] here: oneDNN has Winograd kernels for it
+/// (AVX-512, channel counts its blocking takes). Its kernels are made and
+/// kept for the operators' first call. The operators (training's
+/// conv_as_winograd pass puts them in graphs):
+///
+///   fxcpp::winograd_conv2d(Tensor input, Tensor weight, int[2] padding) -> Tensor
+///   fxcpp::winograd_conv2d_backward(Tensor grad_output, Tensor input, Tensor weight,
+///                                   int[2] padding, bool[2] output_mask) -> (Tensor, Tensor)
+///
+/// compute aten::convolution and aten::convolution_backward's input and
+/// weight gradients of such a convolution, in the tensors' own layouts
+/// (NCHW or channels_last), to rounding (~2e-6 of the largest value).
+bool has_winograd_conv2d(at::IntArrayRef input_sizes, at::IntArrayRef weight_sizes, at::IntArrayRef padding);
+
 /// Whether oneDNN computes u8 x s8 products with VNNI / AMX here. Without,
 /// fxcpp's int8 kernels take float paths where oneDNN's int8 arithmetic
 /// would saturate or be wrong (fx/onednn_int8.h), and int8 gains little or

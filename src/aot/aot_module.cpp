@@ -423,6 +423,7 @@ CompiledGraph graph_module_compiler(const std::shared_ptr<GraphModule>& gm, cons
 AotCompiler training_compiler(TrainingCompileOptions options) {
   return [options](const std::shared_ptr<GraphModule>& gm, const std::vector<c10::IValue>& example_inputs) {
     auto copy = std::make_shared<GraphModule>(gm, passes_detail::copy_graph(gm->graph()), gm->class_name());
+    conv_as_winograd(copy->graph(), options.conv_winograd_min_positions);  // first: it takes the large maps
     conv_weight_grad_as_matmul(copy->graph(), options.conv_weight_grad_matmul_max_positions);
     conv_as_matmul(copy->graph(), options.conv_matmul_max_positions);
     if (options.bmm_as_onednn_matmul) bmm_as_onednn_matmul(copy->graph());

@@ -73,7 +73,8 @@ dnnl::stream& stream() {
 
 void* scratchpad(size_t bytes, int slot) {
   constexpr size_t kAlign = 64;
-  thread_local std::vector<uint8_t> buffers[3];
+  thread_local std::vector<uint8_t> buffers[kScratchpadSlots];
+  TORCH_CHECK(slot >= 0 && slot < kScratchpadSlots, "scratchpad: no slot ", slot);
   std::vector<uint8_t>& buffer = buffers[slot];
   if (buffer.size() < bytes + kAlign) buffer.resize(bytes + kAlign);
   const auto address = reinterpret_cast<uintptr_t>(buffer.data());

@@ -21,9 +21,11 @@ const dnnl::engine& engine();
 dnnl::stream& stream();
 /// This thread's scratchpad of at least `bytes`, 64-byte aligned (valid
 /// until the next call on this thread for the same `slot`). Slot 0 is the
-/// primitives' scratchpad (execute); slots 1 and 2 hold a kernel's
-/// activations in a blocked layout while it runs.
+/// primitives' scratchpad (execute); slots 1 to 5 hold a kernel's
+/// activations and weights in a blocked layout while it runs.
 void* scratchpad(size_t bytes, int slot = 0);
+/// How many slots scratchpad() has.
+constexpr int kScratchpadSlots = 6;
 
 /// oneDNN's data type for f32 / bf16; throws fx::Error for others.
 dnnl::memory::data_type data_type(c10::ScalarType t);
