@@ -10,6 +10,7 @@ import json
 import math
 import os
 import platform
+import subprocess
 import sys
 import time
 
@@ -45,16 +46,32 @@ def utc_now():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def cpu_name():
-    """The CPU's model name (/proc/cpuinfo)."""
+def cpu_info():
+    """This CPU as lscpu names it: {"name", "family", "model", "flags"} (/proc/cpuinfo's model name where there
+    is no lscpu; family and model empty when unknown). "AMD EPYC" alone does not say which generation: the
+    family and model do (25/1 a Zen 3, 25/17 a Zen 4, 26/2 a Zen 5)."""
+    info = {"name": platform.processor() or "unknown CPU", "family": "", "model": "", "flags": set()}
     try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        field = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in out.splitlines())}
+        info.update(name=field.get("Model name", info["name"]), family=field.get("CPU family", ""),
+                    model=field.get("Model", ""), flags=set(field.get("Flags", "").split()))
+    except (OSError, subprocess.CalledProcessError):
+        try:
+            with open("/proc/cpuinfo") as f:
+                for line in f:
+                    if line.startswith("model name"):
+                        info["name"] = line.split(":", 1)[1].strip()
+                        break
+        except OSError:
+            pass
+    return info
+
+
+def cpu_name():
+    """The CPU's model name with its family and model: "AMD EPYC (family 26 model 2)"."""
+    info = cpu_info()
+    return info["name"] + (f" (family {info['family']} model {info['model']})" if info["family"] else "")
 
 
 def command_line(script):

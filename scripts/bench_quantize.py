@@ -32,27 +32,18 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from bench_markdown import (add_save_args, command_line, load_average, measured, print_saved, run_paths,  # noqa: E402
-                            save_run, utc_now)
+from bench_markdown import (add_save_args, command_line, cpu_info, cpu_name, load_average, measured,  # noqa: E402
+                            print_saved, run_paths, save_run, utc_now)
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0"]
 ENGINES = ["torchscript_opt", "fxcpp_opt", "python_int8", "fxcpp_int8"]
 SIZE = 224
 
 
 def cpu():
-    """lscpu's model name and the int8 instructions it has."""
-    name, flags = "unknown CPU", set()
-    try:
-        for line in subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout.splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "Model name":
-                name = value.strip()
-            elif key.strip() == "Flags":
-                flags = set(value.split())
-    except (OSError, subprocess.CalledProcessError):
-        pass
+    """The CPU's name (bench_markdown.cpu_name), the int8 instructions it has, and whether it has AVX-512."""
+    flags = cpu_info()["flags"]
     isa = [f for f in ("avx512_vnni", "avx_vnni", "amx_int8") if f in flags]
-    return name, isa, "avx512f" in flags
+    return cpu_name(), isa, "avx512f" in flags
 
 
 def export(models_dir, name):
