@@ -9,7 +9,8 @@
 //                                           4 fxcpp's min cut channels-last (AotOptions::memory_format),
 //                                           5 eager with fx::FusedSGD, 6 engine 4 with fx::FusedSGD
 //                                           (the others: torch::optim::SGD), 7 engine 6 without
-//                                           fuse_batch_norm_activation (the pass's worth, side by side)
+//                                           fuse_batch_norm_activation (the pass's worth, side by side),
+//                                           8 engine 6 without conv_as_winograd (the same)
 //   BM_TrainStepMemory/...                  the memory of a step (one process each)
 //
 // scripts/bench_training.py runs them interleaved (random interleaving of
@@ -28,8 +29,10 @@
 #include <c10/util/ThreadLocalDebugInfo.h>
 
 #include <algorithm>
+#include <fstream>
 #include <functional>
 #include <memory>
+#include <string>
 
 namespace {
 
@@ -71,10 +74,11 @@ std::unique_ptr<Trainer> make_trainer(int model, int engine_and_optimizer, int64
   options.partition_fn = engine >= 3   ? fx::min_cut_partition()
                          : engine == 2 ? fx::PartitionFn(fx::min_cut_rematerialization_partition)
                                        : fx::PartitionFn(fx::default_partition);
-  if (engine_and_optimizer == 7) {
-    fx::TrainingCompileOptions no_bn;
-    no_bn.fuse_batch_norm_activation = false;
-    options.fw_compiler = options.bw_compiler = fx::training_compiler(no_bn);
+  if (engine_and_optimizer >= 7) {
+    fx::TrainingCompileOptions without;
+    if (engine_and_optimizer == 7) without.fuse_batch_norm_activation = false;
+    if (engine_and_optimizer == 8) without.conv_winograd_min_positions = 0;
+    options.fw_compiler = options.bw_compiler = fx::training_compiler(without);
   }
   if (model == 0 || model == 1) {
     t->x = torch::randn({batch, 3, 64, 64});
@@ -124,12 +128,13 @@ void BM_TrainStep(benchmark::State& state) {
                                   "aot_min_cut_nhwc",
                                   "eager_fused_sgd",
                                   "aot_min_cut_nhwc_fused_sgd",
-                                  "aot_min_cut_nhwc_fused_sgd_no_bn_fusion"};
+                                  "aot_min_cut_nhwc_fused_sgd_no_bn_fusion",
+                                  "aot_min_cut_nhwc_fused_sgd_no_winograd"};
   state.SetLabel(std::string(models[state.range(0)]) + " " + engines[state.range(1)]);
 }
 
 BENCHMARK(BM_TrainStep)
-    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4, 5, 6, 7}, {8, 32}})
+    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8}, {8, 32}})
     ->ArgNames({"model", "engine", "batch"})
     ->Unit(benchmark::kMillisecond)
     ->MinTime(1.0);
@@ -151,6 +156,16 @@ struct PeakReporter : c10::MemoryReportingInfoBase {
   bool memoryProfilingEnabled() const override { return true; }
 };
 
+/// The process's peak resident memory (VmHWM of /proc/self/status, kB; 0
+/// where there is none): what the allocator's count misses too (oneDNN's
+/// and fxcpp's per-thread scratch buffers, the libraries, the model).
+int64_t peak_resident_kb() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6));
+  return 0;
+}
+
 /// The memory of a training step, after one step that traced and compiled:
 /// step_MB, the peak of the tensor bytes allocated during three steps beyond
 /// those alive after the first zero_grad (parameters, optimizer state, and
@@ -158,7 +173,8 @@ struct PeakReporter : c10::MemoryReportingInfoBase {
 /// activations kept for backward, temporaries, the memory plan's arena, the
 /// new gradients before they are accumulated); kept_MB, what the forward
 /// keeps alive for the backward (the activations). Run each in a process of
-/// its own (scripts/bench_training.py does).
+/// its own (scripts/bench_training.py does); hwm_MB, the process's peak
+/// resident memory after them.
 void BM_TrainStepMemory(benchmark::State& state) {
   at::set_num_threads(1);
   auto t = make_trainer(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)), state.range(2));
@@ -181,10 +197,11 @@ void BM_TrainStepMemory(benchmark::State& state) {
   const double mb = 1024.0 * 1024.0;
   state.counters["step_MB"] = static_cast<double>(peak) / mb;
   state.counters["kept_MB"] = static_cast<double>(kept) / mb;
+  state.counters["hwm_MB"] = static_cast<double>(peak_resident_kb()) / 1024.0;
 }
 
 BENCHMARK(BM_TrainStepMemory)
-    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4, 5, 6, 7}, {8, 32}})
+    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8}, {8, 32}})
     ->ArgNames({"model", "engine", "batch"})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);

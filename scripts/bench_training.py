@@ -30,29 +30,26 @@ Writes BUILD/bench_training.md, and with --save-dir SAVE/training.md (the
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_markdown import cpu_info  # noqa: E402
+
 MODELS = ["resnet18", "mobilenet_v2", "encoder"]
 ENGINES = ["eager", "aot default", "aot functorch min-cut", "aot fxcpp min-cut", "aot fxcpp min-cut NHWC",
            "eager + FusedSGD", "aot fxcpp min-cut NHWC + FusedSGD",
-           "the same without fuse_batch_norm_activation"]
+           "the same without fuse_batch_norm_activation", "the same without conv_as_winograd"]
 
 
 def cpu_name():
-    """lscpu's model name, family and model ("AMD EPYC" alone does not say which generation), ISA and vCPUs."""
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        field = {k.strip(): v.strip() for k, _, v in (l.partition(":") for l in out.splitlines())}
-        flags = field.get("Flags", "").split()
-        isa = "AVX-512" if "avx512f" in flags else ("AVX2" if "avx2" in flags else "SSE")
-        kind = f"family {field['CPU family']} model {field['Model']}, " if "CPU family" in field else ""
-        return f"{field['Model name']} ({kind}{isa}, {os.cpu_count()} vCPUs)"
-    except Exception:  # noqa: BLE001
-        return platform.processor() or "unknown CPU"
+    """lscpu's model name, family and model, ISA and vCPUs (bench_markdown.cpu_info)."""
+    info = cpu_info()
+    isa = "AVX-512" if "avx512f" in info["flags"] else ("AVX2" if "avx2" in info["flags"] else "SSE")
+    kind = f"family {info['family']} model {info['model']}, " if info["family"] else ""
+    return f"{info['name']} ({kind}{isa}, {os.cpu_count()} vCPUs)"
 
 
 def write_markdown(text, build, build_name, save_dir=None, part_name=None):
@@ -96,7 +93,7 @@ def run_memory(build, quick):
                 out = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
                                                 env=dict(os.environ, OMP_NUM_THREADS="1")).stdout)
                 b = out["benchmarks"][0]
-                mem[(m, e, batch)] = (b["kept_MB"], b["step_MB"])
+                mem[(m, e, batch)] = (b["kept_MB"], b["step_MB"], b.get("hwm_MB", 0.0))
     return mem
 
 
@@ -209,6 +206,21 @@ def render(cpu, cpp, mem, py, py_error, quick):
                 for e in range(1, len(ENGINES)):
                     v = mem.get((m, e, batch))
                     row.append(f"{v[k]:.1f} ({v[k] / eager:.2f})" if v is not None and eager > 0 else "-")
+            lines.append("| " + " | ".join(row) + " |")
+    lines += ["", "Peak resident memory of the process, MB (VmHWM after the three measured steps, one process per "
+              "engine: the model, the libraries, and what the allocator's count above misses, such as oneDNN's and "
+              "fxcpp's per-thread scratch buffers).", ""]
+    lines.append("| model | batch | eager | " + " | ".join(ENGINES[1:]) + " |")
+    lines.append("|---|---:|---:|" + "---:|" * (len(ENGINES) - 1))
+    for m, name in enumerate(MODELS):
+        for batch in batches:
+            if (m, 0, batch) not in mem or len(mem[(m, 0, batch)]) < 3:
+                continue
+            eager = mem[(m, 0, batch)][2]
+            row = [name, str(batch), f"{eager:.0f}"]
+            for e in range(1, len(ENGINES)):
+                v = mem.get((m, e, batch))
+                row.append(f"{v[2]:.0f} ({v[2] / eager:.2f})" if v is not None and eager > 0 else "-")
             lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 
