@@ -46,7 +46,8 @@ std::optional<std::vector<int64_t>> winograd_padding(const ArgList& a, size_t fi
   if (!a[first].is_node() || !a[first + 1].is_node() || out == nullptr) return std::nullopt;
   const TensorMetadata* x = tensor_meta_of(a[first].to_node());
   const TensorMetadata* w = tensor_meta_of(a[first + 1].to_node());
-  if (x == nullptr || w == nullptr || x->shape.size() != 4 || w->shape.size() != 4 || out->shape.size() != 4) return std::nullopt;
+  if (x == nullptr || w == nullptr || x->shape.size() != 4 || w->shape.size() != 4 || out->shape.size() != 4)
+    return std::nullopt;
   if (x->dtype != c10::ScalarType::Float || w->dtype != c10::ScalarType::Float) return std::nullopt;
   if (!x->memory_format || (out_in_x_layout && out->memory_format != x->memory_format)) return std::nullopt;
   const Argument &transposed = a[first + 6], &groups = a[first + 8];
@@ -86,7 +87,8 @@ size_t conv_as_winograd(Graph& g, int64_t min_positions) {
     if (n->op() != Opcode::CallFunction || !n->kwargs().empty()) continue;
     const ArgList& a = n->args();
     if (n->target() == "aten::convolution" && a.size() == 9 && a[2].is_none()) {
-      if (auto padding = winograd_padding(a, 0, tensor_meta_of(n), min_positions, true)) forwards.emplace_back(n, *padding);
+      if (auto padding = winograd_padding(a, 0, tensor_meta_of(n), min_positions, true))
+        forwards.emplace_back(n, *padding);
     } else if (n->target() == "aten::convolution_backward" && a.size() == 11 && a[0].is_node()) {
       // output_mask [input, weight, bias]: no bias gradient.
       if (!a[10].is_sequence() || a[10].items().size() != 3 || a[10].items()[2].kind() != Argument::Kind::Bool ||
@@ -96,7 +98,8 @@ size_t conv_as_winograd(Graph& g, int64_t min_positions) {
       bool layouts_fit = true;
       for (Node* u : n->users()) {
         const TensorMetadata* m = tensor_meta_of(u);
-        const int64_t i = u->args().size() == 2 && u->args()[1].kind() == Argument::Kind::Int ? u->args()[1].to_int() : -1;
+        const int64_t i =
+            u->args().size() == 2 && u->args()[1].kind() == Argument::Kind::Int ? u->args()[1].to_int() : -1;
         const Argument& like = i == 0 ? a[1] : a[2];
         const TensorMetadata* lm = like.is_node() ? tensor_meta_of(like.to_node()) : nullptr;
         if (u->target() != "operator.getitem" || (i != 0 && i != 1) || m == nullptr || lm == nullptr ||

@@ -111,7 +111,8 @@ struct Output {
   Output(at::IntArrayRef sizes, const at::Tensor& like, const dnnl::memory::desc& md, int slot) {
     tensor = at::empty(sizes, like.options(), like.suggest_memory_format());
     user = detail::memory_of(detail::strided_desc(tensor), tensor);
-    primitive = user.get_desc() == md ? user : dnnl::memory(md, detail::engine(), detail::scratchpad(md.get_size(), slot));
+    primitive =
+        user.get_desc() == md ? user : dnnl::memory(md, detail::engine(), detail::scratchpad(md.get_size(), slot));
   }
   at::Tensor finish() {
     if (primitive != user) dnnl::reorder(primitive, user).execute(detail::stream(), primitive, user);
@@ -157,8 +158,9 @@ at::Tensor winograd_conv2d(const at::Tensor& input, const at::Tensor& weight, at
   if (input.is_meta()) return at::empty(out_sizes, input.options(), input.suggest_memory_format());
   std::shared_ptr<const std::optional<WinogradKernels>> holder;
   const WinogradKernels& k = kernels_or_throw("fxcpp::winograd_conv2d", input, weight, padding, holder);
-  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, blocked(input, k.forward_pd.src_desc(), kInput)},
-                                             {DNNL_ARG_WEIGHTS, blocked(weight, k.forward_pd.weights_desc(), kWeights)}};
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, blocked(input, k.forward_pd.src_desc(), kInput)},
+      {DNNL_ARG_WEIGHTS, blocked(weight, k.forward_pd.weights_desc(), kWeights)}};
   Output out(out_sizes, input, k.forward_pd.dst_desc(), kOutput);
   args.emplace(DNNL_ARG_DST, out.primitive);
   detail::execute(k.forward, args, k.forward_pd.scratchpad_desc().get_size());
