@@ -3,6 +3,7 @@
 // kernels compute what ATen's convolutions compute, in the graph's layouts;
 // where oneDNN has none (below AVX-512) the pass leaves graphs alone and the
 // operators say why.
+#include "../common/error_of.h"
 #include "aot_models.h"
 #include "graph_test_util.h"
 
@@ -18,6 +19,7 @@
 namespace {
 
 using fx::aot_test::count_target;
+using fx_test::error_of;
 using fx::aot_test::expect_same_outputs;
 using fx::aot_test::graph_copy_of;
 
@@ -52,15 +54,6 @@ void expect_close_in_layout(const at::Tensor& a, const at::Tensor& b, const std:
 /// Whether oneDNN runs Winograd training kernels here (AVX-512), asked of
 /// a shape every such CPU takes; the tests key on it, not on the ISA's name.
 bool winograd_here() { return fx::onednn::has_winograd_conv2d({8, 16, 8, 8}, {16, 16, 3, 3}, {1, 1}); }
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 TEST(WinogradConv2d, ComputesAtenConvolutionAndItsGradients) {
   torch::manual_seed(0);
