@@ -68,9 +68,10 @@ def cpu_info():
     return info
 
 
-def cpu_name():
-    """The CPU's model name with its family and model: "AMD EPYC (family 26 model 2)"."""
-    info = cpu_info()
+def cpu_name(info=None):
+    """The CPU's model name with its family and model: "AMD EPYC (family 26 model 2)" (of `info`, cpu_info()'s
+    answer, when a caller has it already)."""
+    info = info or cpu_info()
     return info["name"] + (f" (family {info['family']} model {info['model']})" if info["family"] else "")
 
 

@@ -41,9 +41,9 @@ SIZE = 224
 
 def cpu():
     """The CPU's name (bench_markdown.cpu_name), the int8 instructions it has, and whether it has AVX-512."""
-    flags = cpu_info()["flags"]
-    isa = [f for f in ("avx512_vnni", "avx_vnni", "amx_int8") if f in flags]
-    return cpu_name(), isa, "avx512f" in flags
+    info = cpu_info()
+    isa = [f for f in ("avx512_vnni", "avx_vnni", "amx_int8") if f in info["flags"]]
+    return cpu_name(info), isa, "avx512f" in info["flags"]
 
 
 def export(models_dir, name):
