@@ -64,7 +64,7 @@ if(FX_SANITIZE_LIST)
   if("address" IN_LIST FX_SANITIZE_LIST AND CMAKE_VERSION VERSION_GREATER_EQUAL 3.22)
     set(FX_SANITIZE_SLOW_UNWIND ENVIRONMENT_MODIFICATION "ASAN_OPTIONS=string_append::fast_unwind_on_malloc=0")
   endif()
-  set(FX_GTEST_SANITIZE_PROPERTIES_serialize ${FX_SANITIZE_SLOW_UNWIND})  # used by gtest_discover_tests
+  set(FX_GTEST_SANITIZE_PROPERTIES_serialize ${FX_SANITIZE_SLOW_UNWIND})  # used by fx_gtest_suites
   function(fx_sanitize_test_properties)
     foreach(t package.add_subdirectory)
       if(TEST ${t})
