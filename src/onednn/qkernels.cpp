@@ -195,20 +195,32 @@ PackedQConv::PackedQConv(const PackedQState& state)
   in_channels_ = s.weight.size(1) * p.groups;
   kh_ = s.weight.size(2);
   kw_ = s.weight.size(3);
-  if (src_zero_point_ != 0 && !has_int8_dot_product()) {
-    // Without VNNI, oneDNN's int8 convolutions get a runtime source zero point wrong (seen on
-    // AVX2 / AVX512_CORE, the stem of every network whose input is not after a ReLU): the
-    // reference arithmetic in float instead, exact and slower.
-    float_weight_ = s.weight.to(at::kFloat) * s.weight_scales.to(at::kFloat).view({-1, 1, 1, 1});
+  const bool depthwise = s.weight.size(1) == 1 && out_channels_ == p.groups;
+  if (!has_int8_dot_product() && !depthwise) {
+    // Without VNNI, oneDNN's int8 convolutions multiply u8 x s8 pairs into saturating 16-bit
+    // sums (vpmaddubsw: 2 x 255 x 127 > 32767): a full-range input comes out up to ~120 steps
+    // wrong (QConvKernel.*_full_range held at AVX2). Its depthwise kernel widens to 32 bits
+    // first and is exact. The others compute in float32 on oneDNN's float kernels:
+    // dequantize, convolution + bias + residual + activation, quantize.
+    ConvParams float_params = p;
+    float_params.winograd = false;
+    float_conv_ = std::make_unique<PackedConv>(
+        s.weight.to(at::kFloat) * s.weight_scales.to(at::kFloat).view({-1, 1, 1, 1}), s.bias, float_params,
+        s.post_ops, at::kFloat);
     return;
   }
-  if (src_zero_point_ != 0 && p.padding == std::vector<int64_t>{0, 0}) {
-    // Without padding every tap reads input data: the input's zero point folds into the bias
-    // (sum (x - zp) w = sum x w - zp sum w) and oneDNN keeps its brgemm kernels, which a runtime
-    // source zero point sends to slower ones (EfficientNet's 1x1 convolutions after SiLU).
+  const bool padded = p.padding != std::vector<int64_t>{0, 0};
+  if (src_zero_point_ != 0 && (!padded || !has_int8_dot_product())) {
+    // The input's zero point folds into the bias where every tap reads input data:
+    // sum (x - zp) w = sum x w - zp sum w. oneDNN then keeps its brgemm kernels, which a
+    // runtime source zero point sends to slower ones (EfficientNet's 1x1 convolutions after
+    // SiLU). Without VNNI oneDNN gets a runtime source zero point wrong: a padded (depthwise)
+    // convolution's input is then padded with the zero point (the real domain's zero) by
+    // padded(), and the kernel has no padding.
     at::Tensor compensation = s.weight.to(at::kLong).sum({1, 2, 3}) * src_zero_point_;
     at::Tensor b = bias_.defined() ? bias_.to(at::kLong) : at::zeros({out_channels_}, at::kLong);
     bias_ = (b - compensation).clamp(INT32_MIN, INT32_MAX).to(at::kInt).contiguous();
+    pad_input_ = padded;
     src_zero_point_ = 0;
   }
   const int64_t g = p.groups;
@@ -220,23 +232,31 @@ PackedQConv::PackedQConv(const PackedQState& state)
                                                tag::goihw);
 }
 
-std::vector<int64_t> PackedQConv::output_sizes(at::IntArrayRef s) const {
+std::vector<int64_t> PackedQConv::output_sizes(at::IntArrayRef s, bool kernel_padding) const {
   const ConvParams& p = state_.params;
   std::vector<int64_t> out{s[0], out_channels_, 0, 0};
   const int64_t k[2] = {kh_, kw_};
   for (int i = 0; i < 2; ++i) {
+    const int64_t pad = kernel_padding && pad_input_ ? 0 : p.padding[i];
     const int64_t extent = p.dilation[i] * (k[i] - 1) + 1;
-    if (s[2 + i] + 2 * p.padding[i] < extent)
+    if (s[2 + i] + 2 * pad < extent)
       throw Error("onednn_qconv2d: input " + sizes_str(s) + " is smaller than the kernel");
-    out[2 + i] = (s[2 + i] + 2 * p.padding[i] - extent) / p.stride[i] + 1;
+    out[2 + i] = (s[2 + i] + 2 * pad - extent) / p.stride[i] + 1;
   }
   return out;
+}
+
+std::vector<int64_t> PackedQConv::kernel_input_sizes(at::IntArrayRef s) const {
+  std::vector<int64_t> k = s.vec();
+  if (pad_input_)
+    for (int i = 0; i < 2; ++i) k[2 + static_cast<size_t>(i)] += 2 * state_.params.padding[static_cast<size_t>(i)];
+  return k;
 }
 
 std::shared_ptr<const PackedQConv::Kernel> PackedQConv::kernel(at::IntArrayRef sizes) const {
   return kernels_.get(sizes.vec(), [&] {
     const ConvParams& p = state_.params;
-    const std::vector<int64_t> out = output_sizes(sizes);
+    const std::vector<int64_t> out = output_sizes(sizes, true);
     dnnl::memory::desc src(dims(sizes.begin(), sizes.end()), dt::u8, tag::nhwc);
     dnnl::memory::desc dst(dims(out.begin(), out.end()), state_.output_float ? dt::f32 : dt::u8, tag::nhwc);
     const int64_t g = p.groups;
@@ -247,7 +267,7 @@ std::shared_ptr<const PackedQConv::Kernel> PackedQConv::kernel(at::IntArrayRef s
     if (bias_.defined()) bias = dnnl::memory::desc({out_channels_}, dt::s32, tag::a);
     dims stride(p.stride.begin(), p.stride.end());
     dims dilate{p.dilation[0] - 1, p.dilation[1] - 1};
-    dims pad(p.padding.begin(), p.padding.end());
+    dims pad = pad_input_ ? dims{0, 0} : dims(p.padding.begin(), p.padding.end());
     dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
                                       wei, bias, dst, stride, dilate, pad, pad);
     // Output scales per output channel: dimension 1 (of g*oc for grouped convolutions too).
@@ -257,23 +277,47 @@ std::shared_ptr<const PackedQConv::Kernel> PackedQConv::kernel(at::IntArrayRef s
   });
 }
 
+at::Tensor PackedQConv::padded(const at::Tensor& x) const {
+  // x: quint8, channels_last. The copy: [N, C, H + 2 ph, W + 2 pw], channels_last, its border the zero point.
+  const int64_t ph = state_.params.padding[0], pw = state_.params.padding[1];
+  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
+  at::Tensor out = at::_empty_affine_quantized({n, c, h + 2 * ph, w + 2 * pw}, at::TensorOptions().dtype(at::kQUInt8),
+                                               x.q_scale(), x.q_zero_point(), at::MemoryFormat::ChannelsLast);
+  const auto* from = reinterpret_cast<const uint8_t*>(x.data_ptr());
+  auto* to = reinterpret_cast<uint8_t*>(out.data_ptr());
+  const auto row = static_cast<size_t>(w * c), padded_row = static_cast<size_t>((w + 2 * pw) * c);
+  const auto zp = static_cast<uint8_t>(x.q_zero_point());
+  for (int64_t i = 0; i < n; ++i) {
+    uint8_t* image = to + static_cast<size_t>(i * (h + 2 * ph)) * padded_row;
+    std::memset(image, zp, static_cast<size_t>(ph) * padded_row);  // the rows above
+    std::memset(image + static_cast<size_t>(ph + h) * padded_row, zp, static_cast<size_t>(ph) * padded_row);  // below
+    for (int64_t y = 0; y < h; ++y) {
+      uint8_t* dst = image + static_cast<size_t>(ph + y) * padded_row;
+      std::memset(dst, zp, static_cast<size_t>(pw * c));
+      std::memcpy(dst + pw * c, from + static_cast<size_t>(i * h + y) * row, row);
+      std::memset(dst + pw * c + static_cast<int64_t>(row), zp, static_cast<size_t>(pw * c));
+    }
+  }
+  return out;
+}
+
 at::Tensor PackedQConv::run(const at::Tensor& input, const c10::optional<at::Tensor>& residual) const {
   check_input(input, "onednn_qconv2d");
   if (input.dim() != 4 || input.size(1) != in_channels_)
     throw Error("onednn_qconv2d: expected an input [N, " + std::to_string(in_channels_) + ", H, W], got " +
                 sizes_str(input.sizes()));
-  if (float_weight_.defined()) {
-    const ConvParams& p = state_.params;
-    at::Tensor y = at::conv2d(input.dequantize().contiguous(at::MemoryFormat::ChannelsLast), float_weight_,
-                              state_.bias ? *state_.bias : at::Tensor(), p.stride, p.padding, p.dilation, p.groups);
-    if (state_.post_ops.sum) {
-      make_output(y.sizes(), at::MemoryFormat::ChannelsLast, residual, "onednn_qconv2d");  // checks the residual
-      y = y + residual->dequantize();
-    }
-    return float_output(y);
-  }
   at::Tensor x = input.contiguous(at::MemoryFormat::ChannelsLast);
-  const std::vector<int64_t> out_sizes = output_sizes(x.sizes());
+  const std::vector<int64_t> out_sizes = output_sizes(x.sizes(), false);
+  if (float_conv_) {
+    c10::optional<at::Tensor> r;
+    if (state_.post_ops.sum) {
+      make_output(out_sizes, at::MemoryFormat::ChannelsLast, residual, "onednn_qconv2d");  // checks the residual
+      r = dequantize_u8(residual->contiguous(at::MemoryFormat::ChannelsLast));
+    }
+    at::Tensor y = float_conv_->run(dequantize_u8(x), r);
+    return state_.output_float ? y : quantize_u8(y, state_.output.scale, state_.output.zero_point);
+  }
+  if (pad_input_) x = padded(x);
   auto k = kernel(x.sizes());
   at::Tensor out = make_output(out_sizes, at::MemoryFormat::ChannelsLast, residual, "onednn_qconv2d");
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, memory_of(k->src, x)},
@@ -285,7 +329,10 @@ at::Tensor PackedQConv::run(const at::Tensor& input, const c10::optional<at::Ten
 }
 
 std::string PackedQConv::implementation(at::IntArrayRef sizes) const {
-  return float_weight_.defined() ? "aten:float (no VNNI, input zero point)" : kernel(sizes)->implementation;
+  output_sizes(sizes, false);  // checks the kernel fits
+  if (float_conv_) return "float32 " + float_conv_->implementation(sizes) + " (no VNNI)";
+  const std::string impl = kernel(kernel_input_sizes(sizes))->implementation;
+  return pad_input_ ? impl + " (input padded with its zero point)" : impl;
 }
 
 std::string PackedQConv::str() const {

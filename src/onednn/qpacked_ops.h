@@ -2,6 +2,7 @@
 // Internal: the int8 packed oneDNN operators (torch custom classes) behind
 // fxcpp::onednn_qconv2d and fxcpp::onednn_qlinear.
 #include "onednn/context.h"
+#include "onednn/packed_ops.h"
 
 #include <fx/onednn_int8.h>
 
@@ -43,12 +44,13 @@ class PackedQOp : public torch::CustomClassHolder {
   PackedQState state_;
   int64_t out_channels_;
   std::unique_ptr<PackedWeights> weights_;
-  at::Tensor bias_;  // f32 [out]: bias / (input scale * weight scale), or undefined
+  // s32 [out]: bias / (input scale * weight scale), rounded (minus a folded zero point), or undefined
+  at::Tensor bias_;
   std::vector<float> output_scales_;
   bool real_domain_;  // the activation needs real values: a final linear post-op divides by the output scale
   int32_t src_zero_point_, dst_zero_point_;
-  // Dequantized weights when this CPU's oneDNN int8 kernel would be wrong (no VNNI: linear
-  // layers; convolutions with an input zero point): the float path, else undefined.
+  // Dequantized weights when this CPU's oneDNN int8 matmul would be wrong (no VNNI: its
+  // 16-bit sums saturate): the float path of linear layers, else undefined.
   at::Tensor float_weight_;
 };
 
@@ -69,10 +71,23 @@ class PackedQConv : public PackedQOp {
     size_t scratchpad_bytes;
     std::string implementation;
   };
+  /// The kernel for an input of `sizes` (already padded when pad_input_).
   std::shared_ptr<const Kernel> kernel(at::IntArrayRef sizes) const;
-  std::vector<int64_t> output_sizes(at::IntArrayRef sizes) const;
+  /// The output's sizes for an input of `sizes`: with the convolution's padding, or with the
+  /// kernel's (none when pad_input_) for a padded input.
+  std::vector<int64_t> output_sizes(at::IntArrayRef sizes, bool kernel_padding) const;
+  /// The sizes the kernel sees for an input of `sizes` (grown by the padding when pad_input_).
+  std::vector<int64_t> kernel_input_sizes(at::IntArrayRef sizes) const;
+  /// `x` (quint8, channels_last) padded with its zero point, for a kernel without padding.
+  at::Tensor padded(const at::Tensor& x) const;
 
   int64_t in_channels_, kh_, kw_;
+  // A padded convolution whose input zero point is folded into the bias (see the constructor):
+  // its input is padded with the zero point, the kernel has no padding.
+  bool pad_input_ = false;
+  // Without VNNI (but for depthwise convolutions): the float32 convolution of the
+  // dequantized weights, bias and post-ops that runs instead, else null.
+  std::unique_ptr<PackedConv> float_conv_;
   mutable KernelCache<std::vector<int64_t>, Kernel> kernels_;
 };
 

@@ -213,8 +213,8 @@ std::shared_ptr<GraphModule> convert_and_lower(const std::shared_ptr<GraphModule
   r.lowered = true;
   if (r.lower.int8_kernels > 0 && !onednn::has_int8_dot_product())
     r.warnings.push_back("int8 without VNNI: oneDNN ISA " + onednn::cpu_isa() +
-                         " has no int8 dot products; linear layers and convolutions with an input zero point "
-                         "compute in float32, and int8 may be no faster than float32 here");
+                         " has no int8 dot products (oneDNN's int8 sums would saturate): linear layers and all "
+                         "but depthwise convolutions compute in float32, and int8 may be no faster than float32 here");
   std::map<std::string, const NodeQuantization*> by_name;
   for (const NodeQuantization& n : r.lower.nodes) by_name[n.node] = &n;
   for (NodeQuantization& n : r.nodes) {

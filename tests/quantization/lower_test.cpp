@@ -112,6 +112,15 @@ TEST_P(QConvKernel, MatchesReferenceArithmetic) {
   EXPECT_TRUE(got.is_contiguous(at::MemoryFormat::ChannelsLast));
   // Rounding of a float computed in another order: at most one step apart.
   EXPECT_LE(max_int_diff(got, ref), 1) << fx::onednn::describe_int8(packed);
+  // Without VNNI oneDNN's int8 sums saturate: all but depthwise convolutions run float32, and a
+  // padded depthwise one with an input zero point gets its input padded with the zero point.
+  const std::string impl = fx::onednn::int8_implementation(packed, x.sizes());
+  const bool depthwise = c.groups == c.in && c.groups == c.out;
+  const bool vnni = fx::onednn::has_int8_dot_product();
+  EXPECT_EQ(impl.rfind("float32 ", 0) == 0, !vnni && !depthwise) << impl;
+  EXPECT_EQ(impl.find("(input padded with its zero point)") != std::string::npos,
+            !vnni && depthwise && c.pad > 0 && c.input.zero_point != 0)
+      << impl;
   // Not a degenerate case: the output spans many steps.
   EXPECT_GT(got.int_repr().to(at::kInt).max().item<int>() - got.int_repr().to(at::kInt).min().item<int>(), 40);
 }
@@ -120,11 +129,17 @@ using A = fx::onednn::Activation;
 INSTANTIATE_TEST_SUITE_P(
     Cases, QConvKernel,
     ::testing::Values(ConvCase{"relu3x3", 16, 32, 3, 1, 1, 1, A::Relu, {0.02, 0}, {0.05, 0}, false},
+                      ConvCase{"relu3x3_full_range", 16, 32, 3, 1, 1, 1, A::Relu, {0.004, 0}, {0.02, 0}, false},
+                      ConvCase{"pointwise_full_range", 32, 16, 1, 1, 0, 1, A::None, {0.004, 0}, {0.02, 128},
+                               false},
                       ConvCase{"stem_input_zero_point", 3, 16, 3, 2, 1, 1, A::Relu, {0.02, 128}, {0.05, 0}, false},
                       ConvCase{"no_activation_output_zero_point", 16, 8, 1, 1, 0, 1, A::None, {0.02, 0}, {0.05, 120}, false},
                       ConvCase{"pointwise_input_zero_point", 16, 24, 1, 1, 0, 1, A::Silu, {0.02, 90}, {0.04, 20}, false},
                       ConvCase{"depthwise_input_zero_point", 16, 16, 3, 1, 1, 16, A::Silu, {0.02, 90}, {0.04, 20}, false},
                       ConvCase{"depthwise_clip", 16, 16, 3, 1, 1, 16, A::Clip, {0.02, 0}, {0.03, 0}, false},
+                      ConvCase{"depthwise_full_range", 16, 16, 3, 2, 1, 16, A::Clip, {0.004, 120}, {0.01, 0},
+                               false},
+                      ConvCase{"grouped_full_range", 16, 16, 3, 1, 1, 4, A::Relu, {0.004, 0}, {0.02, 0}, true},
                       ConvCase{"silu_real_domain", 16, 16, 3, 1, 1, 1, A::Silu, {0.02, 0}, {0.04, 20}, false},
                       ConvCase{"hardswish_real_domain", 8, 16, 1, 1, 0, 1, A::Hardswish, {0.02, 0}, {0.04, 30}, false},
                       ConvCase{"residual_relu", 16, 16, 3, 1, 1, 1, A::Relu, {0.02, 0}, {0.05, 0}, true},
