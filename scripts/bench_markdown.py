@@ -68,6 +68,13 @@ def cpu_info():
     return info
 
 
+# The environment that holds a child process at AVX2 on an AVX-512 CPU: oneDNN (fxcpp's kernels,
+# TorchScript's ideep, Python's int8 onednn engine), ATen's vectorised kernels and OpenBLAS stop at
+# their AVX2 code, the kernels an AVX2-only CPU (AMD EPYC Zen 3) runs, at this CPU's timing.
+AVX2_HELD = {"ONEDNN_MAX_CPU_ISA": "AVX2", "DNNL_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2",
+             "OPENBLAS_CORETYPE": "Haswell"}
+
+
 def cpu_name(info=None):
     """The CPU's model name with its family and model: "AMD EPYC (family 26 model 2)" (of `info`, cpu_info()'s
     answer, when a caller has it already)."""

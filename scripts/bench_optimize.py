@@ -49,8 +49,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from bench_markdown import (add_save_args, geomean, fmt_ms, fmt_ratio, load_average, load_note, log,  # noqa: E402
-                            cpu_name, print_saved, run_paths, save_run)
+from bench_markdown import (AVX2_HELD, add_save_args, geomean, fmt_ms, fmt_ratio, load_average,  # noqa: E402
+                            load_note, log, cpu_name, print_saved, run_paths, save_run)
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "vit_b_16"]
 REFERENCE_BLAS_DIR = "/usr/lib/x86_64-linux-gnu/blas"  # Debian's netlib libblas.so.3
 BLAS_LABEL = {"openblas": "OpenBLAS", "reference": "reference"}
@@ -73,10 +73,6 @@ def skip_reason(cfg):
     if cfg["model"] == "vit_b_16" and cfg["threads"] != 1:
         return "vit_b_16, reference BLAS at 2 threads"
     return None
-
-
-AVX2_HELD = {"ONEDNN_MAX_CPU_ISA": "AVX2", "DNNL_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2",
-             "OPENBLAS_CORETYPE": "Haswell"}
 
 
 def child_env(blas, held=False):

@@ -13,6 +13,10 @@ seeded weights with honest batch-norm statistics, 224x224) and batch (1, 8), one
   torchscript_opt  TorchScript freeze + optimize_for_inference (fp32), the reference
   fxcpp_opt        fx::optimize_for_inference (fp32)
 
+On a CPU with AVX-512, the models again at batch 1 held at AVX2 (bench_markdown.AVX2_HELD: the
+kernels of an AVX2-only CPU, without VNNI): int8 against fp32 and Python's int8 there, the int8
+convolutions each side runs, and what `fxcpp quantize` says of resnet18 there.
+
 Prints a markdown table of median ms and the ratios (int8 / TS-opt, fxcpp int8 /
 Python int8) naming the CPU (lscpu's model name; whether it has avx512_vnni,
 avx_vnni, amx_int8) and the date and load average of the run, writes it to
@@ -32,8 +36,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from bench_markdown import (add_save_args, command_line, cpu_info, cpu_name, load_average, measured,  # noqa: E402
-                            print_saved, run_paths, save_run, utc_now)
+from bench_markdown import (AVX2_HELD, add_save_args, command_line, cpu_info, cpu_name, geomean,  # noqa: E402
+                            load_average, measured, print_saved, run_paths, save_run, utc_now)
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0"]
 ENGINES = ["torchscript_opt", "fxcpp_opt", "python_int8", "fxcpp_int8"]
 SIZE = 224
@@ -60,9 +64,10 @@ def export(models_dir, name):
     return base
 
 
-def int8_kernels(cmd):
-    """The oneDNN int8 convolution implementations a command runs (ONEDNN_VERBOSE=1): "brgconv:avx512_core_amx_int8" ..."""
-    env = dict(os.environ, ONEDNN_VERBOSE="1", OMP_NUM_THREADS="1")
+def int8_kernels(cmd, held=False):
+    """The oneDNN int8 convolution implementations a command runs (ONEDNN_VERBOSE=1): "brgconv:avx512_core_amx_int8" ...
+    (held: with AVX2_HELD's environment)."""
+    env = dict(os.environ, ONEDNN_VERBOSE="1", OMP_NUM_THREADS="1", **(AVX2_HELD if held else {}))
     out = subprocess.run(cmd, capture_output=True, text=True, env=env).stdout
     impls = set()
     for line in out.splitlines():
@@ -72,17 +77,34 @@ def int8_kernels(cmd):
     return sorted(impls)
 
 
-def bench(fxcpp, base, batch, seconds):
+def bench(fxcpp, base, batch, seconds, held=False):
     cmd = [fxcpp, "bench", base + ".pt", "--input", base + ".input.pt", "--calibration", base + ".calib.pt",
            "--int8-torchscript", base + ".int8.pt", "--threads", "1", "--batch", str(batch), "--seconds",
            str(seconds), "--warmup", "3", "--json"]
     for e in ENGINES:
         cmd += ["--engine", e]
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    env.update(AVX2_HELD if held else {})
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         return {"error": (out.stderr.strip().splitlines() or ["exit %d" % out.returncode])[-1]}
-    return json.loads(out.stdout)
+    result = json.loads(out.stdout)
+    cpu = result.get("optimize", {}).get("cpu", "")
+    if held and not cpu.startswith("oneDNN ISA avx2:"):
+        return {"error": "held at AVX2, oneDNN reported %r" % cpu}
+    return result
+
+
+def quantize_notes(fxcpp, base):
+    """What `fxcpp quantize` says of int8 on this CPU held at AVX2: its "note:" lines (no VNNI; int8 timed against
+    the float model)."""
+    out = subprocess.run([fxcpp, "quantize", base + ".pt", "--calibration", base + ".calib.pt", "-o",
+                          base + ".held.int8.fx"], capture_output=True, text=True,
+                         env=dict(os.environ, OMP_NUM_THREADS="1", **AVX2_HELD))
+    if os.path.exists(base + ".held.int8.fx"):
+        os.remove(base + ".held.int8.fx")
+    lines = (out.stdout + out.stderr).splitlines()
+    return [line.strip() for line in lines if "note:" in line] or ["exit %d: %s" % (out.returncode, lines[-1:])]
 
 
 def render(data):
@@ -113,7 +135,39 @@ def render(data):
                      f"{cell('fxcpp_int8')} | {vs} |")
     lines += ["", "Targets (issue 22): fxcpp int8 ≤ 0.25× TS-opt on resnet18/50, ≤ 0.40× on mobilenet_v2 and "
               "efficientnet_b0, ≤ 0.85× Python's int8 everywhere.", ""]
+    if data.get("avx2_held"):
+        lines += render_avx2_held(data["avx2_held"], data.get("held_kernels") or {}, data.get("held_notes") or [])
     return "\n".join(lines)
+
+
+def render_avx2_held(results, kernels, notes):
+    """The table of the models held at AVX2 (AVX2_HELD): int8 without VNNI against fp32 and Python's int8."""
+    lines = ["Held at AVX2 on this CPU (`ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 "
+             "OPENBLAS_CORETYPE=Haswell`: the kernels an AVX2-only CPU runs, without VNNI, at this CPU's timing; "
+             "batch 1, engines interleaved in one process)."
+             + "".join(f" {who} int8 convolutions (resnet18, ONEDNN_VERBOSE): {', '.join(k) or 'none'}."
+                       for who, k in kernels.items()), "",
+             "| model | TS-opt fp32 ms | fxcpp-opt fp32 ms | Python int8 ms | fxcpp int8 ms "
+             "| fxcpp int8 / fxcpp-opt fp32 | fxcpp int8 / Python int8 |", "|---|---|---|---|---|---|---|"]
+    vs_fp32, vs_python = [], []
+    for r in results:
+        if "error" in r:
+            lines.append(f"| {r['model']} | {r['error']} | | | | | |")
+            continue
+        ms = {e["engine"]: e["median_ms"] for e in r["engines"]}
+        f = lambda k: f"{ms[k]:.2f}" if k in ms else "—"  # noqa: E731
+        a = ms["fxcpp_int8"] / ms["fxcpp_opt"] if "fxcpp_int8" in ms and "fxcpp_opt" in ms else None
+        b = ms["fxcpp_int8"] / ms["python_int8"] if "fxcpp_int8" in ms and "python_int8" in ms else None
+        vs_fp32 += [a] if a else []
+        vs_python += [b] if b else []
+        lines.append(f"| {r['model']} | {f('torchscript_opt')} | {f('fxcpp_opt')} | {f('python_int8')} | "
+                     f"{f('fxcpp_int8')} | {a and f'{a:.2f}' or '—'} | {b and f'{b:.2f}' or '—'} |")
+    if vs_fp32:
+        lines += ["", f"Geomeans held at AVX2: fxcpp int8 / fxcpp-opt fp32 {geomean(vs_fp32):.2f}, fxcpp int8 / "
+                  f"Python int8 {geomean(vs_python):.2f} over {len(vs_fp32)} models."]
+    if notes:
+        lines += ["", "What `fxcpp quantize` says of resnet18 held at AVX2:", ""] + [f"    {n}" for n in notes]
+    return lines + [""]
 
 
 def main():
@@ -150,6 +204,24 @@ def main():
                                           "--int8-torchscript", base + ".int8.pt", "--engine", "python_int8",
                                           "--iters", "1", "--warmup", "0"])
     data["kernels"] = kernels
+    if avx512:
+        # The same models held at AVX2: int8 without VNNI (issue 39), batch 1.
+        data["avx2_held"] = []
+        for name in a.models:
+            base = export(os.path.join(build, "models"), name)
+            print(f"bench {name} batch 1 held at AVX2", file=sys.stderr, flush=True)
+            r = bench(fxcpp, base, 1, 1.0 if a.quick else a.seconds, held=True)
+            r.update({"model": name, "batch": 1})
+            data["avx2_held"].append(r)
+        if "resnet18" in a.models:
+            base = export(os.path.join(build, "models"), "resnet18")
+            data["held_kernels"] = {
+                "fxcpp": int8_kernels([fxcpp, "run", base + ".pt", "--input", base + ".input.pt", "--quantize",
+                                       "--calibration", base + ".calib.pt"], held=True),
+                "Python": int8_kernels([fxcpp, "bench", base + ".pt", "--input", base + ".input.pt",
+                                        "--int8-torchscript", base + ".int8.pt", "--engine", "python_int8",
+                                        "--iters", "1", "--warmup", "0"], held=True)}
+            data["held_notes"] = quantize_notes(fxcpp, base)
     save_run(data, start, json_path, md_path, render)
     return 0
 
