@@ -329,6 +329,9 @@ at::Tensor PackedQConv::run(const at::Tensor& input, const c10::optional<at::Ten
 }
 
 std::string PackedQConv::implementation(at::IntArrayRef sizes) const {
+  if (sizes.size() != 4 || sizes[1] != in_channels_)
+    throw Error("onednn_qconv2d: expected an input [N, " + std::to_string(in_channels_) + ", H, W], got " +
+                sizes_str(sizes));
   output_sizes(sizes, false);  // checks the kernel fits
   if (float_conv_) return "float32 " + float_conv_->implementation(sizes) + " (no VNNI)";
   const std::string impl = kernel(kernel_input_sizes(sizes))->implementation;

@@ -121,6 +121,12 @@ TEST_P(QConvKernel, MatchesReferenceArithmetic) {
   EXPECT_EQ(impl.find("(input padded with its zero point)") != std::string::npos,
             !vnni && depthwise && c.pad > 0 && c.input.zero_point != 0)
       << impl;
+  EXPECT_EQ(error_of([&] { fx::onednn::int8_implementation(packed, {2, c.in + 1, 9, 9}); }),
+            "onednn_qconv2d: expected an input [N, " + std::to_string(c.in) + ", H, W], got [2, " +
+                std::to_string(c.in + 1) + ", 9, 9]");
+  EXPECT_EQ(error_of([&] { fx::onednn::int8_implementation(packed, {2, c.in}); }),
+            "onednn_qconv2d: expected an input [N, " + std::to_string(c.in) + ", H, W], got [2, " +
+                std::to_string(c.in) + "]");
   // Not a degenerate case: the output spans many steps.
   EXPECT_GT(got.int_repr().to(at::kInt).max().item<int>() - got.int_repr().to(at::kInt).min().item<int>(), 40);
 }
