@@ -77,6 +77,15 @@ def int8_kernels(cmd, held=False):
     return sorted(impls)
 
 
+def resnet18_kernels(fxcpp, base, held=False):
+    """{"fxcpp": ..., "Python": ...}: the int8 convolutions each side runs on BASE (int8_kernels)."""
+    return {"fxcpp": int8_kernels([fxcpp, "run", base + ".pt", "--input", base + ".input.pt", "--quantize",
+                                   "--calibration", base + ".calib.pt"], held),
+            "Python": int8_kernels([fxcpp, "bench", base + ".pt", "--input", base + ".input.pt", "--int8-torchscript",
+                                    base + ".int8.pt", "--engine", "python_int8", "--iters", "1", "--warmup", "0"],
+                                   held)}
+
+
 def bench(fxcpp, base, batch, seconds, held=False):
     cmd = [fxcpp, "bench", base + ".pt", "--input", base + ".input.pt", "--calibration", base + ".calib.pt",
            "--int8-torchscript", base + ".int8.pt", "--threads", "1", "--batch", str(batch), "--seconds",
@@ -197,12 +206,7 @@ def main():
             data["results"].append(r)
     kernels = {}
     if "resnet18" in a.models:
-        base = export(os.path.join(build, "models"), "resnet18")
-        kernels["fxcpp"] = int8_kernels([fxcpp, "run", base + ".pt", "--input", base + ".input.pt", "--quantize",
-                                         "--calibration", base + ".calib.pt"])
-        kernels["Python"] = int8_kernels([fxcpp, "bench", base + ".pt", "--input", base + ".input.pt",
-                                          "--int8-torchscript", base + ".int8.pt", "--engine", "python_int8",
-                                          "--iters", "1", "--warmup", "0"])
+        kernels = resnet18_kernels(fxcpp, export(os.path.join(build, "models"), "resnet18"))
     data["kernels"] = kernels
     if avx512:
         # The same models held at AVX2: int8 without VNNI (issue 39), batch 1.
@@ -215,12 +219,7 @@ def main():
             data["avx2_held"].append(r)
         if "resnet18" in a.models:
             base = export(os.path.join(build, "models"), "resnet18")
-            data["held_kernels"] = {
-                "fxcpp": int8_kernels([fxcpp, "run", base + ".pt", "--input", base + ".input.pt", "--quantize",
-                                       "--calibration", base + ".calib.pt"], held=True),
-                "Python": int8_kernels([fxcpp, "bench", base + ".pt", "--input", base + ".input.pt",
-                                        "--int8-torchscript", base + ".int8.pt", "--engine", "python_int8",
-                                        "--iters", "1", "--warmup", "0"], held=True)}
+            data["held_kernels"] = resnet18_kernels(fxcpp, base, held=True)
             data["held_notes"] = quantize_notes(fxcpp, base)
     save_run(data, start, json_path, md_path, render)
     return 0

@@ -20,7 +20,6 @@
 #include <ATen/ops/_empty_affine_quantized.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/clamp.h>
-#include <ATen/ops/conv2d.h>
 #include <ATen/ops/gelu.h>
 #include <ATen/ops/hardswish.h>
 #include <ATen/ops/linear.h>
