@@ -4,6 +4,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
 .PHONY: all setup configure build demo test bench bench-optimize goldens install docs fuzz check-sanitize clean
+.PHONY: check-emulated
 
 all: build
 
@@ -72,6 +73,13 @@ fuzz: setup
 	CXX=clang++ cmake -S . -B $(FUZZ_BUILD) $(CMAKE_FLAGS) -DFXCPP_FUZZ=ON
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets fuzz_seeds
 	bash scripts/run_fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+# The CPU-dependent tests (and their fixtures) on an emulated CPU, qemu-x86_64 -cpu
+# $(EMULATED_CPU) (default AMD EPYC Milan: AVX2, no AVX-512): ~15x slower than the
+# host, so not part of `make test`, which runs the kernels' own tests there.
+EMULATED_CPU ?= EPYC-Milan
+check-emulated: build
+	/usr/bin/python3 scripts/emulated_cpu.py --build $(BUILD) --cpu $(EMULATED_CPU) $(if $(R),-R '$(R)')
 
 # The whole suite under ASan + UBSan (build-asan), then the tests that start
 # threads under TSan (build-tsan). Suppressions: scripts/*.supp (why: there).

@@ -26,6 +26,8 @@ packages=(
   python3-networkx        # functorch's min-cut partitioner in Python 1.13: the training-graph goldens
   pybind11-dev            # the `import fxcpp` extension module (python/)
   python3-pytest          # its tests, run by ctest
+  qemu-user               # qemu-x86_64 -cpu EPYC-Milan: the tests of CPU-dependent kernels on an emulated AVX2-only
+                          # CPU, whatever CPU runs them (tests/optimize/isa.cmake, scripts/emulated_cpu.py)
 )
 
 missing=()

@@ -2,9 +2,10 @@
 // has_winograd_kernels, has_int8_dot_product) and what fxcpp does with the
 // answer: bf16 packed operators only where oneDNN has bf16 kernels, a bf16
 // state (a file optimised on an AVX-512 CPU) packed as float32 elsewhere.
-// Every expectation is keyed by the answer, and ctest runs this file twice
-// (tests/passes/isa.cmake): on the machine's own ISA and held at AVX2, so an
-// AVX-512 machine exercises both branches.
+// Every expectation is keyed by the answer, and ctest runs this file three
+// times (tests/optimize/isa.cmake): on the machine's own ISA, held at AVX2, and
+// on an emulated AVX2-only CPU, so an AVX-512 machine exercises both branches.
+// FX_EXPECT_ONEDNN_ISA (set by the last two) is the ISA the run must see.
 #include "../passes/passes_test_util.h"
 #include "optimize_test_util.h"
 
@@ -13,6 +14,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <set>
 
 namespace {
@@ -32,6 +34,9 @@ TEST(OnednnCpu, NamesTheIsaAndWhatItHas) {
                                     "avx512_core", "avx512_core_vnni", "avx512_core_bf16", "avx512_core_amx"};
   const std::string isa = fx::onednn::cpu_isa();
   EXPECT_TRUE(known.count(isa)) << isa;
+  if (const char* expected = std::getenv("FX_EXPECT_ONEDNN_ISA")) {
+    EXPECT_EQ(isa, expected) << "the CPU this entry is meant to run on (FX_EXPECT_ONEDNN_ISA)";
+  }
   const bool avx512 = isa.rfind("avx512_core", 0) == 0;
   // oneDNN 2.6: bf16 and Winograd kernels are AVX-512 kernels; VNNI comes with avx512_core_vnni and later.
   EXPECT_EQ(fx::onednn::has_bf16_kernels(), avx512) << isa;
