@@ -34,6 +34,7 @@ test: build
 # The last table, fxcpp vs ONNX Runtime, is optional (scripts/setup_ort.sh installs
 # the npm package onnxruntime-node into $(BUILD)/ort; without it the bench skips it).
 bench: build
+	cmake --build $(BUILD) -j $(JOBS) --target fx_bench
 	/usr/bin/python3 scripts/bench_table.py --build $(BUILD) $(if $(QUICK),,--save-dir docs/bench) $(if $(QUICK),--quick)
 	/usr/bin/python3 scripts/bench_optimize.py --build $(BUILD) $(if $(QUICK),,--save-dir docs/bench) $(if $(QUICK),--quick)
 	/usr/bin/python3 scripts/bench_cold_start.py --build $(BUILD) $(if $(QUICK),,--save-dir docs/bench) $(if $(QUICK),--runs 3)
