@@ -232,6 +232,9 @@ PackedQConv::PackedQConv(const PackedQState& state)
 }
 
 std::vector<int64_t> PackedQConv::output_sizes(at::IntArrayRef s, bool kernel_padding) const {
+  if (s.size() != 4 || s[1] != in_channels_)
+    throw Error("onednn_qconv2d: expected an input [N, " + std::to_string(in_channels_) + ", H, W], got " +
+                sizes_str(s));
   const ConvParams& p = state_.params;
   std::vector<int64_t> out{s[0], out_channels_, 0, 0};
   const int64_t k[2] = {kh_, kw_};
@@ -302,11 +305,8 @@ at::Tensor PackedQConv::padded(const at::Tensor& x) const {
 
 at::Tensor PackedQConv::run(const at::Tensor& input, const c10::optional<at::Tensor>& residual) const {
   check_input(input, "onednn_qconv2d");
-  if (input.dim() != 4 || input.size(1) != in_channels_)
-    throw Error("onednn_qconv2d: expected an input [N, " + std::to_string(in_channels_) + ", H, W], got " +
-                sizes_str(input.sizes()));
+  const std::vector<int64_t> out_sizes = output_sizes(input.sizes(), false);  // checks the input's sizes
   at::Tensor x = input.contiguous(at::MemoryFormat::ChannelsLast);
-  const std::vector<int64_t> out_sizes = output_sizes(x.sizes(), false);
   if (float_conv_) {
     c10::optional<at::Tensor> r;
     if (state_.post_ops.sum) {
@@ -328,10 +328,7 @@ at::Tensor PackedQConv::run(const at::Tensor& input, const c10::optional<at::Ten
 }
 
 std::string PackedQConv::implementation(at::IntArrayRef sizes) const {
-  if (sizes.size() != 4 || sizes[1] != in_channels_)
-    throw Error("onednn_qconv2d: expected an input [N, " + std::to_string(in_channels_) + ", H, W], got " +
-                sizes_str(sizes));
-  output_sizes(sizes, false);  // checks the kernel fits
+  output_sizes(sizes, false);  // checks the input's sizes and that the kernel fits
   if (float_conv_) return "float32 " + float_conv_->implementation(sizes) + " (no VNNI)";
   const std::string impl = kernel(kernel_input_sizes(sizes))->implementation;
   return pad_input_ ? impl + " (input padded with its zero point)" : impl;

@@ -74,7 +74,8 @@ class PackedQConv : public PackedQOp {
   /// The kernel for an input of `sizes` (already padded when pad_input_).
   std::shared_ptr<const Kernel> kernel(at::IntArrayRef sizes) const;
   /// The output's sizes for an input of `sizes`: with the convolution's padding, or with the
-  /// kernel's (none when pad_input_) for a padded input.
+  /// kernel's (none when pad_input_) for a padded input. Throws unless `sizes` is
+  /// [N, in_channels_, H, W] with H and W at least the kernel's extent.
   std::vector<int64_t> output_sizes(at::IntArrayRef sizes, bool kernel_padding) const;
   /// The sizes the kernel sees for an input of `sizes` (grown by the padding when pad_input_).
   std::vector<int64_t> kernel_input_sizes(at::IntArrayRef sizes) const;
