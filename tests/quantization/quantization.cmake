@@ -14,9 +14,13 @@ set_tests_properties(quantization_models PROPERTIES FIXTURES_REQUIRED fx_quant_m
 # The int8 oneDNN kernels on CPUs without VNNI (oneDNN told to stop at AVX2 / AVX512_CORE):
 # correct there too (the linear layers and convolutions with an input zero point take the
 # float path where oneDNN's own int8 arithmetic would saturate or be wrong).
+# emulated_avx2_int8: the same suites on an emulated AVX2-only CPU (cmake/emulated_cpu.cmake).
+set(FX_INT8_KERNEL_SUITES *QConvKernel*:QLinearKernel*:LowerInt8*:OnednnQuantize*)
 foreach(isa AVX2 AVX512_CORE)
-  add_test(NAME quantization_int8_${isa}
-           COMMAND test_quantization --gtest_filter=*QConvKernel*:QLinearKernel*:LowerInt8*:OnednnQuantize*)
+  add_test(NAME quantization_int8_${isa} COMMAND test_quantization --gtest_filter=${FX_INT8_KERNEL_SUITES})
   set_tests_properties(quantization_int8_${isa} PROPERTIES
                        ENVIRONMENT "OMP_NUM_THREADS=1;ONEDNN_MAX_CPU_ISA=${isa};DNNL_MAX_CPU_ISA=${isa}")
 endforeach()
+add_test(NAME emulated_avx2_int8
+         COMMAND ${FX_EMULATED_AVX2} $<TARGET_FILE:test_quantization> --gtest_filter=${FX_INT8_KERNEL_SUITES})
+set_tests_properties(emulated_avx2_int8 PROPERTIES TIMEOUT 900 ENVIRONMENT "${FX_EMULATED_AVX2_ENV}")
