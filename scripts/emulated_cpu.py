@@ -59,40 +59,28 @@ def is_elf(path):
 
 
 def with_setups(tests, selected):
-    """`selected` (names) preceded by the set-ups of the fixtures they require, in ctest's order."""
+    """`selected` (names) and the set-ups of the fixtures they require: the set-ups first, each after the
+    set-ups it needs itself, then the selected entries, in ctest's order."""
+    by_name = {t["name"]: t for t in tests}
     by_fixture = {}
     for t in tests:
         for f in properties(t).get("FIXTURES_SETUP", []):
             by_fixture.setdefault(f, []).append(t["name"])
-    wanted, todo = set(), list(selected)
-    while todo:
-        name = todo.pop()
-        if name in wanted:
-            continue
-        wanted.add(name)
-        test = next(t for t in tests if t["name"] == name)
-        for f in properties(test).get("FIXTURES_REQUIRED", []):
-            todo.extend(by_fixture.get(f, []))
-    # Depth first over what each entry requires: a set-up runs after the set-ups it needs.
     order, seen = [], set()
 
-    def visit(name):
+    def visit(name):  # depth first: an entry after every set-up it requires
         if name in seen:
             return
         seen.add(name)
-        test = next(t for t in tests if t["name"] == name)
-        for f in properties(test).get("FIXTURES_REQUIRED", []):
+        for f in properties(by_name[name]).get("FIXTURES_REQUIRED", []):
             for setup in by_fixture.get(f, []):
                 visit(setup)
-        order.append(test)
+        order.append(by_name[name])
 
-    for t in tests:
-        if t["name"] in wanted and properties(t).get("FIXTURES_SETUP"):
-            visit(t["name"])
-    for t in tests:
-        if t["name"] in wanted:
-            visit(t["name"])
-    return order
+    for name in selected:
+        visit(name)
+    return ([t for t in order if properties(t).get("FIXTURES_SETUP")] +
+            [t for t in order if not properties(t).get("FIXTURES_SETUP")])
 
 
 def without_unemulated(cpu):
