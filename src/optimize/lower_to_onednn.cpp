@@ -10,7 +10,10 @@
 #include "optimize/keep_layouts.h"
 #include "optimize/layer_folding.h"
 
+#include <ATen/Parallel.h>
+
 #include <algorithm>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <unordered_map>
@@ -22,6 +25,45 @@ namespace {
 using passes_detail::is_get_attr;
 using passes_detail::NodeOrder;
 using passes_detail::aten_op_name;
+
+/// Linear layers of fewer floating-point operations than this are not
+/// timed: they take oneDNN's kernel. Both kernels run them in a few
+/// microseconds, where a measurement is mostly the timer and the caches, so
+/// two optimisations of one model chose differently (a pipeline's stages
+/// and the whole model optimised then computed different bits: AMD EPYC
+/// Zen 3, a [2, 16] -> 10 head), for a difference of microseconds.
+constexpr double kTimedLinearFlops = double(1 << 18);
+
+/// 2 * rows * in * out of a linear layer with input `input_sizes`.
+double linear_flops(const std::vector<int64_t>& input_sizes, const at::Tensor& w) {
+  double rows = 1;
+  for (size_t i = 0; i + 1 < input_sizes.size(); ++i) rows *= static_cast<double>(input_sizes[i]);
+  return 2 * rows * static_cast<double>(w.size(0)) * static_cast<double>(w.size(1));
+}
+
+/// onednn::time_linear's answer for this layer's shape, measured once per
+/// process for each input shape, weight size, bias, post-ops and thread
+/// count: every later optimisation in the process (the stages of a
+/// pipeline, then the whole model for its check) makes the same choice
+/// and so computes the same bits.
+onednn::LinearTiming linear_timing(const at::Tensor& w, const c10::optional<at::Tensor>& b,
+                                   const onednn::PostOps& post, const std::vector<int64_t>& input_sizes) {
+  onednn::PostOps computed = post;
+  computed.residual_inplace = false;  // where the sum is written does not change the timing's question
+  std::ostringstream key;
+  key << c10::IntArrayRef(input_sizes) << w.sizes() << b.has_value() << computed.str() << " threads "
+      << at::get_num_threads();
+  static std::mutex mutex;
+  static std::unordered_map<std::string, onednn::LinearTiming> timings;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto found = timings.find(key.str());
+    if (found != timings.end()) return found->second;
+  }
+  const onednn::LinearTiming t = onednn::time_linear(w, b, post, input_sizes);  // not under the lock: ~40 ms
+  std::lock_guard<std::mutex> lock(mutex);
+  return timings.emplace(key.str(), t).first->second;  // a concurrent first measurement wins
+}
 
 class Lowering {
  public:
@@ -91,23 +133,19 @@ class Lowering {
 
  private:
   /// Whether ATen's kernel runs the linear layer `n` (LinearKernel; Auto
-  /// times the two kernels once per shape, weight size and post-ops).
+  /// times the two kernels once per process for each shape, weight size,
+  /// post-ops and thread count: linear_timing()).
   bool aten_runs_linear(const Node* n, const at::Tensor& w, const c10::optional<at::Tensor>& b,
                         const onednn::PostOps& post) {
     if (linear_ != LinearKernel::Auto) return linear_ == LinearKernel::Aten;
     const TensorMetadata* m = tensor_meta_of(n->args()[0].to_node());
     if (!m || m->dtype != at::kFloat || m->shape.empty()) return false;
-    onednn::PostOps computed = post;
-    computed.residual_inplace = false;  // where the sum is written does not change the timing's question
-    std::ostringstream key;
-    key << c10::IntArrayRef(m->shape) << w.sizes() << b.has_value() << computed.str();
-    auto found = timings_.find(key.str());
-    if (found == timings_.end()) found = timings_.emplace(key.str(), onednn::time_linear(w, b, post, m->shape)).first;
+    if (linear_flops(m->shape, w) < kTimedLinearFlops) return false;
     LinearChoice c;
     c.node = n->name();
     c.input_sizes = m->shape;
     c.out_features = w.size(0);
-    c.timing = found->second;
+    c.timing = linear_timing(w, b, post, m->shape);
     c.aten = c.timing.aten_ms * 1.05 < c.timing.onednn_ms;
     counts_.linear_choices.push_back(c);
     return c.aten;
@@ -310,7 +348,6 @@ class Lowering {
   LinearKernel linear_;
   OneDnnLowering& counts_;
   /// LinearKernel::Auto's measurements, by input shape, weight size, bias and post-ops.
-  std::unordered_map<std::string, onednn::LinearTiming> timings_;
   NodeOrder order_;
   std::unordered_set<const Node*> erased_;
 };

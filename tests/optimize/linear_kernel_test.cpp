@@ -22,9 +22,12 @@ namespace {
 using namespace optimize_test;
 
 /// A transformer's MLP block, written as libtorch's C++ examples write modules.
+/// Each layer does 2 * 16 * 64 * 256 = 2^19 floating-point operations on the
+/// [2, 8, 64] input: above the 2^18 below which Auto does not time a layer.
 struct MlpBlockImpl : torch::nn::Module {
   MlpBlockImpl()
-      : fc1(register_module("fc1", torch::nn::Linear(32, 64))), fc2(register_module("fc2", torch::nn::Linear(64, 32))) {}
+      : fc1(register_module("fc1", torch::nn::Linear(64, 256))),
+        fc2(register_module("fc2", torch::nn::Linear(256, 64))) {}
   at::Tensor forward(const at::Tensor& x) { return x + fc2(torch::gelu(fc1(x))); }
   torch::nn::Linear fc1, fc2;
 };
@@ -47,7 +50,7 @@ TracedMlp traced_mlp() {
   torch::manual_seed(0);
   TracedMlp t;
   t.net->eval();
-  t.x = at::randn({2, 8, 32});
+  t.x = at::randn({2, 8, 64});
   t.gm = fx::symbolic_trace(t.net.ptr(), {t.x});
   at::NoGradGuard no_grad;
   t.expected = t.net->forward(t.x);
@@ -108,7 +111,7 @@ TEST(LinearKernel, AutoTimesTheLayersBelowAvx512) {
   ASSERT_EQ(report.linear_choices.size(), 4u) << report.cpu;
   size_t aten = 0;
   for (const fx::LinearChoice& c : report.linear_choices) {
-    EXPECT_EQ(c.input_sizes, (std::vector<int64_t>{2, 8, c.out_features == 64 ? 32 : 64})) << c.node;
+    EXPECT_EQ(c.input_sizes, (std::vector<int64_t>{2, 8, c.out_features == 256 ? 64 : 256})) << c.node;
     EXPECT_TRUE(std::isfinite(c.timing.onednn_ms) && c.timing.onednn_ms > 0) << c.node;
     EXPECT_TRUE(std::isfinite(c.timing.aten_ms) && c.timing.aten_ms > 0) << c.node;
     EXPECT_GE(c.timing.rounds, 3);
@@ -118,8 +121,8 @@ TEST(LinearKernel, AutoTimesTheLayersBelowAvx512) {
   }
   // Graph order: first.fc1, first.fc2, second.fc1, second.fc2; one measurement per shape.
   const auto& c = report.linear_choices;
-  EXPECT_EQ(c[0].out_features, 64);
-  EXPECT_EQ(c[1].out_features, 32);
+  EXPECT_EQ(c[0].out_features, 256);
+  EXPECT_EQ(c[1].out_features, 64);
   EXPECT_EQ(c[0].timing.onednn_ms, c[2].timing.onednn_ms);
   EXPECT_EQ(c[0].timing.aten_ms, c[2].timing.aten_ms);
   EXPECT_EQ(c[1].timing.aten_ms, c[3].timing.aten_ms);
@@ -139,6 +142,49 @@ TEST(LinearKernel, AutoWithoutShapesIsOneDnn) {
   EXPECT_EQ(report.onednn_linears, 4u);
   at::NoGradGuard no_grad;
   EXPECT_LE(relative_error(opt->forward({t.x}).toTensor(), t.expected), 1e-5);
+}
+
+// A layer of under 2^18 floating-point operations is not timed on any CPU:
+// oneDNN's kernel, so every optimisation of it computes the same bits.
+TEST(LinearKernel, AutoLeavesLayersTooSmallToTimeOnOneDnn) {
+  torch::manual_seed(0);
+  // [2, 16] -> 10: 640 operations, a pipeline test's classifier head.
+  torch::nn::Sequential head(torch::nn::ReLU(), torch::nn::Linear(16, 10));
+  head->eval();
+  const at::Tensor x = at::randn({2, 16});
+  auto gm = fx::symbolic_trace(head.ptr(), {x});
+  fx::OptimizeOptions options;
+  options.example_inputs = {x};
+  fx::OptimizeReport report;
+  auto opt = fx::optimize_for_inference(gm, options, &report);
+  EXPECT_TRUE(report.linear_choices.empty()) << report.cpu;
+  EXPECT_EQ(report.onednn_linears, 1u);
+  EXPECT_EQ(report.aten_linears, 0u);
+  EXPECT_EQ(count_calls(opt->graph(), "fxcpp::onednn_linear"), 1u);
+  at::NoGradGuard no_grad;
+  EXPECT_LE(relative_error(opt->forward({x}).toTensor(), head->forward(x)), 1e-5);
+}
+
+// Below AVX-512 a shape is timed once per process: a second optimisation
+// (a pipeline's check optimising the whole model after its stages) reads
+// the first one's measurements and makes the same choices.
+TEST(LinearKernel, AutoChoosesAlikeInEveryOptimisationOfAProcess) {
+  TracedMlp t = traced_mlp();
+  fx::OptimizeReport first, second;
+  auto a = optimized(t, fx::LinearKernel::Auto, first);
+  auto b = optimized(t, fx::LinearKernel::Auto, second);
+  ASSERT_EQ(first.linear_choices.size(), second.linear_choices.size());
+  if (avx512()) {
+    EXPECT_TRUE(first.linear_choices.empty()) << first.cpu;
+  }
+  for (size_t i = 0; i < first.linear_choices.size(); ++i) {
+    EXPECT_EQ(first.linear_choices[i].timing.onednn_ms, second.linear_choices[i].timing.onednn_ms);
+    EXPECT_EQ(first.linear_choices[i].timing.aten_ms, second.linear_choices[i].timing.aten_ms);
+    EXPECT_EQ(first.linear_choices[i].aten, second.linear_choices[i].aten);
+  }
+  EXPECT_EQ(count_calls(a->graph(), "aten::linear"), count_calls(b->graph(), "aten::linear"));
+  at::NoGradGuard no_grad;
+  EXPECT_TRUE(a->forward({t.x}).toTensor().equal(b->forward({t.x}).toTensor()));
 }
 
 TEST(LinearKernel, TimeLinearMeasuresBothKernelsAndLeavesTheSeed) {

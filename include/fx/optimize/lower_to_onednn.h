@@ -77,8 +77,11 @@ enum class LinearKernel : uint8_t {
   /// oneDNN's and ATen's is faster for the layer's input shape, timed once
   /// by the pass (onednn::time_linear, once per distinct shape, weight and
   /// post-ops; ATen's only when at least 5% faster, as a near tie keeps the
-  /// fused post-ops). A layer whose input shape is unknown (no tensor_meta:
-  /// no example inputs) gets oneDNN's.
+  /// fused post-ops). The measurements are kept for the process (per shape,
+  /// weight size, post-ops and thread count), so every optimisation in it
+  /// chooses alike. A layer whose input shape is unknown (no tensor_meta:
+  /// no example inputs), or of fewer than 2^18 floating-point operations
+  /// (a few microseconds, too short to time), gets oneDNN's untimed.
   Auto,
   /// oneDNN's for every layer (fxcpp::onednn_linear).
   OneDnn,
