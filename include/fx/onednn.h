@@ -11,7 +11,10 @@
 /// shows in the profiler:
 ///
 ///   fxcpp::onednn_conv2d(Tensor input, __torch__.torch.classes.fxcpp.PackedConv packed,
-///                        Tensor? residual=None) -> Tensor
+///                        Tensor? residual=None, bool blocked=False) -> Tensor
+///     (blocked: the output in oneDNN's nChw8c as a [N, C/8, H, W, 8] tensor,
+///     else channels_last; the input may be such a blocked tensor too.
+///     fxcpp::to_blocked(Tensor) / fxcpp::from_blocked(Tensor) convert.)
 ///   fxcpp::onednn_linear(Tensor input, __torch__.torch.classes.fxcpp.PackedLinear packed,
 ///                        Tensor? residual=None) -> Tensor
 ///

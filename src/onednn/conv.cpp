@@ -124,14 +124,14 @@ bool PackedConv::winograd_fits() const {
          in_channels_ % 16 == 0 && out_channels_ % 16 == 0;
 }
 
-std::shared_ptr<const PackedConv::Kernel> PackedConv::kernel(at::IntArrayRef sizes, bool channels_last,
+std::shared_ptr<const PackedConv::Kernel> PackedConv::kernel(at::IntArrayRef sizes, Layout in, bool blocked_out,
                                                              c10::ScalarType src_dtype) const {
-  Key key{sizes.vec(), channels_last, src_dtype};
+  Key key{sizes.vec(), in, blocked_out, src_dtype};
   return kernels_.get(key, [&] {
     const auto dt = data_type(dtype_);
     const std::vector<int64_t> out = output_sizes(sizes);
-    dnnl::memory::desc src(dims(sizes.begin(), sizes.end()), dt, channels_last ? tag::nhwc : tag::nchw);
-    dnnl::memory::desc dst(dims(out.begin(), out.end()), data_type(out_dtype_), tag::nhwc);
+    dnnl::memory::desc src = layout_desc(sizes, dt, in);
+    dnnl::memory::desc dst = layout_desc(out, data_type(out_dtype_), blocked_out ? Layout::Blocked : Layout::Nhwc);
     dnnl::convolution_forward::primitive_desc pd;
     if (auto w = winograd(sizes.vec(), out)) {
       pd = *w;
@@ -178,30 +178,50 @@ void PackedConv::check_input(const at::Tensor& input) const {
 std::string PackedConv::implementation(at::IntArrayRef sizes) const {
   check_input(at::empty(sizes, at::TensorOptions().device(at::kMeta)));
   output_sizes(sizes);  // checks the kernel fits
-  return kernel(sizes, true, dtype_)->impl;
+  return kernel(sizes, Layout::Nhwc, false, dtype_)->impl;
 }
 
-at::Tensor PackedConv::run(const at::Tensor& input, const c10::optional<at::Tensor>& residual) const {
-  check_input(input);
-  // Always channels_last: oneDNN has no fast kernel for an NCHW source with
-  // an NHWC destination (the 3-channel stem would run its reference code).
+at::Tensor PackedConv::run(const at::Tensor& input, const c10::optional<at::Tensor>& residual, bool blocked) const {
+  if (blocked && (out_channels_ % 8 != 0 || dtype_ != at::kFloat || out_dtype_ != at::kFloat))
+    throw Error("onednn_conv2d: a blocked output needs float32 kernels and a multiple of 8 output channels, got " +
+                std::to_string(out_channels_));
   at::Tensor x = to_dtype(input, dtype_);
-  if (!x.is_contiguous(at::MemoryFormat::ChannelsLast)) x = copy_in_format(x, at::MemoryFormat::ChannelsLast);
-  const std::vector<int64_t> out_sizes = output_sizes(x.sizes());
+  Layout in = Layout::Nhwc;
+  std::vector<int64_t> sizes;
+  if (x.dim() == 5) {  // blocked (fxcpp::to_blocked, or another blocked convolution)
+    sizes = unblocked_sizes(x, "onednn_conv2d");
+    if (sizes[1] != in_channels_)
+      throw Error("onednn_conv2d: expected an input [N, " + std::to_string(in_channels_) + ", H, W], got a blocked " +
+                  sizes_str(sizes));
+    if (!x.is_contiguous()) x = x.contiguous();
+    in = Layout::Blocked;
+  } else {
+    check_input(x);
+    // channels_last: oneDNN has no fast kernel for an NCHW source with an
+    // NHWC destination (the 3-channel stem would run its reference code).
+    // Into a blocked destination it is the other way round: an NCHW stem
+    // has its JIT kernel, an NHWC one only the reference code.
+    const bool nchw = blocked && in_channels_ < 8;
+    const at::MemoryFormat f = nchw ? at::MemoryFormat::Contiguous : at::MemoryFormat::ChannelsLast;
+    if (!x.is_contiguous(f)) x = copy_in_format(x, f);
+    in = nchw ? Layout::Nchw : Layout::Nhwc;
+    sizes = x.sizes().vec();
+  }
+  const std::vector<int64_t> out_sizes = output_sizes(sizes);
+  const std::vector<int64_t> shape = blocked ? blocked_sizes(out_sizes) : out_sizes;
+  const at::MemoryFormat format = blocked ? at::MemoryFormat::Contiguous : at::MemoryFormat::ChannelsLast;
   if (x.is_meta())  // shapes only (ShapeProp::propagate_meta, FLOP counts): no kernel runs
-    return make_output(out_sizes, x.options().dtype(out_dtype_), at::MemoryFormat::ChannelsLast, post_ops_, residual,
-                       "onednn_conv2d");
-  auto k = kernel(x.sizes(), true, dtype_);
-  at::Tensor out = make_output(out_sizes, x.options().dtype(out_dtype_), at::MemoryFormat::ChannelsLast, post_ops_,
-                               residual, "onednn_conv2d");
+    return make_output(shape, x.options().dtype(out_dtype_), format, post_ops_, residual, "onednn_conv2d");
+  auto k = kernel(sizes, in, blocked, dtype_);
+  at::Tensor out = make_output(shape, x.options().dtype(out_dtype_), format, post_ops_, residual, "onednn_conv2d");
   dnnl::memory src = memory_of(k->src, x), dst = memory_of(k->dst, out);
   if (k->blocked) {
     // Winograd: into the blocked layouts (the residual too: the sum post-op
     // reads the destination), the kernel, and back into `out`.
     dnnl::memory bsrc(k->blocked_src, engine(), scratchpad(k->blocked_src.get_size(), 1));
     dnnl::memory bdst(k->blocked_dst, engine(), scratchpad(k->blocked_dst.get_size(), 2));
-    std::unordered_map<int, dnnl::memory> in{{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, bsrc}};
-    execute(k->into_src, in, 0);
+    std::unordered_map<int, dnnl::memory> in_args{{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, bsrc}};
+    execute(k->into_src, in_args, 0);
     if (post_ops_.sum) {
       std::unordered_map<int, dnnl::memory> r{{DNNL_ARG_FROM, dst}, {DNNL_ARG_TO, bdst}};
       execute(k->into_dst, r, 0);

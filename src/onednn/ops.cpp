@@ -13,8 +13,8 @@ using detail::PackedConv;
 using detail::PackedLinear;
 
 at::Tensor conv2d(const at::Tensor& input, const c10::intrusive_ptr<PackedConv>& packed,
-                  const c10::optional<at::Tensor>& residual) {
-  return packed->run(input, residual);
+                  const c10::optional<at::Tensor>& residual, bool blocked) {
+  return packed->run(input, residual, blocked);
 }
 
 at::Tensor linear(const at::Tensor& input, const c10::intrusive_ptr<PackedLinear>& packed,
@@ -33,7 +33,8 @@ TORCH_LIBRARY(fxcpp, m) {
       .def("__str__", &PackedLinear::str)
       .def_pickle([](const c10::intrusive_ptr<PackedLinear>& self) { return detail::pickled(self->state()); },
                   [](detail::PickledState state) { return detail::unpickled<PackedLinear>(std::move(state)); });
-  m.def("onednn_conv2d(Tensor input, __torch__.torch.classes.fxcpp.PackedConv packed, Tensor? residual=None) -> Tensor",
+  m.def("onednn_conv2d(Tensor input, __torch__.torch.classes.fxcpp.PackedConv packed, Tensor? residual=None, "
+        "bool blocked=False) -> Tensor",
         &conv2d);
   m.def("onednn_matmul(Tensor self, Tensor other, bool transpose_out=False) -> Tensor", &detail::matmul);
   m.def("onednn_linear(Tensor input, __torch__.torch.classes.fxcpp.PackedLinear packed, Tensor? residual=None) -> Tensor",

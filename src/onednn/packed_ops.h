@@ -43,13 +43,28 @@ class PackedOp : public torch::CustomClassHolder {
   std::unique_ptr<PackedWeights> weights_;
 };
 
+/// Where a 4-d activation's values are: NCHW, channels_last (NHWC), or
+/// oneDNN's nChw8c, eight channels innermost, held as a contiguous 5-d
+/// tensor [N, C/8, H, W, 8] (fxcpp::to_blocked).
+enum class Layout : uint8_t { Nchw, Nhwc, Blocked };
+
+/// [N, C/8, H, W, 8]: the blocked tensor of a [N, C, H, W] value (C a multiple of 8).
+std::vector<int64_t> blocked_sizes(at::IntArrayRef nchw);
+/// [N, C, H, W] of a blocked [N, C/8, H, W, 8] tensor; fx::Error naming `op` for another tensor.
+std::vector<int64_t> unblocked_sizes(const at::Tensor& blocked, const char* op);
+/// oneDNN's descriptor of a [N, C, H, W] value in `layout`.
+dnnl::memory::desc layout_desc(at::IntArrayRef nchw, dnnl::memory::data_type dt, Layout layout);
+
 /// A 2-d convolution with packed weights, bias and post-ops.
 class PackedConv : public PackedOp {
  public:
   PackedConv(const at::Tensor& weight, const c10::optional<at::Tensor>& bias, ConvParams params, PostOps post_ops,
              c10::ScalarType dtype);
-  /// activation(conv(input) + bias [+ residual]), channels_last.
-  at::Tensor run(const at::Tensor& input, const c10::optional<at::Tensor>& residual) const;
+  /// activation(conv(input) + bias [+ residual]): channels_last, or with
+  /// `blocked` oneDNN's nChw8c as a [N, C/8, H, W, 8] tensor (blocked_sizes).
+  /// The input is a 4-d tensor or such a blocked one; the residual is laid
+  /// out as the output.
+  at::Tensor run(const at::Tensor& input, const c10::optional<at::Tensor>& residual, bool blocked = false) const;
   std::string str() const override;
   PackedState state() const override;
   std::string implementation(at::IntArrayRef sizes) const override;
@@ -63,9 +78,10 @@ class PackedConv : public PackedOp {
     dnnl::memory::desc blocked_src, blocked_dst;
     dnnl::reorder into_src, into_dst, out_of_dst;
   };
-  /// Input sizes, whether the input is channels_last, input dtype.
-  using Key = std::tuple<std::vector<int64_t>, bool, c10::ScalarType>;
-  std::shared_ptr<const Kernel> kernel(at::IntArrayRef sizes, bool channels_last, c10::ScalarType src_dtype) const;
+  /// Input sizes [N, C, H, W], the input's layout, whether the output is blocked, input dtype.
+  using Key = std::tuple<std::vector<int64_t>, Layout, bool, c10::ScalarType>;
+  std::shared_ptr<const Kernel> kernel(at::IntArrayRef sizes, Layout in, bool blocked_out,
+                                       c10::ScalarType src_dtype) const;
   /// Whether params_.winograd may apply (float32, 3×3, stride 1, dilation 1,
   /// groups 1, channels multiples of 16); winograd() then checks the shape.
   bool winograd_fits() const;

@@ -8,7 +8,9 @@
 // squeeze-excitation blocks, every classifier head) as oneDNN's average
 // pooling: ATen reduces a channels_last tensor over H and W with a strided
 // loop (efficientnet_b0: 1.7 ms of its 12 ms at one thread).
-#include "onednn/context.h"
+#include "onednn/packed_ops.h"
+
+#include <fx/error.h>
 
 #include <ATen/ops/adaptive_avg_pool2d.h>
 #include <ATen/ops/empty.h>
@@ -29,8 +31,8 @@ struct PoolKernel {
   size_t scratchpad_bytes;
 };
 
-/// Input sizes, channels_last, dtype, kernel, stride, padding, max (else average).
-using PoolKey = std::tuple<std::vector<int64_t>, bool, c10::ScalarType, std::vector<int64_t>, std::vector<int64_t>,
+/// Input sizes [N, C, H, W], layout, dtype, kernel, stride, padding, max (else average).
+using PoolKey = std::tuple<std::vector<int64_t>, Layout, c10::ScalarType, std::vector<int64_t>, std::vector<int64_t>,
                            std::vector<int64_t>, bool>;
 
 KernelCache<PoolKey, PoolKernel>& pool_kernels() {
@@ -51,24 +53,33 @@ bool onednn_can_pool(const at::Tensor& x, at::IntArrayRef k, at::IntArrayRef s, 
   return true;
 }
 
+/// The [N, C, H, W] output sizes of a floor-mode pooling of `in` ([N, C, H, W]).
+std::vector<int64_t> pooled_sizes(at::IntArrayRef in, at::IntArrayRef kernel_size, const std::vector<int64_t>& s,
+                                  at::IntArrayRef padding) {
+  std::vector<int64_t> out{in[0], in[1], 0, 0};
+  for (int i = 0; i < 2; ++i) out[2 + i] = (in[2 + i] + 2 * padding[i] - kernel_size[i]) / s[i] + 1;
+  return out;
+}
+
 /// oneDNN's max or average (no padding read) pooling of `input`, which
-/// onednn_can_pool accepted, in floor mode, in the input's layout.
+/// onednn_can_pool accepted (or a blocked [N, C/8, H, W, 8] tensor), in
+/// floor mode, in the input's layout.
 at::Tensor pool(const at::Tensor& input, at::IntArrayRef kernel_size, const std::vector<int64_t>& s,
                 at::IntArrayRef padding, bool max) {
   // A tensor that is both (size-1 dims) has the same memory either way.
-  const bool channels_last = !input.is_contiguous();
-  std::vector<int64_t> out{input.size(0), input.size(1), 0, 0};
-  for (int i = 0; i < 2; ++i) out[2 + i] = (input.size(2 + i) + 2 * padding[i] - kernel_size[i]) / s[i] + 1;
-  PoolKey key{input.sizes().vec(), channels_last, input.scalar_type(), kernel_size.vec(), s, padding.vec(), max};
+  const Layout layout = input.dim() == 5 ? Layout::Blocked : input.is_contiguous() ? Layout::Nchw : Layout::Nhwc;
+  const std::vector<int64_t> in =
+      layout == Layout::Blocked ? unblocked_sizes(input, "max_pool2d") : input.sizes().vec();
+  const std::vector<int64_t> out = pooled_sizes(in, kernel_size, s, padding);
+  PoolKey key{in, layout, input.scalar_type(), kernel_size.vec(), s, padding.vec(), max};
   auto k = pool_kernels().get(key, [&] {
     const auto dt = data_type(input.scalar_type());
-    const tag t = channels_last ? tag::nhwc : tag::nchw;
-    dnnl::memory::desc src(dims(input.sizes().begin(), input.sizes().end()), dt, t);
-    dnnl::memory::desc dst(dims(out.begin(), out.end()), dt, t);
+    dnnl::memory::desc src = layout_desc(in, dt, layout);
+    dnnl::memory::desc dst = layout_desc(out, dt, layout);
     // The right padding that gives floor mode's output size.
     dims pad_l(padding.begin(), padding.end()), pad_r(2);
     for (int i = 0; i < 2; ++i)
-      pad_r[i] = (out[2 + i] - 1) * s[i] + kernel_size[i] - input.size(2 + i) - padding[i];
+      pad_r[i] = (out[2 + i] - 1) * s[i] + kernel_size[i] - in[2 + i] - padding[i];
     const auto algorithm = max ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding;
     dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, algorithm, src, dst,
                                      dims(s.begin(), s.end()), dims(kernel_size.begin(), kernel_size.end()),
@@ -78,17 +89,36 @@ at::Tensor pool(const at::Tensor& input, at::IntArrayRef kernel_size, const std:
     dnnl::pooling_v2_forward::primitive_desc pd(d, attr, engine());
     return PoolKernel{dnnl::pooling_v2_forward(pd), src, dst, pd.scratchpad_desc().get_size()};
   });
-  at::Tensor result = at::empty(
-      out, input.options().memory_format(channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous));
+  at::Tensor result =
+      layout == Layout::Blocked
+          ? at::empty(blocked_sizes(out), input.options().memory_format(at::MemoryFormat::Contiguous))
+          : at::empty(out, input.options().memory_format(layout == Layout::Nhwc ? at::MemoryFormat::ChannelsLast
+                                                                                 : at::MemoryFormat::Contiguous));
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, memory_of(k->src, input)},
                                              {DNNL_ARG_DST, memory_of(k->dst, result)}};
   execute(k->primitive, args, k->scratchpad_bytes);
   return result;
 }
 
+/// max_pool2d of a blocked tensor (block_activations): oneDNN's, in the blocked layout.
+at::Tensor blocked_max_pool2d(const at::Tensor& input, at::IntArrayRef kernel_size, const std::vector<int64_t>& s,
+                              at::IntArrayRef padding) {
+  const std::vector<int64_t> in = unblocked_sizes(input, "max_pool2d");
+  if (input.scalar_type() != at::kFloat || !pair_of(kernel_size, 1) || !pair_of(s, 1) || !pair_of(padding, 0))
+    throw Error("max_pool2d: a blocked input takes float32 and two kernel sizes, strides and paddings");
+  for (int i = 0; i < 2; ++i)
+    if (padding[i] > kernel_size[i] / 2 || in[2 + i] + 2 * padding[i] < kernel_size[i])
+      throw Error("max_pool2d: the kernel " + sizes_str(kernel_size) + " with padding " + sizes_str(padding) +
+                  " does not fit the blocked input " + sizes_str(in));
+  if (input.is_meta())
+    return at::empty(blocked_sizes(pooled_sizes(in, kernel_size, s, padding)), input.options());
+  return pool(input.contiguous(), kernel_size, s, padding, /*max=*/true);
+}
+
 at::Tensor max_pool2d(const at::Tensor& input, at::IntArrayRef kernel_size, at::IntArrayRef stride,
                       at::IntArrayRef padding) {
   const std::vector<int64_t> s = stride.empty() ? kernel_size.vec() : stride.vec();
+  if (input.dim() == 5) return blocked_max_pool2d(input, kernel_size, s, padding);
   // ATen computes it (meta tensors: ShapeProp::propagate_meta), or raises its error.
   // The dilation spelled out: a quantized max_pool2d reads two of them (given
   // one, it read (1, 0) and refused the pool).

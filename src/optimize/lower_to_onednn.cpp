@@ -347,7 +347,6 @@ class Lowering {
   bool winograd_;
   LinearKernel linear_;
   OneDnnLowering& counts_;
-  /// LinearKernel::Auto's measurements, by input shape, weight size, bias and post-ops.
   NodeOrder order_;
   std::unordered_set<const Node*> erased_;
 };

@@ -10,6 +10,8 @@
 #include <fx/optimize/freeze.h>
 #include <fx/optimize/lower_to_onednn.h>
 #include <fx/optimize/reinplace.h>
+
+#include "optimize/block_activations.h"
 #include <fx/passes/remove_dropout.h>
 #include <fx/passes/shape_prop.h>
 
@@ -96,6 +98,11 @@ void optimize_graph(GraphModule& m, const OptimizeOptions& options, const std::v
     r.linear_choices.insert(r.linear_choices.end(), lowered.linear_choices.begin(), lowered.linear_choices.end());
     r.fused_post_ops += lowered.fused_post_ops;
     r.dtype = lowered.dtype;
+    if (options.blocked_activations && lowered.dtype == c10::ScalarType::Float &&
+        onednn::cpu_isa().rfind("avx512", 0) != 0) {
+      r.blocked_convs += passes_detail::block_activations(g);
+      g.lint();
+    }
   }
   if (options.reinplace) {
     size_t reinplaced = 0;

@@ -64,8 +64,6 @@ std::shared_ptr<fx::GraphModule> optimized(const TracedMlp& t, fx::LinearKernel 
   return fx::optimize_for_inference(t.gm, options, &report);
 }
 
-bool avx512() { return fx::onednn::cpu_isa().rfind("avx512", 0) == 0; }
-
 TEST(LinearKernel, AtenKeepsTheLayersWithTheirPostOps) {
   TracedMlp t = traced_mlp();
   fx::OptimizeReport report;

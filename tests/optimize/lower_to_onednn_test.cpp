@@ -350,7 +350,7 @@ TEST(LowerToOneDnn, WinogradConvolutionsAgreeWithTheDirectOnes) {
   EXPECT_EQ(fx::onednn::describe(direct), "Conv2d(16, 32, kernel=(3, 3), padding=[1, 1], +residual, relu)");
   const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("fxcpp::onednn_conv2d", "");
   auto conv = [&](const at::Tensor& x, const c10::IValue& packed, const at::Tensor& r) {
-    std::vector<c10::IValue> stack{x, packed, r};
+    std::vector<c10::IValue> stack{x, packed, r, false};  // a boxed call pushes every argument
     op.callBoxed(&stack);
     return stack.back().toTensor();
   };

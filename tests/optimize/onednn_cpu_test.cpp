@@ -24,7 +24,7 @@ using optimize_test::relative_error;
 
 at::Tensor run_conv(const c10::IValue& packed, const at::Tensor& x) {
   const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("fxcpp::onednn_conv2d", "");
-  std::vector<c10::IValue> stack{x, packed, c10::IValue()};
+  std::vector<c10::IValue> stack{x, packed, c10::IValue(), false};  // a boxed call pushes every argument
   op.callBoxed(&stack);
   return stack.back().toTensor();
 }

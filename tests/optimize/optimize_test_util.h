@@ -1,6 +1,7 @@
 #pragma once
 // Helpers of tests/optimize: comparing outputs and counting calls.
 #include <fx/graph.h>
+#include <fx/onednn.h>
 
 #include <ATen/ATen.h>
 
@@ -28,5 +29,8 @@ inline size_t count_calls(const fx::Graph& g, const std::string& target) {
   auto t = call_targets(g);
   return std::count(t.begin(), t.end(), target);
 }
+
+/// Whether oneDNN's ISA here is AVX-512 or newer (held at AVX2 by ctest's *_isa_AVX2 entries: no).
+inline bool avx512() { return fx::onednn::cpu_isa().rfind("avx512", 0) == 0; }
 
 }  // namespace optimize_test

@@ -72,7 +72,7 @@ struct Engine {
 const std::vector<std::string>& engine_names() {
   static const std::vector<std::string> names = {"torchscript", "torchscript_opt", "fxcpp", "fxcpp_opt",
                                                  "fxcpp_opt_bf16", "fxcpp_opt_unplanned", "fxcpp_int8", "python_int8",
-                                                 "fxcpp_opt_direct", "fxcpp_opt_onednn_linear"};
+                                                 "fxcpp_opt_direct", "fxcpp_opt_onednn_linear", "fxcpp_opt_nhwc"};
   return names;
 }
 
@@ -415,6 +415,7 @@ std::vector<Engine> prepare_engines(const ModelArgs& args, const std::vector<std
     bool bf16, plan_memory, winograd;
     LinearKernel linear;
     const char *label, *prepare;
+    bool blocked = true;
   };
   const LinearKernel automatic = LinearKernel::Auto;
   const Variant variants[] = {
@@ -423,7 +424,9 @@ std::vector<Engine> prepare_engines(const ModelArgs& args, const std::vector<std
       {5, false, false, true, automatic, "fxcpp opt, no mem plan", "optimize_for_inference, plan_memory off"},
       {8, false, true, false, automatic, "fxcpp opt, direct conv", "optimize_for_inference, winograd off"},
       {9, false, true, true, LinearKernel::OneDnn, "fxcpp opt, oneDNN linear",
-       "optimize_for_inference, every linear on oneDNN"}};
+       "optimize_for_inference, every linear on oneDNN"},
+      {10, false, true, true, automatic, "fxcpp opt, NHWC only", "optimize_for_inference, blocked_activations off",
+       false}};
   size_t optimised_left = 0;
   for (const Variant& v : variants) optimised_left += want(engine_names()[v.slot]) ? 1 : 0;
   for (const Variant& v : variants) {
@@ -435,7 +438,7 @@ std::vector<Engine> prepare_engines(const ModelArgs& args, const std::vector<std
     // before the optimised module packs its weights (optimize_model).
     const bool last_use = !want("fxcpp") && --optimised_left == 0;
     auto opt = optimize_model(last_use ? std::move(gm) : gm, inputs, v.bf16, &report, v.plan_memory, v.winograd,
-                              v.linear);
+                              v.linear, v.blocked);
     if (!args.has("json")) print_warnings("bench", report);  // --json: in its "optimize" object
     if (!setup.report) {
       setup.report = report;  // fp32's when it runs

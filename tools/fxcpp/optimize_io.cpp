@@ -10,9 +10,10 @@ namespace fx::cli {
 
 std::shared_ptr<GraphModule> optimize_model(std::shared_ptr<GraphModule> gm, const std::vector<c10::IValue>& inputs,
                                             bool bf16, OptimizeReport* report, bool plan_memory, bool winograd,
-                                            LinearKernel linear) {
+                                            LinearKernel linear, bool blocked) {
   OptimizeOptions options;
   options.linear_kernel = linear;
+  options.blocked_activations = blocked;
   options.plan_memory = plan_memory;
   options.winograd = winograd;
   options.example_inputs = inputs;

@@ -1,0 +1,258 @@
+// OptimizeOptions::blocked_activations: below AVX-512 a run of convolutions
+// hands its activations on in oneDNN's nChw8c ([N, C/8, H, W, 8] tensors)
+// where a convolution of it writes at least 28x28 pixels; every other
+// reader gets the channels_last value (fxcpp::from_blocked). On AVX-512
+// nothing changes. ctest's optimize_isa_AVX2 and emulated_avx2_optimize run
+// this suite on AVX2 kernels whatever the machine.
+#include "../common/error_of.h"
+#include "optimize_test_util.h"
+
+#include <fx/error.h>
+#include <fx/graph.h>
+#include <fx/onednn.h>
+#include <fx/optimize/optimize_for_inference.h>
+#include <fx/trace.h>
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+namespace {
+
+using namespace optimize_test;
+namespace nn = torch::nn;
+
+/// A ResNet basic block, written as torchvision's C++ ResNet writes it.
+struct BasicBlockImpl : nn::Module {
+  BasicBlockImpl(int64_t in, int64_t out, int64_t stride)
+      : conv1(register_module("conv1", nn::Conv2d(nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false)))),
+        bn1(register_module("bn1", nn::BatchNorm2d(out))),
+        conv2(register_module("conv2", nn::Conv2d(nn::Conv2dOptions(out, out, 3).padding(1).bias(false)))),
+        bn2(register_module("bn2", nn::BatchNorm2d(out))) {
+    if (stride != 1 || in != out)
+      downsample = register_module(
+          "downsample", nn::Sequential(nn::Conv2d(nn::Conv2dOptions(in, out, 1).stride(stride).bias(false)),
+                                       nn::BatchNorm2d(out)));
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    at::Tensor y = torch::relu(bn1(conv1(x)));
+    y = bn2(conv2(y));
+    return torch::relu(y + (downsample.is_empty() ? x : downsample->forward(x)));
+  }
+  nn::Conv2d conv1;
+  nn::BatchNorm2d bn1;
+  nn::Conv2d conv2;
+  nn::BatchNorm2d bn2;
+  nn::Sequential downsample{nullptr};
+};
+TORCH_MODULE(BasicBlock);
+
+/// Stem, max pool, two blocks (the second with a downsample), pooled head: 6 convolutions.
+struct MiniResNetImpl : nn::Module {
+  MiniResNetImpl()
+      : conv1(register_module("conv1", nn::Conv2d(nn::Conv2dOptions(3, 16, 7).stride(2).padding(3).bias(false)))),
+        bn1(register_module("bn1", nn::BatchNorm2d(16))),
+        pool(register_module("maxpool", nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)))),
+        layer1(register_module("layer1", BasicBlock(16, 16, 1))),
+        layer2(register_module("layer2", BasicBlock(16, 32, 2))),
+        fc(register_module("fc", nn::Linear(32, 10))) {}
+  at::Tensor forward(const at::Tensor& x) {
+    at::Tensor y = pool(torch::relu(bn1(conv1(x))));
+    y = layer2(layer1(y));
+    return fc(torch::flatten(torch::adaptive_avg_pool2d(y, {1, 1}), 1));
+  }
+  nn::Conv2d conv1;
+  nn::BatchNorm2d bn1;
+  nn::MaxPool2d pool;
+  BasicBlock layer1, layer2;
+  nn::Linear fc;
+};
+TORCH_MODULE(MiniResNet);
+
+/// The net with batch-norm statistics from a train-mode pass, in eval mode.
+MiniResNet mini_resnet() {
+  torch::manual_seed(0);
+  MiniResNet net;
+  {
+    at::NoGradGuard no_grad;
+    net->train();
+    net->forward(at::randn({8, 3, 64, 64}));
+  }
+  net->eval();
+  return net;
+}
+
+std::shared_ptr<fx::GraphModule> optimized(MiniResNet& net, const at::Tensor& x, bool blocked,
+                                           fx::OptimizeReport& report) {
+  fx::TraceOptions trace;
+  trace.dynamic_dims = {{0, 0}};  // any batch size
+  auto gm = fx::symbolic_trace(net.ptr(), {x}, {}, trace);
+  fx::OptimizeOptions options;
+  options.example_inputs = {x};
+  options.blocked_activations = blocked;
+  return fx::optimize_for_inference(gm, options, &report);
+}
+
+/// The convolutions whose `blocked` argument is true.
+size_t blocked_convs(const fx::Graph& g) {
+  size_t n = 0;
+  for (const fx::Node* c : g.nodes())
+    if (c->target() == "fxcpp::onednn_conv2d" && c->args().size() == 4 && c->args()[3].to_bool()) ++n;
+  return n;
+}
+
+at::Tensor call1(const char* op, const at::Tensor& x) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(op, "").typed<at::Tensor(const at::Tensor&)>().call(x);
+}
+
+// 112x112 images: the stem writes 56x56, layer1 28x28: every convolution
+// blocked below AVX-512, the pooled head reading the channels_last value.
+TEST(BlockActivations, ResNetRunsBlockedBelowAvx512) {
+  MiniResNet net = mini_resnet();
+  const at::Tensor x = at::randn({2, 3, 112, 112});
+  fx::OptimizeReport report, nhwc_report;
+  auto blocked = optimized(net, x, true, report);
+  auto nhwc = optimized(net, x, false, nhwc_report);
+  at::NoGradGuard no_grad;
+  const at::Tensor want = net->forward(x);
+  const at::Tensor got = blocked->forward({x}).toTensor();
+  EXPECT_LE(relative_error(got, want), 1e-5);
+  EXPECT_LE(relative_error(got, nhwc->forward({x}).toTensor()), 1e-6);
+  EXPECT_EQ(nhwc_report.blocked_convs, 0u);
+  EXPECT_EQ(count_calls(nhwc->graph(), "fxcpp::from_blocked"), 0u);
+  EXPECT_EQ(report.onednn_convs, 6u);
+  if (avx512()) {
+    EXPECT_EQ(report.blocked_convs, 0u) << report.cpu;
+    EXPECT_EQ(count_calls(blocked->graph(), "fxcpp::from_blocked"), 0u);
+    return;
+  }
+  EXPECT_EQ(report.blocked_convs, 6u) << report.cpu;
+  EXPECT_EQ(blocked_convs(blocked->graph()), 6u);
+  EXPECT_EQ(count_calls(blocked->graph(), "fxcpp::from_blocked"), 1u);  // before the head's average pool
+  for (const fx::Node* n : blocked->graph().nodes()) {
+    if (n->target() != "fxcpp::from_blocked") continue;
+    ASSERT_EQ(n->users().size(), 1u);
+    EXPECT_EQ((*n->users().begin())->target(), "fxcpp::adaptive_avg_pool2d");
+    const fx::TensorMetadata* in = fx::tensor_meta_of(n->args()[0].to_node());
+    ASSERT_NE(in, nullptr);
+    EXPECT_EQ(in->shape, (std::vector<int64_t>{2, 4, 14, 14, 8}));  // [N, 32 / 8, H, W, 8]
+  }
+  // Another batch size: new kernels for the blocked shapes, the same values.
+  const at::Tensor x3 = at::randn({3, 3, 112, 112});
+  EXPECT_LE(relative_error(blocked->forward({x3}).toTensor(), net->forward(x3)), 1e-5);
+}
+
+// 32x32 images: no convolution writes 28x28 pixels, so none is blocked.
+TEST(BlockActivations, SmallImagesStayChannelsLast) {
+  MiniResNet net = mini_resnet();
+  const at::Tensor x = at::randn({1, 3, 32, 32});
+  fx::OptimizeReport report;
+  auto opt = optimized(net, x, true, report);
+  EXPECT_EQ(report.blocked_convs, 0u);
+  EXPECT_EQ(blocked_convs(opt->graph()), 0u);
+  EXPECT_EQ(count_calls(opt->graph(), "fxcpp::from_blocked"), 0u);
+  at::NoGradGuard no_grad;
+  EXPECT_LE(relative_error(opt->forward({x}).toTensor(), net->forward(x)), 1e-5);
+}
+
+// A blocked value read by something other than a blocked kernel (here
+// restore_layout, for the graph's output) gets its channels_last value:
+// the same values and strides as eager.
+struct FeaturesImpl : nn::Module {
+  FeaturesImpl()
+      : a(register_module("a", nn::Conv2d(nn::Conv2dOptions(3, 8, 3).padding(1)))),
+        b(register_module("b", nn::Conv2d(nn::Conv2dOptions(8, 16, 3).padding(1)))) {}
+  std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& x) {
+    at::Tensor f = torch::relu(a(x));
+    return {f, b(f)};
+  }
+  nn::Conv2d a, b;
+};
+TORCH_MODULE(Features);
+
+TEST(BlockActivations, OtherReadersGetTheChannelsLastValue) {
+  torch::manual_seed(0);
+  Features net;
+  net->eval();
+  const at::Tensor x = at::randn({1, 3, 32, 32});
+  auto gm = fx::symbolic_trace(net.ptr(), {x});
+  fx::OptimizeOptions options;
+  options.example_inputs = {x};
+  fx::OptimizeReport report;
+  auto opt = fx::optimize_for_inference(gm, options, &report);
+  // keep_layouts gave every reader of `f` (the output and `b`) its
+  // restore_layout copy, so `a` alone writes blocked, read back once.
+  EXPECT_EQ(report.blocked_convs, avx512() ? 0u : 1u) << report.cpu;
+  EXPECT_EQ(count_calls(opt->graph(), "fxcpp::from_blocked"), avx512() ? 0u : 1u);
+  EXPECT_EQ(count_calls(opt->graph(), "fxcpp::restore_layout"), 2u);
+  at::NoGradGuard no_grad;
+  const auto want = net->forward(x);
+  const auto got = opt->forward({x}).toTuple()->elements();
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const at::Tensor w = i == 0 ? std::get<0>(want) : std::get<1>(want), g = got[i].toTensor();
+    EXPECT_LE(relative_error(g, w), 1e-5) << i;
+    EXPECT_EQ(g.sizes(), w.sizes()) << i;
+    EXPECT_EQ(g.strides(), w.strides()) << i;
+  }
+}
+
+TEST(BlockActivations, LayoutOperatorsRoundTripAndRefuse) {
+  fx::onednn::register_ops();
+  const at::Tensor x = at::randn({2, 16, 5, 7});
+  for (const at::Tensor& in : {x, x.contiguous(at::MemoryFormat::ChannelsLast)}) {
+    const at::Tensor b = call1("fxcpp::to_blocked", in);
+    EXPECT_EQ(b.sizes(), (std::vector<int64_t>{2, 2, 5, 7, 8}));
+    // nChw8c: channel c of pixel (h, w) at [n, c / 8, h, w, c % 8].
+    EXPECT_TRUE(b.select(1, 1).select(3, 3).equal(x.select(1, 11)));
+    const at::Tensor back = call1("fxcpp::from_blocked", b);
+    EXPECT_TRUE(back.equal(x));
+    EXPECT_TRUE(back.is_contiguous(at::MemoryFormat::ChannelsLast));
+  }
+  EXPECT_EQ(fx_test::error_of([] { call1("fxcpp::to_blocked", at::randn({1, 3, 4, 4})); }),
+            "to_blocked: expected a float32 tensor [N, C, H, W] with C a multiple of 8, got [1, 3, 4, 4] Float");
+  EXPECT_EQ(fx_test::error_of([] { call1("fxcpp::from_blocked", at::randn({1, 8, 4, 4})); }),
+            "from_blocked: expected a blocked tensor [N, C/8, H, W, 8], got [1, 8, 4, 4]");
+}
+
+TEST(BlockActivations, BlockedConvolutionAndPoolEqualTheChannelsLastOnes) {
+  fx::onednn::register_ops();
+  torch::manual_seed(0);
+  const at::Tensor x = at::randn({1, 16, 30, 30}), w = at::randn({24, 16, 3, 3}) * 0.1, b = at::randn({24});
+  fx::onednn::ConvParams p;
+  p.padding = {1, 1};
+  fx::onednn::PostOps post;
+  post.activation = fx::onednn::Activation::Relu;
+  const c10::IValue packed = fx::onednn::pack_conv2d(w, b, p, post, at::kFloat);
+  // Through the operator's boxed form, as the graph calls it.
+  auto run = [&](const at::Tensor& in, bool blocked) {
+    torch::jit::Stack s{in, packed, c10::IValue(), blocked};
+    c10::Dispatcher::singleton().findSchemaOrThrow("fxcpp::onednn_conv2d", "").callBoxed(&s);
+    return s.back().toTensor();
+  };
+  const at::Tensor plain = run(x, false);
+  const at::Tensor blocked = run(call1("fxcpp::to_blocked", x), true);
+  EXPECT_EQ(blocked.sizes(), (std::vector<int64_t>{1, 3, 30, 30, 8}));
+  EXPECT_LE(relative_error(call1("fxcpp::from_blocked", blocked), plain), 1e-6);
+  EXPECT_LE(relative_error(plain, at::relu(at::conv2d(x, w, b, 1, 1))), 1e-5);
+  // The stem: an NCHW 3-channel input into a blocked output.
+  const c10::IValue stem = fx::onednn::pack_conv2d(at::randn({8, 3, 3, 3}), c10::nullopt, p, {}, at::kFloat);
+  torch::jit::Stack s{at::randn({1, 3, 9, 9}), stem, c10::IValue(), true};
+  c10::Dispatcher::singleton().findSchemaOrThrow("fxcpp::onednn_conv2d", "").callBoxed(&s);
+  EXPECT_EQ(s.back().toTensor().sizes(), (std::vector<int64_t>{1, 1, 9, 9, 8}));
+  // Output channels that are no multiple of 8 cannot be blocked.
+  const c10::IValue odd = fx::onednn::pack_conv2d(at::randn({12, 16, 3, 3}), c10::nullopt, p, {}, at::kFloat);
+  EXPECT_EQ(fx_test::error_of([&] {
+              torch::jit::Stack t{x, odd, c10::IValue(), true};
+              c10::Dispatcher::singleton().findSchemaOrThrow("fxcpp::onednn_conv2d", "").callBoxed(&t);
+            }),
+            "onednn_conv2d: a blocked output needs float32 kernels and a multiple of 8 output channels, got 12");
+  // max_pool2d of a blocked value: oneDNN's, blocked, the same maxima.
+  torch::jit::Stack pool_blocked{blocked, std::vector<int64_t>{3, 3}, std::vector<int64_t>{2, 2},
+                                 std::vector<int64_t>{1, 1}};
+  c10::Dispatcher::singleton().findSchemaOrThrow("fxcpp::max_pool2d", "").callBoxed(&pool_blocked);
+  const at::Tensor pooled = call1("fxcpp::from_blocked", pool_blocked.back().toTensor());
+  EXPECT_TRUE(pooled.equal(at::max_pool2d(call1("fxcpp::from_blocked", blocked), {3, 3}, {2, 2}, {1, 1})));
+}
+
+}  // namespace
