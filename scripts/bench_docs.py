@@ -43,6 +43,7 @@ SECTIONS = [
     ("bench_optimize", "Optimised inference: fxcpp vs TorchScript", "bench_optimize"),
     ("memory_planning", "Memory planning", None),
     ("bench_ort", "fxcpp vs ONNX Runtime", "bench_ort"),
+    ("bench_ort_avx2", "fxcpp vs ONNX Runtime on an AVX2-only CPU", "bench_ort"),
     ("bench_cold_start", "Cold start and deployment", "bench_cold_start"),
     ("bench_quantize", "int8: fxcpp vs Python's quantize_fx", "bench_quantize"),
     ("bench_python", "fxcpp from Python: import fxcpp", "bench_python"),
