@@ -16,8 +16,10 @@
 // (the stem: NCHW into nChw8c has a JIT kernel) and whose residual, if any,
 // is blocked; or of fxcpp::max_pool2d of a blocked value. Every other
 // reader of a blocked value gets fxcpp::from_blocked(value): the
-// channels_last 4-d value it read before. Only where a blocked convolution
-// writes at least 28x28 pixels (the sizes that pay) is anything rewritten.
+// channels_last 4-d value it read before. A run of blocked kernels stays
+// only where one of its convolutions writes at least 28x28 pixels (the
+// sizes that pay) and more values cross blocked from kernel to kernel than
+// leave it through from_blocked (each exit is a reorder).
 #include <fx/graph.h>
 
 #include <cstddef>
