@@ -85,7 +85,8 @@ struct OptimizeOptions {
   LinearKernel linear_kernel = LinearKernel::Auto;
   /// Below AVX-512 (float32), runs of convolutions hand each other their
   /// activations in oneDNN's nChw8c layout, the one its AVX2 kernels read
-  /// best, where a convolution of the run writes at least 28x28 pixels;
+  /// best, where a convolution of the run writes at least 28x28 pixels and
+  /// more values cross blocked than leave the run (each exit a reorder);
   /// whatever else reads such a value gets it channels_last as before
   /// (fxcpp::from_blocked). AMD EPYC Zen 3, 1 thread: resnet18's first
   /// stages' convolutions 1.4-1.7x faster with another model's data in the
