@@ -23,7 +23,6 @@ namespace fx::onednn::detail {
 namespace {
 
 using dims = dnnl::memory::dims;
-using tag = dnnl::memory::format_tag;
 
 struct PoolKernel {
   dnnl::pooling_v2_forward primitive;

@@ -64,7 +64,7 @@ size_t block_activations(Graph& g) {
       bool ok = blocked.count(x) > 0;
       if (calls(n, "fxcpp::onednn_conv2d")) {
         const TensorMetadata* in = tensor_meta_of(x);
-        ok = ok || (!blocked.count(x) && in && in->shape.size() == 4 && in->shape[1] < 8);
+        ok = ok || (in && in->shape.size() == 4 && in->shape[1] < 8);
         Node* r = residual_of(n);
         ok = ok && (!r || blocked.count(r) > 0);
       }

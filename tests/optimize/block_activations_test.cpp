@@ -82,8 +82,9 @@ MiniResNet mini_resnet() {
   return net;
 }
 
-std::shared_ptr<fx::GraphModule> optimized(MiniResNet& net, const at::Tensor& x, bool blocked,
-                                           fx::OptimizeReport& report) {
+/// `net` traced (any batch size) and optimised for `x`.
+template <class Net>
+std::shared_ptr<fx::GraphModule> optimized(Net& net, const at::Tensor& x, bool blocked, fx::OptimizeReport& report) {
   fx::TraceOptions trace;
   trace.dynamic_dims = {{0, 0}};  // any batch size
   auto gm = fx::symbolic_trace(net.ptr(), {x}, {}, trace);
@@ -179,11 +180,8 @@ TEST(BlockActivations, OtherReadersGetTheChannelsLastValue) {
   Features net;
   net->eval();
   const at::Tensor x = at::randn({1, 3, 32, 32});
-  auto gm = fx::symbolic_trace(net.ptr(), {x});
-  fx::OptimizeOptions options;
-  options.example_inputs = {x};
   fx::OptimizeReport report;
-  auto opt = fx::optimize_for_inference(gm, options, &report);
+  auto opt = optimized(net, x, true, report);
   EXPECT_EQ(report.blocked_convs, avx512() ? 0u : 4u) << report.cpu;
   EXPECT_EQ(count_calls(opt->graph(), "fxcpp::from_blocked"), avx512() ? 0u : 2u);
   at::NoGradGuard no_grad;
@@ -219,11 +217,8 @@ TEST(BlockActivations, RunsThatLeaveAsOftenAsTheyCrossStayChannelsLast) {
   TwoConvs net;
   net->eval();
   const at::Tensor x = at::randn({1, 3, 56, 56});
-  auto gm = fx::symbolic_trace(net.ptr(), {x});
-  fx::OptimizeOptions options;
-  options.example_inputs = {x};
   fx::OptimizeReport report;
-  auto opt = fx::optimize_for_inference(gm, options, &report);
+  auto opt = optimized(net, x, true, report);
   EXPECT_EQ(report.onednn_convs, 2u);
   EXPECT_EQ(report.blocked_convs, 0u) << report.cpu;
   EXPECT_EQ(count_calls(opt->graph(), "fxcpp::from_blocked"), 0u);
