@@ -114,8 +114,10 @@ struct LinearTiming {
 /// made and run once first, then alternated for at least 3 and at most 15
 /// rounds, until ~40 ms have passed. Which one is faster depends on the
 /// CPU and the shape: oneDNN 2.6 runs float32 matmul with its brgemm
-/// kernels on AVX-512 but with its older `gemm:jit` on AVX2, where
-/// OpenBLAS's Haswell SGEMM beats it on some shapes and loses on others.
+/// kernels on AVX-512; below it pack_linear's float32 kernel is oneDNN's
+/// packed GEMM ("gemm:packed": the weights laid out for its sgemm once,
+/// not on every call as oneDNN's matmul and OpenBLAS do), which wins on
+/// most shapes but not all.
 /// Throws fx::Error when `input_sizes` does not end in `in`.
 LinearTiming time_linear(const at::Tensor& weight, const c10::optional<at::Tensor>& bias, const PostOps& post_ops,
                          at::IntArrayRef input_sizes);
@@ -132,7 +134,8 @@ std::string describe(const c10::IValue& packed);
 
 /// The name of the oneDNN implementation the kernel of `packed` (pack_conv2d
 /// / pack_linear) uses for a float32 input of `sizes` ("brgconv:avx512_core",
-/// "jit_wino_4x3:avx512_core", …; the kernel is made if needed). Throws
+/// "jit_wino_4x3:avx512_core", …; the kernel is made if needed; a float32
+/// linear layer below AVX-512: "gemm:packed", oneDNN's packed sgemm). Throws
 /// fx::Error if `packed` is not a packed operator or `sizes` do not fit it.
 std::string implementation(const c10::IValue& packed, at::IntArrayRef sizes);
 
@@ -181,6 +184,13 @@ c10::IValue pack(const PackedState& state);
 /// "avx512_core", "avx512_core_vnni", "avx512_core_bf16", "avx512_core_amx",
 /// ...), ONEDNN_MAX_CPU_ISA included: what the kernels fxcpp makes can use.
 std::string cpu_isa();
+
+/// Whether oneDNN runs its AVX-512 kernels here: an effective ISA of
+/// avx512_core or above (ONEDNN_MAX_CPU_ISA included). Below it (AVX2-only
+/// CPUs such as AMD EPYC Zen 3) the optimiser takes the paths that are the
+/// faster there: blocked activations (block_activations), float32 linear
+/// layers on oneDNN's packed GEMM and timed against ATen's (LinearKernel::Auto).
+bool has_avx512_core();
 
 /// Whether oneDNN has bfloat16 convolution and matmul kernels here (it has
 /// none below AVX-512: an AVX2-only CPU such as AMD EPYC Zen 3 has none).

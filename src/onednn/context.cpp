@@ -130,6 +130,20 @@ at::Tensor apply_activation(const at::Tensor& x, const PostOps& p) {
   return x;
 }
 
+void apply_activation_(at::Tensor& x, const PostOps& p) {
+  switch (p.activation) {
+    case Activation::None: return;
+    case Activation::Relu: at::relu_(x); return;
+    case Activation::Clip: at::clamp_(x, p.alpha, p.beta); return;
+    case Activation::Silu: at::silu_(x); return;
+    case Activation::Sigmoid: at::sigmoid_(x); return;
+    case Activation::Hardswish: at::hardswish_(x); return;
+    case Activation::GeluErf: at::gelu_(x, "none"); return;
+    case Activation::GeluTanh: at::gelu_(x, "tanh"); return;
+    case Activation::Tanh: at::tanh_(x); return;
+  }
+}
+
 dnnl::primitive_attr make_attr(const PostOps& post_ops) {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -175,6 +189,20 @@ at::Tensor make_output(at::IntArrayRef sizes, const at::TensorOptions& options, 
   return out;
 }
 
+std::shared_ptr<void> weight_buffer(size_t bytes) {
+  // Large weights on transparent huge pages (THP is often "madvise" only):
+  // a kernel that streams megabytes of weights per call (ResNet's last
+  // stage at batch 1: 4-9.4 MB per convolution) misses the TLB on every
+  // 4 KiB page otherwise.
+  constexpr size_t huge = size_t(2) << 20;
+  if (bytes < huge / 2) return nullptr;
+  const size_t rounded = (bytes + huge - 1) / huge * huge;
+  std::shared_ptr<void> buffer(std::aligned_alloc(huge, rounded), std::free);
+  if (!buffer) throw std::bad_alloc();
+  madvise(buffer.get(), rounded, MADV_HUGEPAGE);  // a hint: without THP, plain pages
+  return buffer;
+}
+
 PackedWeights::PackedWeights(at::Tensor plain, dnnl::memory::dims dims, dnnl::memory::format_tag tag,
                              bool keep_plain)
     : plain_(std::move(plain)),
@@ -191,18 +219,9 @@ dnnl::memory PackedWeights::get(const dnnl::memory::desc& md) {
   std::unique_lock lock(mutex_);
   for (const auto& p : packed_)
     if (p.first == md) return p.second;
-  // Large weights on transparent huge pages (THP is often "madvise" only):
-  // a kernel that streams megabytes of weights per call (ResNet's last
-  // stage at batch 1: 4-9.4 MB per convolution) misses the TLB on every
-  // 4 KiB page otherwise.
-  constexpr size_t huge = size_t(2) << 20;
   const size_t bytes = md.get_size();
   dnnl::memory packed;
-  if (bytes >= huge / 2) {
-    const size_t rounded = (bytes + huge - 1) / huge * huge;
-    std::shared_ptr<void> buffer(std::aligned_alloc(huge, rounded), std::free);
-    if (!buffer) throw std::bad_alloc();
-    madvise(buffer.get(), rounded, MADV_HUGEPAGE);  // a hint: without THP, plain pages
+  if (std::shared_ptr<void> buffer = weight_buffer(bytes)) {
     packed = dnnl::memory(md, engine(), buffer.get());
     buffers_.push_back(std::move(buffer));
   } else {

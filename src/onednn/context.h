@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -40,6 +41,8 @@ void append_activation(dnnl::post_ops& ops, const PostOps& post_ops);
 /// The activation of `post_ops` applied by ATen (x itself for Activation::None): the
 /// kernels' reference paths.
 at::Tensor apply_activation(const at::Tensor& x, const PostOps& post_ops);
+/// apply_activation in place (ATen's relu_, clamp_, gelu_, ...): a kernel's own output.
+void apply_activation_(at::Tensor& x, const PostOps& post_ops);
 
 /// The primitive attributes: user scratchpad, and the post-ops (sum, then
 /// eltwise) of `post_ops`.
@@ -65,6 +68,12 @@ at::Tensor make_output(at::IntArrayRef sizes, const at::TensorOptions& options, 
 /// batch sizes (3-d or 4-d), strided inputs read in place; with
 /// transpose_out, its transpose(-3, -2) as a contiguous tensor.
 at::Tensor matmul(const at::Tensor& self, const at::Tensor& other, bool transpose_out);
+
+/// A buffer of `bytes` for packed weights on transparent huge pages
+/// (2 MiB-aligned, MADV_HUGEPAGE) when they are large (≥ 1 MiB), else
+/// nullptr: kernels streaming megabytes of weights per call miss the TLB
+/// on every 4 KiB page otherwise.
+std::shared_ptr<void> weight_buffer(size_t bytes);
 
 /// A plain (row-major) f32 or int8 weight, reordered into the layouts kernels ask for.
 /// The first layout is made from the plain tensor, which is then dropped;

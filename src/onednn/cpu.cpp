@@ -71,6 +71,13 @@ std::string cpu_isa() {
   }
 }
 
+bool has_avx512_core() {
+  using isa = dnnl::cpu_isa;
+  const isa i = dnnl::get_effective_cpu_isa();
+  return i == isa::avx512_core || i == isa::avx512_core_vnni || i == isa::avx512_core_bf16 ||
+         i == isa::avx512_core_amx;
+}
+
 bool has_bf16_kernels() {
   static const bool yes = probe_bf16();
   return yes;

@@ -1,8 +1,12 @@
 // fxcpp::onednn_linear: y = x W^T + b through oneDNN matmul with packed
-// weights and fused residual sum / activation (GELU for transformers).
+// weights and fused residual sum / activation (GELU for transformers);
+// below AVX-512, float32 layers through oneDNN's packed GEMM (packed_gemm.h),
+// the bias and residual summed by the GEMM and the activation applied in place.
 #include "onednn/packed_ops.h"
 
 #include <fx/error.h>
+
+#include <ATen/Parallel.h>
 
 #include <sstream>
 
@@ -56,6 +60,10 @@ at::Tensor PackedLinear::run(const at::Tensor& input, const c10::optional<at::Te
   at::Tensor out = make_output(out_sizes, x.options().dtype(out_dtype_), at::MemoryFormat::Contiguous, post_ops_, residual,
                                "onednn_linear");
   if (x.is_meta()) return out;  // shapes only (ShapeProp::propagate_meta, FLOP counts): no kernel runs
+  if (on_packed_gemm()) {
+    run_packed_gemm(x, out, rows);
+    return out;
+  }
   auto k = kernel(rows, dtype_);
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, memory_of(k->src, x)},
                                              {DNNL_ARG_WEIGHTS, k->weights},
@@ -67,12 +75,35 @@ at::Tensor PackedLinear::run(const at::Tensor& input, const c10::optional<at::Te
   return out;
 }
 
+bool PackedLinear::on_packed_gemm() const {
+  return dtype_ == at::kFloat && out_dtype_ == at::kFloat && packed_gemm_available();
+}
+
+void PackedLinear::run_packed_gemm(const at::Tensor& x, at::Tensor& out, int64_t rows) const {
+  if (rows == 0) return;
+  auto gemm = gemms_.get({rows, at::get_num_threads()}, [&] {
+    return PackedGemm(weights_->plain({out_features_, in_features_}), rows);
+  });
+  at::Tensor y = out.view({rows, out_features_});
+  float beta = 0;
+  if (post_ops_.sum) {  // out holds the residual (make_output)
+    beta = 1;
+    if (bias_.defined()) y.add_(bias_);
+  } else if (bias_.defined()) {
+    y.copy_(bias_.expand({rows, out_features_}));
+    beta = 1;
+  }
+  gemm->compute(x.data_ptr<float>(), y.data_ptr<float>(), beta);
+  apply_activation_(y, post_ops_);
+}
+
 std::string PackedLinear::implementation(at::IntArrayRef sizes) const {
   if (sizes.empty() || sizes.back() != in_features_) {
     std::ostringstream os;
     os << "onednn_linear: expected an input [..., " << in_features_ << "], got " << sizes;
     throw Error(os.str());
   }
+  if (on_packed_gemm()) return "gemm:packed";
   return kernel(c10::multiply_integers(sizes.begin(), sizes.end() - 1), dtype_)->impl;
 }
 

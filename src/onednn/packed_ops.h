@@ -2,6 +2,7 @@
 // Internal: the packed oneDNN operators (torch custom classes) behind
 // fxcpp::onednn_conv2d and fxcpp::onednn_linear.
 #include "onednn/context.h"
+#include "onednn/packed_gemm.h"
 
 #include <torch/custom_class.h>
 
@@ -113,9 +114,17 @@ class PackedLinear : public PackedOp {
   using Kernel = PackedOp::Kernel<dnnl::matmul>;
   using Key = std::pair<int64_t, c10::ScalarType>;  // rows, input dtype
   std::shared_ptr<const Kernel> kernel(int64_t rows, c10::ScalarType src_dtype) const;
+  /// Whether this layer runs on oneDNN's packed GEMM (packed_gemm.h): a float32
+  /// kernel with a float32 output where packed_gemm_available().
+  bool on_packed_gemm() const;
+  /// run() on the packed GEMM: `out` (residual included) = activation(x W^T + bias + out).
+  void run_packed_gemm(const at::Tensor& x, at::Tensor& out, int64_t rows) const;
 
   int64_t out_features_, in_features_;
   mutable KernelCache<Key, Kernel> kernels_;
+  /// Packed GEMM weights by rows and thread count; the plain weights stay
+  /// in weights_ (never reordered on this path) to pack for other shapes.
+  mutable KernelCache<std::pair<int64_t, int>, PackedGemm> gemms_;
 };
 
 /// A PackedState as TorchScript pickles it (the packed classes' __getstate__

@@ -70,7 +70,7 @@ class Lowering {
   Lowering(GraphModule& gm, c10::ScalarType dtype, bool winograd, LinearKernel linear, OneDnnLowering& counts)
       : gm_(gm), dtype_(dtype), winograd_(winograd), linear_(linear), counts_(counts), order_(gm.graph()) {
     // Below AVX-512 (and for float32 kernels only) the faster linear kernel depends on the shape.
-    if (linear_ == LinearKernel::Auto && (onednn::cpu_isa().rfind("avx512", 0) == 0 || dtype_ != at::kFloat))
+    if (linear_ == LinearKernel::Auto && (onednn::has_avx512_core() || dtype_ != at::kFloat))
       linear_ = LinearKernel::OneDnn;
   }
 

@@ -99,7 +99,7 @@ void optimize_graph(GraphModule& m, const OptimizeOptions& options, const std::v
     r.fused_post_ops += lowered.fused_post_ops;
     r.dtype = lowered.dtype;
     if (options.blocked_activations && lowered.dtype == c10::ScalarType::Float &&
-        onednn::cpu_isa().rfind("avx512", 0) != 0) {
+        !onednn::has_avx512_core()) {
       r.blocked_convs += passes_detail::block_activations(g);
       g.lint();
     }

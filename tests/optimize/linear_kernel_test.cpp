@@ -203,6 +203,72 @@ TEST(LinearKernel, TimeLinearMeasuresBothKernelsAndLeavesTheSeed) {
             "time_linear: an input of [2, 31] does not fit a weight of [64, 32]");
 }
 
+at::Tensor run_linear(const at::Tensor& x, const c10::IValue& packed, const c10::optional<at::Tensor>& residual) {
+  const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("fxcpp::onednn_linear", "");
+  std::vector<c10::IValue> stack{x, packed, residual ? c10::IValue(*residual) : c10::IValue()};
+  op.callBoxed(&stack);
+  return stack.back().toTensor();
+}
+
+// Below AVX-512 a float32 linear layer runs on oneDNN's packed GEMM (its
+// weights packed per row count and thread count, the bias and residual
+// summed by the GEMM, the activation after it); on AVX-512 on oneDNN's
+// matmul. Either way: ATen's values, every post-op, any row count (0
+// included), 1 and 2 threads, the residual overwritten only when allowed,
+// and the packed state rebuilding the same kernel.
+TEST(LinearKernel, PackedGemmComputesWhatAtenDoes) {
+  torch::manual_seed(3);
+  const int threads = at::get_num_threads();
+  const at::Tensor w = at::randn({45, 37}), b = at::randn({45});
+  struct Case {
+    bool bias, sum, inplace;
+    fx::onednn::Activation act;
+  };
+  using A = fx::onednn::Activation;
+  const std::vector<Case> cases{{false, false, false, A::None}, {true, false, false, A::None},
+                                {true, false, false, A::GeluErf}, {false, false, false, A::Relu},
+                                {true, true, false, A::None},     {true, true, true, A::GeluTanh}};
+  for (const Case& c : cases) {
+    fx::onednn::PostOps post;
+    post.sum = c.sum;
+    post.residual_inplace = c.inplace;
+    post.activation = c.act;
+    const c10::optional<at::Tensor> bias = c.bias ? c10::optional<at::Tensor>(b) : c10::nullopt;
+    const c10::IValue packed = fx::onednn::pack_linear(w, bias, post, at::kFloat);
+    const c10::IValue again = fx::onednn::pack(fx::onednn::packed_state(packed));
+    const std::string what = fx::onednn::describe(packed);
+    EXPECT_EQ(fx::onednn::implementation(packed, {15, 37}) == "gemm:packed", !avx512()) << what;
+    for (int t : {1, 2}) {
+      at::set_num_threads(t);
+      for (const std::vector<int64_t>& sizes : {std::vector<int64_t>{3, 5, 37}, {1, 37}, {0, 37}}) {
+        const at::Tensor x = at::randn(sizes);
+        std::vector<int64_t> out_sizes = sizes;
+        out_sizes.back() = 45;
+        const at::Tensor r = at::randn(out_sizes);
+        at::Tensor want = at::linear(x, w, bias);
+        if (c.sum) want = want + r;
+        if (c.act == A::GeluErf) want = at::gelu(want);
+        if (c.act == A::GeluTanh) want = at::gelu(want, "tanh");
+        if (c.act == A::Relu) want = at::relu(want);
+        const at::Tensor residual = r.clone();
+        const at::Tensor got = run_linear(x, packed, c.sum ? c10::optional<at::Tensor>(residual) : c10::nullopt);
+        const std::string where = what + " on " + std::to_string(t) + " threads, input " + c10::str(x.sizes());
+        ASSERT_EQ(got.sizes(), want.sizes()) << where;
+        if (x.numel() > 0) {
+          EXPECT_LE(relative_error(got, want), 1e-5) << where;
+          EXPECT_EQ(c.inplace, got.data_ptr() == residual.data_ptr()) << where;
+        }
+        if (!c.inplace) {
+          EXPECT_TRUE(residual.equal(r)) << where;
+        }
+        const at::Tensor rerun = run_linear(x, again, c.sum ? c10::optional<at::Tensor>(r.clone()) : c10::nullopt);
+        EXPECT_TRUE(rerun.equal(got)) << where;
+      }
+    }
+  }
+  at::set_num_threads(threads);
+}
+
 TEST(LinearKernel, Names) {
   for (fx::LinearKernel k : {fx::LinearKernel::Auto, fx::LinearKernel::OneDnn, fx::LinearKernel::Aten})
     EXPECT_EQ(fx::linear_kernel_from_name(fx::linear_kernel_name(k)), k);

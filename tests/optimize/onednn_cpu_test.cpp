@@ -38,6 +38,7 @@ TEST(OnednnCpu, NamesTheIsaAndWhatItHas) {
     EXPECT_EQ(isa, expected) << "the CPU this entry is meant to run on (FX_EXPECT_ONEDNN_ISA)";
   }
   const bool avx512 = isa.rfind("avx512_core", 0) == 0;
+  EXPECT_EQ(fx::onednn::has_avx512_core(), avx512) << isa;
   // oneDNN 2.6: bf16 and Winograd kernels are AVX-512 kernels; VNNI comes with avx512_core_vnni and later.
   EXPECT_EQ(fx::onednn::has_bf16_kernels(), avx512) << isa;
   EXPECT_EQ(fx::onednn::has_winograd_kernels(), avx512) << isa;
