@@ -15,7 +15,10 @@ seeded weights with honest batch-norm statistics, 224x224) and batch (1, 8), one
 
 On a CPU with AVX-512, the models again at batch 1 held at AVX2 (bench_markdown.AVX2_HELD: the
 kernels of an AVX2-only CPU, without VNNI): int8 against fp32 and Python's int8 there, the int8
-convolutions each side runs, and what `fxcpp quantize` says of resnet18 there.
+convolutions each side runs, and what `fxcpp quantize` says of resnet18 there. On a CPU
+without AVX-512 (an AMD EPYC Zen 3: no VNNI either, issue 39) the run is saved as the part
+bench_quantize_avx2 (--part overrides), with int8 against fp32 and what `fxcpp quantize`
+says of resnet18 on it.
 
 Prints a markdown table of median ms and the ratios (int8 / TS-opt, fxcpp int8 /
 Python int8) naming the CPU (lscpu's model name; whether it has avx512_vnni,
@@ -104,12 +107,12 @@ def bench(fxcpp, base, batch, seconds, held=False):
     return result
 
 
-def quantize_notes(fxcpp, base):
-    """What `fxcpp quantize` says of int8 on this CPU held at AVX2: its "note:" lines (no VNNI; int8 timed against
-    the float model)."""
+def quantize_notes(fxcpp, base, held=True):
+    """What `fxcpp quantize` says of int8 on this CPU (held: held at AVX2): its "note:" lines (no VNNI; int8 timed
+    against the float model)."""
     out = subprocess.run([fxcpp, "quantize", base + ".pt", "--calibration", base + ".calib.pt", "-o",
                           base + ".held.int8.fx"], capture_output=True, text=True,
-                         env=dict(os.environ, OMP_NUM_THREADS="1", **AVX2_HELD))
+                         env=dict(os.environ, OMP_NUM_THREADS="1", **(AVX2_HELD if held else {})))
     if os.path.exists(base + ".held.int8.fx"):
         os.remove(base + ".held.int8.fx")
     lines = (out.stdout + out.stderr).splitlines()
@@ -144,9 +147,27 @@ def render(data):
                      f"{cell('fxcpp_int8')} | {vs} |")
     lines += ["", "Targets (issue 22): fxcpp int8 ≤ 0.25× TS-opt on resnet18/50, ≤ 0.40× on mobilenet_v2 and "
               "efficientnet_b0, ≤ 0.85× Python's int8 everywhere.", ""]
+    if not avx512:
+        lines += avx2_summary(data["results"], data.get("notes") or [])
     if data.get("avx2_held"):
         lines += render_avx2_held(data["avx2_held"], data.get("held_kernels") or {}, data.get("held_notes") or [])
     return "\n".join(lines)
+
+
+def avx2_summary(results, notes):
+    """On a CPU without AVX-512 (issue 39): int8 against fp32 and Python's int8, and what `fxcpp quantize` says."""
+    ratios = [({e["engine"]: e["median_ms"] for e in r["engines"]}) for r in results if "error" not in r]
+    ratios = [(ms["fxcpp_int8"] / ms["fxcpp_opt"], ms["fxcpp_int8"] / ms["python_int8"]) for ms in ratios
+              if all(k in ms for k in ("fxcpp_int8", "fxcpp_opt", "python_int8"))]
+    lines = []
+    if ratios:
+        slower = sum(1 for a, _ in ratios if a > 1)
+        lines += [f"On this CPU without AVX-512 or VNNI, geomeans over {len(ratios)} rows: fxcpp int8 / fxcpp-opt fp32 "
+                  f"{geomean([a for a, _ in ratios]):.2f} (int8 slower than fp32 in {slower}), fxcpp int8 / Python "
+                  f"int8 {geomean([b for _, b in ratios]):.2f}.", ""]
+    if notes:
+        lines += ["What `fxcpp quantize` says of resnet18 on this CPU:", ""] + [f"    {n}" for n in notes] + [""]
+    return lines
 
 
 def render_avx2_held(results, kernels, notes):
@@ -186,8 +207,11 @@ def main():
     p.add_argument("--seconds", type=float, default=4.0, help="timed seconds per configuration")
     p.add_argument("--models", nargs="*", default=MODELS)
     add_save_args(p, "bench_quantize")
+    p.add_argument("--part", choices=["bench_quantize", "bench_quantize_avx2"], default=None,
+                   help="the part the run is saved as (default: bench_quantize on an AVX-512 CPU, "
+                        "bench_quantize_avx2 on one without)")
     a = p.parse_args()
-    json_path, md_path = run_paths(a, "bench_quantize")
+    json_path, md_path = run_paths(a, a.part or ("bench_quantize" if cpu()[2] else "bench_quantize_avx2"))
     if a.render:
         print_saved(json_path, render)
         return 0
@@ -208,6 +232,8 @@ def main():
     if "resnet18" in a.models:
         kernels = resnet18_kernels(fxcpp, export(os.path.join(build, "models"), "resnet18"))
     data["kernels"] = kernels
+    if not avx512 and "resnet18" in a.models:
+        data["notes"] = quantize_notes(fxcpp, export(os.path.join(build, "models"), "resnet18"), held=False)
     if avx512:
         # The same models held at AVX2: int8 without VNNI (issue 39), batch 1.
         data["avx2_held"] = []
