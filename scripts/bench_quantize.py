@@ -211,14 +211,14 @@ def main():
                    help="the part the run is saved as (default: bench_quantize on an AVX-512 CPU, "
                         "bench_quantize_avx2 on one without)")
     a = p.parse_args()
-    json_path, md_path = run_paths(a, a.part or ("bench_quantize" if cpu()[2] else "bench_quantize_avx2"))
+    cpu_name, isa, avx512 = cpu()
+    json_path, md_path = run_paths(a, a.part or ("bench_quantize" if avx512 else "bench_quantize_avx2"))
     if a.render:
         print_saved(json_path, render)
         return 0
     build = os.path.abspath(a.build)
     fxcpp = os.path.join(build, "fxcpp")
     start = time.time()
-    cpu_name, isa, avx512 = cpu()
     data = {"date": utc_now(), "cpu": cpu_name, "cpus": os.cpu_count(), "isa": isa, "avx512": avx512,
             "command": command_line(__file__), "load_start": load_average(), "results": []}
     for name in a.models:
