@@ -102,9 +102,7 @@ size_t blocked_convs(const fx::Graph& g) {
   return n;
 }
 
-at::Tensor call1(const char* op, const at::Tensor& x) {
-  return c10::Dispatcher::singleton().findSchemaOrThrow(op, "").typed<at::Tensor(const at::Tensor&)>().call(x);
-}
+at::Tensor call1(const char* op, const at::Tensor& x) { return call_boxed(op, {x}); }
 
 // 112x112 images: the stem writes 56x56, layer1 28x28: every convolution
 // blocked below AVX-512, the pooled head reading the channels_last value.
@@ -255,9 +253,7 @@ TEST(BlockActivations, BlockedConvolutionAndPoolEqualTheChannelsLastOnes) {
   const c10::IValue packed = fx::onednn::pack_conv2d(w, b, p, post, at::kFloat);
   // Through the operator's boxed form, as the graph calls it.
   auto run = [&](const at::Tensor& in, bool blocked) {
-    torch::jit::Stack s{in, packed, c10::IValue(), blocked};
-    c10::Dispatcher::singleton().findSchemaOrThrow("fxcpp::onednn_conv2d", "").callBoxed(&s);
-    return s.back().toTensor();
+    return call_boxed("fxcpp::onednn_conv2d", {in, packed, c10::IValue(), blocked});
   };
   const at::Tensor plain = run(x, false);
   const at::Tensor blocked = run(call1("fxcpp::to_blocked", x), true);
@@ -266,21 +262,16 @@ TEST(BlockActivations, BlockedConvolutionAndPoolEqualTheChannelsLastOnes) {
   EXPECT_LE(relative_error(plain, at::relu(at::conv2d(x, w, b, 1, 1))), 1e-5);
   // The stem: an NCHW 3-channel input into a blocked output.
   const c10::IValue stem = fx::onednn::pack_conv2d(at::randn({8, 3, 3, 3}), c10::nullopt, p, {}, at::kFloat);
-  torch::jit::Stack s{at::randn({1, 3, 9, 9}), stem, c10::IValue(), true};
-  c10::Dispatcher::singleton().findSchemaOrThrow("fxcpp::onednn_conv2d", "").callBoxed(&s);
-  EXPECT_EQ(s.back().toTensor().sizes(), (std::vector<int64_t>{1, 1, 9, 9, 8}));
+  EXPECT_EQ(call_boxed("fxcpp::onednn_conv2d", {at::randn({1, 3, 9, 9}), stem, c10::IValue(), true}).sizes(),
+            (std::vector<int64_t>{1, 1, 9, 9, 8}));
   // Output channels that are no multiple of 8 cannot be blocked.
   const c10::IValue odd = fx::onednn::pack_conv2d(at::randn({12, 16, 3, 3}), c10::nullopt, p, {}, at::kFloat);
-  EXPECT_EQ(fx_test::error_of([&] {
-              torch::jit::Stack t{x, odd, c10::IValue(), true};
-              c10::Dispatcher::singleton().findSchemaOrThrow("fxcpp::onednn_conv2d", "").callBoxed(&t);
-            }),
+  EXPECT_EQ(fx_test::error_of([&] { call_boxed("fxcpp::onednn_conv2d", {x, odd, c10::IValue(), true}); }),
             "onednn_conv2d: a blocked output needs float32 kernels and a multiple of 8 output channels, got 12");
   // max_pool2d of a blocked value: oneDNN's, blocked, the same maxima.
-  torch::jit::Stack pool_blocked{blocked, std::vector<int64_t>{3, 3}, std::vector<int64_t>{2, 2},
-                                 std::vector<int64_t>{1, 1}};
-  c10::Dispatcher::singleton().findSchemaOrThrow("fxcpp::max_pool2d", "").callBoxed(&pool_blocked);
-  const at::Tensor pooled = call1("fxcpp::from_blocked", pool_blocked.back().toTensor());
+  const at::Tensor pool_blocked = call_boxed("fxcpp::max_pool2d", {blocked, std::vector<int64_t>{3, 3},
+                                                                     std::vector<int64_t>{2, 2}, std::vector<int64_t>{1, 1}});
+  const at::Tensor pooled = call1("fxcpp::from_blocked", pool_blocked);
   EXPECT_TRUE(pooled.equal(at::max_pool2d(call1("fxcpp::from_blocked", blocked), {3, 3}, {2, 2}, {1, 1})));
 }
 

@@ -204,10 +204,7 @@ TEST(LinearKernel, TimeLinearMeasuresBothKernelsAndLeavesTheSeed) {
 }
 
 at::Tensor run_linear(const at::Tensor& x, const c10::IValue& packed, const c10::optional<at::Tensor>& residual) {
-  const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("fxcpp::onednn_linear", "");
-  std::vector<c10::IValue> stack{x, packed, residual ? c10::IValue(*residual) : c10::IValue()};
-  op.callBoxed(&stack);
-  return stack.back().toTensor();
+  return call_boxed("fxcpp::onednn_linear", {x, packed, residual ? c10::IValue(*residual) : c10::IValue()});
 }
 
 // Below AVX-512 a float32 linear layer runs on oneDNN's packed GEMM (its

@@ -23,10 +23,7 @@ using fx_test::error_of;
 using optimize_test::relative_error;
 
 at::Tensor run_conv(const c10::IValue& packed, const at::Tensor& x) {
-  const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("fxcpp::onednn_conv2d", "");
-  std::vector<c10::IValue> stack{x, packed, c10::IValue(), false};  // a boxed call pushes every argument
-  op.callBoxed(&stack);
-  return stack.back().toTensor();
+  return optimize_test::call_boxed("fxcpp::onednn_conv2d", {x, packed, c10::IValue(), false});
 }
 
 TEST(OnednnCpu, NamesTheIsaAndWhatItHas) {

@@ -4,6 +4,7 @@
 #include <fx/onednn.h>
 
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 
 #include <algorithm>
 #include <string>
@@ -28,6 +29,13 @@ inline std::vector<std::string> call_targets(const fx::Graph& g) {
 inline size_t count_calls(const fx::Graph& g, const std::string& target) {
   auto t = call_targets(g);
   return std::count(t.begin(), t.end(), target);
+}
+
+/// The first output of operator `op` (no overload name) called boxed with
+/// `args`, every argument pushed, as the graph calls it.
+inline at::Tensor call_boxed(const char* op, std::vector<c10::IValue> args) {
+  c10::Dispatcher::singleton().findSchemaOrThrow(op, "").callBoxed(&args);
+  return args.front().toTensor();
 }
 
 /// Whether oneDNN's ISA here is AVX-512 or newer (held at AVX2 by ctest's *_isa_AVX2 entries: no).
