@@ -5,6 +5,7 @@
 
 #include <ATen/ops/clamp.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
 #include <ATen/ops/gelu.h>
 #include <ATen/ops/hardswish.h>
 #include <ATen/ops/relu.h>
@@ -14,6 +15,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 
@@ -236,11 +238,18 @@ dnnl::memory PackedWeights::get(const dnnl::memory::desc& md) {
   return packed;
 }
 
+at::Tensor unplanned_empty(at::IntArrayRef sizes, c10::ScalarType dtype) {
+  const size_t bytes = c10::multiply_integers(sizes) * c10::elementSize(dtype);
+  void* data = std::aligned_alloc(64, std::max<size_t>(64, (bytes + 63) / 64 * 64));
+  if (!data) throw std::bad_alloc();
+  return at::from_blob(data, sizes, [](void* p) { std::free(p); }, at::TensorOptions().dtype(dtype));
+}
+
 at::Tensor PackedWeights::plain(at::IntArrayRef sizes) const {
   std::shared_lock lock(mutex_);
   if (plain_.defined()) return plain_;
   const bool int8 = plain_md_.data_type() == dnnl::memory::data_type::s8;
-  at::Tensor out = at::empty(sizes, at::TensorOptions().dtype(int8 ? at::kChar : at::kFloat));
+  at::Tensor out = unplanned_empty(sizes, int8 ? at::kChar : at::kFloat);
   dnnl::memory source = packed_.front().second;
   dnnl::memory target = memory_of(plain_md_, out);
   dnnl::stream s(engine());

@@ -57,6 +57,13 @@ dnnl::memory::desc strided_desc(const at::Tensor& t);
 /// `scratchpad_bytes` on this thread's stream, and waits.
 void execute(const dnnl::primitive& p, std::unordered_map<int, dnnl::memory>& args, size_t scratchpad_bytes);
 
+/// An uninitialised contiguous tensor of `sizes` whose storage does not come
+/// from ATen's allocator: for what a kernel makes on its first run (weights
+/// read back or permuted), which must not count among the allocations of
+/// the forward it happens in (the memory planner records a forward's
+/// allocations and replays them by position).
+at::Tensor unplanned_empty(at::IntArrayRef sizes, c10::ScalarType dtype);
+
 /// The output of a kernel of `op`: a new tensor of `sizes` in `format`; with
 /// a sum post-op, `residual` itself when post_ops allow it in place and its
 /// dtype and layout fit, else a copy of it. Throws fx::Error when the

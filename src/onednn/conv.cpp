@@ -1,5 +1,6 @@
 // fxcpp::onednn_conv2d: a 2-d convolution through oneDNN with packed
 // weights, channels_last output and fused bias / residual sum / activation.
+#include "onednn/gemm_conv.h"
 #include "onednn/packed_ops.h"
 
 #include <fx/error.h>
@@ -132,6 +133,16 @@ std::shared_ptr<const PackedConv::Kernel> PackedConv::kernel(at::IntArrayRef siz
     const std::vector<int64_t> out = output_sizes(sizes);
     dnnl::memory::desc src = layout_desc(sizes, dt, in);
     dnnl::memory::desc dst = layout_desc(out, data_type(out_dtype_), blocked_out ? Layout::Blocked : Layout::Nhwc);
+    if (GemmConv::fits(params_, kh_, kw_, out, in, dtype_ == at::kFloat && out_dtype_ == at::kFloat)) {
+      Kernel k;
+      k.gemm = std::make_shared<const GemmConv>(weights_->plain({out_channels_, in_channels_, kh_, kw_}), params_,
+                                                sizes, out);
+      k.src = src;
+      k.dst = dst;
+      k.scratchpad_bytes = 0;
+      k.impl = "gemm:packed";
+      return k;
+    }
     dnnl::convolution_forward::primitive_desc pd;
     if (auto w = winograd(sizes.vec(), out)) {
       pd = *w;
@@ -214,6 +225,10 @@ at::Tensor PackedConv::run(const at::Tensor& input, const c10::optional<at::Tens
     return make_output(shape, x.options().dtype(out_dtype_), format, post_ops_, residual, "onednn_conv2d");
   auto k = kernel(sizes, in, blocked, dtype_);
   at::Tensor out = make_output(shape, x.options().dtype(out_dtype_), format, post_ops_, residual, "onednn_conv2d");
+  if (k->gemm) {
+    k->gemm->run(x.data_ptr<float>(), in, out, blocked, bias_, post_ops_);
+    return out;
+  }
   dnnl::memory src = memory_of(k->src, x), dst = memory_of(k->dst, out);
   if (k->blocked) {
     // Winograd: into the blocked layouts (the residual too: the sum post-op

@@ -33,9 +33,9 @@ namespace {
 
 namespace gemm = dnnl::impl::cpu;
 
-void check(dnnl_status_t status, const char* what, int64_t rows, int64_t n, int64_t k) {
+void check(dnnl_status_t status, const char* op, const char* what, int64_t rows, int64_t n, int64_t k) {
   if (status == dnnl_success) return;
-  throw Error(std::string("onednn_linear: oneDNN's ") + what + " failed (status " + std::to_string(int(status)) +
+  throw Error(std::string(op) + ": oneDNN's " + what + " failed (status " + std::to_string(int(status)) +
               ") for " + std::to_string(rows) + " rows of " + std::to_string(k) + " features into " +
               std::to_string(n));
 }
@@ -52,11 +52,12 @@ bool packed_gemm_available() {
   return yes;
 }
 
-PackedGemm::PackedGemm(const at::Tensor& weight, int64_t rows) : rows_(rows), n_(weight.size(0)), k_(weight.size(1)) {
+PackedGemm::PackedGemm(const at::Tensor& weight, int64_t rows, const char* op)
+    : rows_(rows), n_(weight.size(0)), k_(weight.size(1)), op_(op) {
   if (weight.scalar_type() != at::kFloat || weight.dim() != 2 || !weight.is_contiguous())
-    throw Error("onednn_linear: the packed GEMM takes a contiguous float32 weight [out_features, in_features]");
+    throw Error(std::string(op) + ": the packed GEMM takes a contiguous float32 weight [out_features, in_features]");
   size_t size = 0;
-  check(gemm::sgemm_pack_get_size("A", "T", "N", &n_, &rows_, &k_, &k_, &k_, &size, nullptr), "sgemm_pack_get_size",
+  check(gemm::sgemm_pack_get_size("A", "T", "N", &n_, &rows_, &k_, &k_, &k_, &size, nullptr), op_, "sgemm_pack_get_size",
         rows_, n_, k_);
   bytes_ = size;
   buffer_ = weight_buffer(size);
@@ -66,13 +67,13 @@ PackedGemm::PackedGemm(const at::Tensor& weight, int64_t rows) : rows_(rows), n_
   }
   check(gemm::sgemm_pack("A", "T", "N", &n_, &rows_, &k_, &k_, &k_, weight.data_ptr<float>(),
                          static_cast<float*>(buffer_.get())),
-        "sgemm_pack", rows_, n_, k_);
+        op_, "sgemm_pack", rows_, n_, k_);
 }
 
 void PackedGemm::compute(const float* x, float* y, float beta) const {
   check(gemm::sgemm_compute("P", "N", &n_, &rows_, &k_, static_cast<const float*>(buffer_.get()), &k_, x, &k_,
                             &beta, y, &n_),
-        "sgemm_compute", rows_, n_, k_);
+        op_, "sgemm_compute", rows_, n_, k_);
 }
 
 }  // namespace fx::onednn::detail

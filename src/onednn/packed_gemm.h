@@ -33,8 +33,8 @@ bool packed_gemm_available();
 /// product is split between threads).
 class PackedGemm {
  public:
-  /// `weight`: contiguous float32 [N, K]. fx::Error if oneDNN refuses.
-  PackedGemm(const at::Tensor& weight, int64_t rows);
+  /// `weight`: contiguous float32 [N, K]. fx::Error naming `op` if oneDNN refuses.
+  PackedGemm(const at::Tensor& weight, int64_t rows, const char* op = "onednn_linear");
   /// y = x W^T + beta y for x [rows, K] and y [rows, N], both contiguous
   /// float32 (beta 1: y holds the bias or residual added, 0: overwritten).
   void compute(const float* x, float* y, float beta) const;
@@ -43,6 +43,7 @@ class PackedGemm {
 
  private:
   int64_t rows_, n_, k_;
+  const char* op_;
   size_t bytes_ = 0;
   std::shared_ptr<void> buffer_;  // the packed weights: weight_buffer's huge pages, or 64-byte aligned
 };

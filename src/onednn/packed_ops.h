@@ -56,6 +56,8 @@ std::vector<int64_t> unblocked_sizes(const at::Tensor& blocked, const char* op);
 /// oneDNN's descriptor of a [N, C, H, W] value in `layout`.
 dnnl::memory::desc layout_desc(at::IntArrayRef nchw, dnnl::memory::data_type dt, Layout layout);
 
+class GemmConv;
+
 /// A 2-d convolution with packed weights, bias and post-ops.
 class PackedConv : public PackedOp {
  public:
@@ -75,6 +77,8 @@ class PackedConv : public PackedOp {
   /// a Winograd kernel computes in oneDNN's blocked layouts (blocked_src,
   /// blocked_dst), reached by the reorders.
   struct Kernel : PackedOp::Kernel<dnnl::convolution_forward> {
+    /// Set: the convolution runs as im2col + packed GEMM (gemm_conv.h), not on `primitive`.
+    std::shared_ptr<const GemmConv> gemm;
     bool blocked = false;
     dnnl::memory::desc blocked_src, blocked_dst;
     dnnl::reorder into_src, into_dst, out_of_dst;

@@ -275,4 +275,75 @@ TEST(BlockActivations, BlockedConvolutionAndPoolEqualTheChannelsLastOnes) {
   EXPECT_TRUE(pooled.equal(at::max_pool2d(call1("fxcpp::from_blocked", blocked), {3, 3}, {2, 2}, {1, 1})));
 }
 
+// Below AVX-512 a float32 convolution with a kernel larger than 1x1 and an
+// output of at most 8x8 pixels runs as im2col + oneDNN's packed GEMM
+// (gemm_conv.h): from an NHWC or a blocked input, into either, with the
+// bias, the residual (in place or not) and the activation; ATen's values on
+// 1 and 2 threads. Larger outputs and 1x1 kernels stay on oneDNN's own.
+TEST(BlockActivations, SmallDeepConvolutionsRunAsAGemmBelowAvx512) {
+  fx::onednn::register_ops();
+  torch::manual_seed(4);
+  const int threads = at::get_num_threads();
+  struct Case {
+    std::vector<int64_t> input, weight, stride, padding;
+    bool bias, sum, inplace;
+  };
+  const std::vector<Case> cases{{{2, 32, 7, 7}, {40, 32, 3, 3}, {1, 1}, {1, 1}, true, false, false},
+                                {{1, 16, 14, 13}, {24, 16, 3, 3}, {2, 2}, {1, 1}, false, true, false},
+                                {{3, 8, 6, 5}, {16, 8, 2, 3}, {1, 1}, {0, 1}, true, true, true}};
+  for (const Case& c : cases) {
+    const at::Tensor x = at::randn(c.input), w = at::randn(c.weight) * 0.2, b = at::randn({c.weight[0]});
+    fx::onednn::ConvParams p;
+    p.stride = c.stride;
+    p.padding = c.padding;
+    fx::onednn::PostOps post;
+    post.activation = fx::onednn::Activation::Relu;
+    post.sum = c.sum;
+    post.residual_inplace = c.inplace;
+    const c10::optional<at::Tensor> bias = c.bias ? c10::optional<at::Tensor>(b) : c10::nullopt;
+    const c10::IValue packed = fx::onednn::pack_conv2d(w, bias, p, post, at::kFloat);
+    const std::string what = fx::onednn::describe(packed) + " on " + c10::str(x.sizes());
+    EXPECT_EQ(fx::onednn::implementation(packed, c.input) == "gemm:packed", !avx512()) << what;
+    const at::Tensor conv = at::conv2d(x, w, bias, c.stride, c.padding);
+    const at::Tensor r = at::randn(conv.sizes());
+    const at::Tensor want = at::relu(c.sum ? conv + r : conv);
+    for (int t : {1, 2}) {
+      at::set_num_threads(t);
+      for (bool blocked_in : {false, true}) {
+        for (bool blocked_out : {false, true}) {
+          const at::Tensor in = blocked_in ? call1("fxcpp::to_blocked", x) : x;
+          c10::IValue residual;
+          at::Tensor held;
+          if (c.sum) {
+            held = blocked_out ? call1("fxcpp::to_blocked", r) : r.contiguous(at::MemoryFormat::ChannelsLast);
+            residual = held;
+          }
+          const at::Tensor kept = c.sum ? held.clone() : at::Tensor();
+          const at::Tensor out = call_boxed("fxcpp::onednn_conv2d", {in, packed, residual, blocked_out});
+          const at::Tensor got = blocked_out ? call1("fxcpp::from_blocked", out) : out;
+          const std::string where = what + ", " + std::to_string(t) + " threads, " +
+                                    (blocked_in ? "blocked" : "NHWC") + " in, " + (blocked_out ? "blocked" : "NHWC") +
+                                    " out";
+          EXPECT_LE(relative_error(got, want), 1e-5) << where;
+          if (c.sum) {
+            EXPECT_EQ(c.inplace, out.data_ptr() == held.data_ptr()) << where;
+            if (!c.inplace) {
+              EXPECT_TRUE(held.equal(kept)) << where;
+            }
+          }
+        }
+      }
+    }
+  }
+  at::set_num_threads(threads);
+  // A 9x9 output, and a 1x1 kernel, stay on oneDNN's convolutions.
+  fx::onednn::ConvParams pad;
+  pad.padding = {1, 1};
+  const c10::IValue wide = fx::onednn::pack_conv2d(at::randn({16, 16, 3, 3}), c10::nullopt, pad, {}, at::kFloat);
+  EXPECT_NE(fx::onednn::implementation(wide, {1, 16, 9, 9}), "gemm:packed");
+  EXPECT_EQ(fx::onednn::implementation(wide, {1, 16, 8, 8}) == "gemm:packed", !avx512());
+  const c10::IValue pointwise = fx::onednn::pack_conv2d(at::randn({16, 16, 1, 1}), c10::nullopt, {}, {}, at::kFloat);
+  EXPECT_NE(fx::onednn::implementation(pointwise, {1, 16, 4, 4}), "gemm:packed");
+}
+
 }  // namespace

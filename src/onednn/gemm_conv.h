@@ -1,0 +1,53 @@
+#pragma once
+// Internal: a float32 convolution as im2col and oneDNN's packed GEMM, for
+// the deep, small layers where oneDNN 2.6's direct AVX2 kernel is weak.
+//
+// Below AVX-512, oneDNN's direct convolution (jit:avx2, nChw8c) blocks its
+// registers along the output row: at 7×7 outputs and batch 1 it reaches
+// ~50 GFLOP/s on an AMD EPYC Zen 3 (1 thread), where the same product as one
+// GEMM, [N·OH·OW, C·kh·kw] × [C·kh·kw, OC] with the weights packed once,
+// reaches ~70 (ONNX Runtime's MLAS gets there the same way). Measured there,
+// 1 thread, min of 25 alternated calls (oneDNN direct against this):
+//   [1, 512, 7, 7] 3×3 → 512        4.45 → 3.39 ms
+//   [1, 256, 14, 14] 3×3/2 → 512    2.46 → 1.72 ms
+//   [8, 512, 7, 7] 3×3 → 512        24.6 → 24.0 ms
+//   [8, 256, 14, 14] 3×3/2 → 512    16.8 → 14.7 ms
+// and at 2 threads 2.44 → 2.19 and 1.22 → 0.87 ms at batch 1. Larger outputs
+// are the other way round (14×14 at batch 8: 22.1 against 28.8 ms), as are
+// 1×1 convolutions (no im2col saved, 1.54 against 1.62 ms at 7×7): so only a
+// kernel larger than 1×1 with an output of at most 8×8 takes this path.
+#include "onednn/packed_gemm.h"
+#include "onednn/packed_ops.h"
+
+namespace fx::onednn::detail {
+
+/// The convolution of one input shape as im2col + packed GEMM.
+class GemmConv {
+ public:
+  /// Whether a convolution runs as a GEMM here: float32 in and out, groups
+  /// 1, dilation 1, a kernel larger than 1×1, an output of at most 8×8
+  /// pixels, an NHWC or blocked (nChw8c) input, and below AVX-512 with the
+  /// packed GEMM available.
+  static bool fits(const ConvParams& params, int64_t kh, int64_t kw, at::IntArrayRef out_sizes, Layout in,
+                   bool float32);
+  /// `weight` [OC, IC, kh, kw] float32; `in` / `out` the input's and
+  /// output's [N, C, H, W].
+  GemmConv(const at::Tensor& weight, const ConvParams& params, at::IntArrayRef in, at::IntArrayRef out);
+  /// dst = activation(conv(src) + bias [+ dst]): `src` in layout `in_layout`
+  /// (NHWC or blocked), `dst` NHWC or blocked (`blocked_out`), holding the
+  /// residual when post_ops.sum; `bias` float32 [OC] or undefined.
+  void run(const float* src, Layout in_layout, at::Tensor& dst, bool blocked_out, const at::Tensor& bias,
+           const PostOps& post_ops) const;
+
+ private:
+  /// src → the [rows, kh·kw·IC] matrix of every output pixel's receptive field.
+  void im2col(const float* src, Layout in_layout, float* col) const;
+
+  int64_t n_, c_, h_, w_, oc_, oh_, ow_, kh_, kw_;
+  std::vector<int64_t> stride_, padding_;
+  int64_t rows_, depth_;                      // N·OH·OW, kh·kw·IC
+  at::Tensor weight_;                         // [OC, kh, kw, IC] contiguous: the GEMM's rows
+  mutable KernelCache<int, PackedGemm> gemms_;  // by thread count (the packing splits the work)
+};
+
+}  // namespace fx::onednn::detail
