@@ -126,16 +126,58 @@ c10::IValue box_result(F&& f, P&&... params) {
   }
 }
 
-/// Calls m's forward through torch::nn::AnyModule with the first sizeof...(J)
-/// arguments: AnyModule fills the defaults M declares with
-/// FORWARD_HAS_DEFAULT_ARGS (or reports the missing arguments).
-template <class M, class R, class... A, class Unboxed, size_t... J>
-c10::IValue forward_with_defaults(M& m, Unboxed& unboxed, std::index_sequence<J...>) {
-  torch::nn::AnyModule any(std::dynamic_pointer_cast<M>(m.shared_from_this()));
+struct ForwardDefaults;
+
+}  // namespace detail
+}  // namespace fx
+
+namespace torch::nn {
+/// fxcpp's reading of the defaults a module declares with
+/// FORWARD_HAS_DEFAULT_ARGS: Module's protected members, which it opens to
+/// AnyModuleHolder. One class for every module type, where an AnyModule per
+/// type would compile the type's AnyModuleHolder and clone().
+template <>
+struct AnyModuleHolder<fx::detail::ForwardDefaults> {
+  static bool declared(Module& m) { return m._forward_has_default_args(); }
+  static unsigned required(Module& m) { return m._forward_num_required_args(); }
+  static std::vector<AnyValue> filled(Module& m, std::vector<AnyValue>&& given) {
+    return m._forward_populate_default_args(std::move(given));
+  }
+};
+}  // namespace torch::nn
+
+namespace fx {
+namespace detail {
+
+/// m.*f on the values of `all` (one per parameter, of its decayed type).
+template <class M, class C, class R, class... A, size_t... I>
+c10::IValue call_with_values(M& m, R (C::*f)(A...), std::vector<torch::nn::AnyValue>& all, std::index_sequence<I...>) {
+  return box_result([&](auto&&... p) -> decltype(auto) { return (m.*f)(std::forward<decltype(p)>(p)...); },
+                    all[I].template get<std::decay_t<A>>()...);
+}
+
+/// Calls m.*f with the first sizeof...(J) arguments and the defaults M
+/// declares with FORWARD_HAS_DEFAULT_ARGS for the others; a runtime_error
+/// naming the module when it declares none or fewer arguments are given
+/// than it requires.
+template <class M, class C, class R, class... A, class Unboxed, size_t... J>
+c10::IValue forward_with_defaults(M& m, R (C::*f)(A...), Unboxed& unboxed, std::index_sequence<J...>) {
+  using Defaults = torch::nn::AnyModuleHolder<ForwardDefaults>;
+  constexpr size_t arity = sizeof...(A), n = sizeof...(J);
+  const size_t required = Defaults::declared(m) ? Defaults::required(m) : arity;
+  if (n < required)
+    throw std::runtime_error(m.name() + "::forward() takes " +
+                             (required < arity ? "from " + std::to_string(required) + " to " : std::string()) +
+                             std::to_string(arity) + " arguments but " + std::to_string(n) + " were given");
   using Params = std::tuple<A...>;
-  torch::nn::AnyValue out =
-      any.any_forward(std::decay_t<std::tuple_element_t<J, Params>>(std::get<J>(unboxed)->get())...);
-  return c10::IValue(std::move(out.template get<std::decay_t<R>>()));
+  std::vector<torch::nn::AnyValue> given;
+  given.reserve(arity);
+  (given.emplace_back(std::decay_t<std::tuple_element_t<J, Params>>(std::get<J>(unboxed)->get())), ...);
+  std::vector<torch::nn::AnyValue> all = Defaults::filled(m, std::move(given));
+  if (all.size() != arity)
+    throw std::runtime_error(m.name() + "::forward(): its defaults gave " + std::to_string(all.size()) +
+                             " arguments of " + std::to_string(arity));
+  return call_with_values(m, f, all, std::make_index_sequence<arity>{});
 }
 
 /// Calls m.*f (f may be declared in a base class of M, as the torch::nn
@@ -161,7 +203,7 @@ c10::IValue call_forward(M& m, R (C::*f)(A...), std::vector<c10::IValue>& args, 
     (void)std::initializer_list<int>{(I < n ? (std::get<I>(unboxed).emplace(args[I]), 0) : 0)...};
     c10::IValue result;
     (void)std::initializer_list<int>{
-        (I == n ? (result = forward_with_defaults<M, R, A...>(m, unboxed, std::make_index_sequence<I>{}), 0) : 0)...};
+        (I == n ? (result = forward_with_defaults(m, f, unboxed, std::make_index_sequence<I>{}), 0) : 0)...};
     return result;
   }
 }

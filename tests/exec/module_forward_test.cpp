@@ -89,6 +89,11 @@ TEST(ModuleForward, DefaultArgumentsOfTorchLayersAreFilled) {
   auto expected = mha->forward(src, src, src);
   EXPECT_TRUE(same(r.toTupleRef().elements()[0].toTensor(), std::get<0>(expected)));
   EXPECT_TRUE(same(r.toTupleRef().elements()[1].toTensor(), std::get<1>(expected)));
+  // Fewer arguments than the declared defaults leave required: the range it takes.
+  const std::string msg = error_of([&] { wrap(mha.ptr(), 2)->forward(std::vector<IValue>{src, src}); });
+  EXPECT_NE(msg.find("torch::nn::MultiheadAttention::forward() takes from 3 to 7 arguments but 2 were given"),
+            std::string::npos)
+      << msg;
 }
 
 TEST(ModuleForward, SequentialRunsItsChildrenInOrder) {
@@ -113,6 +118,9 @@ TEST(ModuleForward, UserModulesNeedARegisteredType) {
   EXPECT_EQ(gm->forward(std::vector<IValue>{at::ones({1}), 1.0}).toTensor().item<float>(), 3.0f);
   msg = error_of([&] { gm->forward(std::vector<IValue>{at::ones({1})}); });
   EXPECT_NE(msg.find("forward() missing 1 required positional argument: 'x1'"), std::string::npos) << msg;
+  // A call_module with fewer arguments than a forward without defaults takes.
+  msg = error_of([&] { wrap(m, 1)->forward(std::vector<IValue>{at::ones({1})}); });
+  EXPECT_NE(msg.find("ScaleImpl::forward() takes 2 arguments but 1 were given"), std::string::npos) << msg;
 }
 
 TEST(ModuleForward, NestedGraphModules) {
