@@ -59,7 +59,9 @@ at::Tensor PackedLinear::run(const at::Tensor& input, const c10::optional<at::Te
   out_sizes.back() = out_features_;
   at::Tensor out = make_output(out_sizes, x.options().dtype(out_dtype_), at::MemoryFormat::Contiguous, post_ops_, residual,
                                "onednn_linear");
-  if (x.is_meta()) return out;  // shapes only (ShapeProp::propagate_meta, FLOP counts): no kernel runs
+  // Shapes only (ShapeProp::propagate_meta, FLOP counts), or no rows (oneDNN
+  // 2.6's AVX-512 matmul divides by zero making a primitive for none): no kernel runs.
+  if (x.is_meta() || rows == 0) return out;
   if (on_packed_gemm()) {
     run_packed_gemm(x, out, rows);
     return out;
@@ -104,7 +106,8 @@ std::string PackedLinear::implementation(at::IntArrayRef sizes) const {
     throw Error(os.str());
   }
   if (on_packed_gemm()) return "gemm:packed";
-  return kernel(c10::multiply_integers(sizes.begin(), sizes.end() - 1), dtype_)->impl;
+  const int64_t rows = c10::multiply_integers(sizes.begin(), sizes.end() - 1);
+  return rows == 0 ? "none (no rows)" : kernel(rows, dtype_)->impl;
 }
 
 PackedState PackedLinear::state() const {

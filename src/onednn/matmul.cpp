@@ -57,6 +57,9 @@ at::Tensor matmul(const at::Tensor& self, const at::Tensor& other, bool transpos
   if (transpose_out) std::swap(alloc_sizes[r - 3], alloc_sizes[r - 2]);
   if (a.is_meta()) return at::empty(alloc_sizes, a.options());  // shapes only (ShapeProp::propagate_meta)
   at::Tensor out = at::empty(alloc_sizes, a.options());
+  // No rows, columns or batches (oneDNN 2.6's AVX-512 matmul divides by zero
+  // making a primitive for them), or an empty sum: no kernel runs.
+  if (a.numel() == 0 || b.numel() == 0) return out.zero_();
   at::Tensor product = transpose_out ? out.transpose(r - 3, r - 2) : out;
   MatmulKey key{a.sizes().vec(), a.strides().vec(), b.sizes().vec(), b.strides().vec(), a.scalar_type(), transpose_out};
   auto k = kernels().get(key, [&] {

@@ -347,3 +347,33 @@ TEST(BlockActivations, SmallDeepConvolutionsRunAsAGemmBelowAvx512) {
 }
 
 }  // namespace
+
+// Empty inputs run no oneDNN kernel: oneDNN 2.6 divides by zero creating an
+// AVX-512 primitive for zero rows, and these shapes reach the kernels from
+// a graph (a batch filtered down to nothing, an empty sequence).
+TEST(BlockActivations, EmptyInputsGiveEmptyOutputsWithoutAKernel) {
+  fx::onednn::register_ops();
+  torch::manual_seed(0);
+  fx::onednn::ConvParams p;
+  p.padding = {1, 1};
+  for (const bool gemm_sized : {false, true}) {  // oneDNN's convolution; the GEMM one below AVX-512
+    const int64_t hw = gemm_sized ? 7 : 30;
+    const c10::IValue packed = fx::onednn::pack_conv2d(at::randn({16, 16, 3, 3}), at::randn({16}), p, {}, at::kFloat);
+    const at::Tensor x = at::randn({0, 16, hw, hw}).contiguous(at::MemoryFormat::ChannelsLast);
+    EXPECT_EQ(call_boxed("fxcpp::onednn_conv2d", {x, packed, c10::IValue(), false}).sizes(),
+              (std::vector<int64_t>{0, 16, hw, hw}));
+    EXPECT_EQ(call_boxed("fxcpp::onednn_conv2d", {call1("fxcpp::to_blocked", x), packed, c10::IValue(), true}).sizes(),
+              (std::vector<int64_t>{0, 2, hw, hw, 8}));
+  }
+  const c10::IValue linear = fx::onednn::pack_linear(at::randn({4, 5}), at::randn({4}), {}, at::kFloat);
+  EXPECT_EQ(call_boxed("fxcpp::onednn_linear", {at::randn({2, 0, 5}), linear, c10::IValue()}).sizes(),
+            (std::vector<int64_t>{2, 0, 4}));
+  auto matmul = [](const at::Tensor& a, const at::Tensor& b) {
+    return call_boxed("fxcpp::onednn_matmul", {a, b, false});
+  };
+  EXPECT_EQ(matmul(at::randn({0, 5}), at::randn({5, 3})).sizes(), (std::vector<int64_t>{0, 3}));
+  EXPECT_EQ(matmul(at::randn({2, 4, 5}), at::randn({2, 5, 0})).sizes(), (std::vector<int64_t>{2, 4, 0}));
+  EXPECT_EQ(matmul(at::randn({0, 4, 5}), at::randn({0, 5, 3})).sizes(), (std::vector<int64_t>{0, 4, 3}));
+  // An empty sum is zero, as ATen's.
+  EXPECT_TRUE(matmul(at::randn({3, 0}), at::randn({0, 4})).equal(at::zeros({3, 4})));
+}
