@@ -23,6 +23,13 @@ files (digits.train_data.pt, digits.test.pt, digits.calib.pt), which this
 fixture also writes when they are missing.
 
     qat_digits_fixture.py OUT_DIR
+    qat_digits_fixture.py OUT_DIR --losses-only SUFFIX
+
+--losses-only trains nothing new: Python's QAT of the models saved before
+(dw.script.pt, digits.script.pt) again, writing only the losses of its steps to
+dw{SUFFIX}.json and digits_qat{SUFFIX}.json. Run with oneDNN held at another
+ISA (ONEDNN_MAX_CPU_ISA=AVX2: ctest's quantization_qat_digits_AVX2), these are
+the losses of that ISA's fp32 kernels, which the C++ test held there compares with.
 """
 import copy
 import json
@@ -106,7 +113,20 @@ def report(model, xtr, ytr, xte, yte, calib):
                            "freeze_bn_after_epoch": 1}}
 
 
+def losses_only(out, suffix):
+    torch.set_num_threads(1)
+    xtr, ytr = torch.load(os.path.join(out, "digits.train_data.pt"))
+    xte = torch.load(os.path.join(out, "digits.test.pt"))[0]
+    for net, script, name in ((DepthwiseNet(), "dw.script.pt", "dw"), (DigitsNet(), "digits.script.pt", "digits_qat")):
+        net.load_state_dict(torch.jit.load(os.path.join(out, script)).state_dict())
+        _, losses = qat_finetune(net.eval(), xtr, ytr, (xte[:1],))
+        write_json(os.path.join(out, name + suffix + ".json"), {"python_qat_losses": losses})
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[2] == "--losses-only":
+        losses_only(sys.argv[1], sys.argv[3])
+        return
     out, (xtr, ytr), (xte, yte) = start()
     model = DepthwiseNet()
     fit(model, xtr, ytr, 1e-2, 30)
