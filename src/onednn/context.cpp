@@ -238,11 +238,17 @@ dnnl::memory PackedWeights::get(const dnnl::memory::desc& md) {
   return packed;
 }
 
+std::shared_ptr<void> aligned_buffer(size_t bytes) {
+  if (std::shared_ptr<void> huge = weight_buffer(bytes)) return huge;
+  std::shared_ptr<void> buffer(std::aligned_alloc(64, std::max<size_t>(64, (bytes + 63) / 64 * 64)), std::free);
+  if (!buffer) throw std::bad_alloc();
+  return buffer;
+}
+
 at::Tensor unplanned_empty(at::IntArrayRef sizes, c10::ScalarType dtype) {
-  const size_t bytes = c10::multiply_integers(sizes) * c10::elementSize(dtype);
-  void* data = std::aligned_alloc(64, std::max<size_t>(64, (bytes + 63) / 64 * 64));
-  if (!data) throw std::bad_alloc();
-  return at::from_blob(data, sizes, [](void* p) { std::free(p); }, at::TensorOptions().dtype(dtype));
+  std::shared_ptr<void> buffer = aligned_buffer(c10::multiply_integers(sizes) * c10::elementSize(dtype));
+  void* data = buffer.get();
+  return at::from_blob(data, sizes, [buffer](void*) {}, at::TensorOptions().dtype(dtype));
 }
 
 at::Tensor PackedWeights::plain(at::IntArrayRef sizes) const {

@@ -82,6 +82,10 @@ at::Tensor matmul(const at::Tensor& self, const at::Tensor& other, bool transpos
 /// on every 4 KiB page otherwise.
 std::shared_ptr<void> weight_buffer(size_t bytes);
 
+/// An uninitialised buffer of `bytes`: weight_buffer's huge pages when it
+/// gives them, else 64-byte aligned heap memory. Throws std::bad_alloc.
+std::shared_ptr<void> aligned_buffer(size_t bytes);
+
 /// A plain (row-major) f32 or int8 weight, reordered into the layouts kernels ask for.
 /// The first layout is made from the plain tensor, which is then dropped;
 /// later layouts (another input shape may pick another kernel) are

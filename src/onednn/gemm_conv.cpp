@@ -69,50 +69,34 @@ void GemmConv::run(const float* src, Layout in_layout, at::Tensor& dst, bool blo
     throw Error("onednn_conv2d: the GEMM convolution writes a " +
                 std::string(blocked_out ? "contiguous blocked" : "channels_last") + " output, got strides " +
                 sizes_str(dst.strides()));
-  auto gemm = gemms_.get(at::get_num_threads(), [&] { return PackedGemm(weight_.view({oc_, depth_}), rows_, "onednn_conv2d"); });
+  auto gemm = gemms_.get(at::get_num_threads(),
+                         [&] { return PackedGemm(weight_.view({oc_, depth_}), rows_, "onednn_conv2d"); });
   float* col = static_cast<float*>(scratchpad(rows_ * depth_ * sizeof(float), 1));
   im2col(src, in_layout, col);
 
   // The GEMM's [rows, OC] result: dst itself when it is NHWC, else a scratch
-  // matrix copied into the blocked dst after.
+  // matrix, [N, OH·OW, OC/8, 8], copied into the blocked dst [N, OC/8, OH, OW, 8] after.
   const int64_t pixels = oh_ * ow_, blocks = oc_ / 8;
-  float* d = dst.data_ptr<float>();
-  float* y = blocked_out ? static_cast<float*>(scratchpad(rows_ * oc_ * sizeof(float), 2)) : d;
-  const float* b = bias.defined() ? bias.data_ptr<float>() : nullptr;
-  float beta = 0;
-  if (!blocked_out) {
-    at::Tensor m = at::from_blob(y, {rows_, oc_}, dst.options());
-    if (post_ops.sum) {  // dst holds the residual (make_output)
-      beta = 1;
-      if (b) m.add_(bias);
-    } else if (b) {
-      m.copy_(bias.expand({rows_, oc_}));
-      beta = 1;
-    }
-  } else if (post_ops.sum || b) {
-    beta = 1;
-    at::parallel_for(0, rows_, 16, [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        const int64_t n = r / pixels, p = r % pixels;
-        float* row = y + r * oc_;
-        for (int64_t blk = 0; blk < blocks; ++blk) {
-          const float* res = d + ((n * blocks + blk) * pixels + p) * 8;
-          for (int j = 0; j < 8; ++j)
-            row[blk * 8 + j] = (b ? b[blk * 8 + j] : 0.f) + (post_ops.sum ? res[j] : 0.f);
-        }
-      }
-    });
-  }
-  gemm->compute(col, y, beta);
+  at::Tensor y, dst_rows;  // dst_rows: dst seen as y's shape
   if (blocked_out) {
-    at::parallel_for(0, rows_, 16, [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        const int64_t n = r / pixels, p = r % pixels;
-        for (int64_t blk = 0; blk < blocks; ++blk)
-          std::memcpy(d + ((n * blocks + blk) * pixels + p) * 8, y + r * oc_ + blk * 8, 8 * sizeof(float));
-      }
-    });
+    y = at::from_blob(scratchpad(rows_ * oc_ * sizeof(float), 2), {n_, pixels, blocks, 8}, dst.options());
+    dst_rows = dst.view({n_, blocks, pixels, 8}).permute({0, 2, 1, 3});
+  } else {
+    y = dst_rows = at::from_blob(dst.data_ptr(), {rows_, oc_}, dst.options());
   }
+  float beta = 0;
+  const at::Tensor b = bias.defined() ? bias.reshape(blocked_out ? at::IntArrayRef{blocks, 8} : at::IntArrayRef{oc_})
+                                      : at::Tensor();
+  if (post_ops.sum) {  // dst holds the residual (make_output)
+    beta = 1;
+    if (blocked_out) y.copy_(dst_rows);
+    if (b.defined()) y.add_(b);
+  } else if (b.defined()) {
+    beta = 1;
+    y.copy_(b.expand_as(y));
+  }
+  gemm->compute(col, y.data_ptr<float>(), beta);
+  if (blocked_out) dst_rows.copy_(y);
   apply_activation_(dst, post_ops);
 }
 

@@ -12,7 +12,6 @@
 
 #include <dnnl_types.h>
 
-#include <cstdlib>
 #include <new>
 
 namespace dnnl::impl::cpu {
@@ -57,14 +56,10 @@ PackedGemm::PackedGemm(const at::Tensor& weight, int64_t rows, const char* op)
   if (weight.scalar_type() != at::kFloat || weight.dim() != 2 || !weight.is_contiguous())
     throw Error(std::string(op) + ": the packed GEMM takes a contiguous float32 weight [out_features, in_features]");
   size_t size = 0;
-  check(gemm::sgemm_pack_get_size("A", "T", "N", &n_, &rows_, &k_, &k_, &k_, &size, nullptr), op_, "sgemm_pack_get_size",
-        rows_, n_, k_);
+  check(gemm::sgemm_pack_get_size("A", "T", "N", &n_, &rows_, &k_, &k_, &k_, &size, nullptr), op_,
+        "sgemm_pack_get_size", rows_, n_, k_);
   bytes_ = size;
-  buffer_ = weight_buffer(size);
-  if (!buffer_) {
-    buffer_.reset(std::aligned_alloc(64, (size + 63) / 64 * 64), std::free);
-    if (!buffer_) throw std::bad_alloc();
-  }
+  buffer_ = aligned_buffer(size);
   check(gemm::sgemm_pack("A", "T", "N", &n_, &rows_, &k_, &k_, &k_, weight.data_ptr<float>(),
                          static_cast<float*>(buffer_.get())),
         op_, "sgemm_pack", rows_, n_, k_);

@@ -45,7 +45,7 @@ class PackedGemm {
   int64_t rows_, n_, k_;
   const char* op_;
   size_t bytes_ = 0;
-  std::shared_ptr<void> buffer_;  // the packed weights: weight_buffer's huge pages, or 64-byte aligned
+  std::shared_ptr<void> buffer_;  // the packed weights (aligned_buffer)
 };
 
 }  // namespace fx::onednn::detail

@@ -123,6 +123,23 @@ TEST(ModuleForward, UserModulesNeedARegisteredType) {
   EXPECT_NE(msg.find("ScaleImpl::forward() takes 2 arguments but 1 were given"), std::string::npos) << msg;
 }
 
+// A forward of three arguments whose FORWARD_HAS_DEFAULT_ARGS gives a default
+// for the second only: torch::nn's own macro then fills one argument short.
+struct MisdeclaredImpl : torch::nn::Module {
+  at::Tensor forward(const at::Tensor& x, double a, double b) { return x * a + b; }
+
+ protected:
+  FORWARD_HAS_DEFAULT_ARGS({1, torch::nn::AnyValue(2.0)})
+};
+
+TEST(ModuleForward, DefaultsThatFillTooFewArgumentsAreAnError) {
+  fx::register_module_type<MisdeclaredImpl>();
+  auto m = std::make_shared<MisdeclaredImpl>();
+  EXPECT_EQ(wrap(m, 3)->forward(std::vector<IValue>{at::ones({1}), 3.0, 1.0}).toTensor().item<float>(), 4.0f);
+  std::string msg = error_of([&] { wrap(m, 1)->forward(std::vector<IValue>{at::ones({1})}); });
+  EXPECT_NE(msg.find("MisdeclaredImpl::forward(): its defaults gave 2 arguments of 3"), std::string::npos) << msg;
+}
+
 TEST(ModuleForward, NestedGraphModules) {
   auto inner_g = std::make_shared<Graph>();
   Node* a = inner_g->placeholder("a");
