@@ -398,6 +398,7 @@ at::Tensor PackedQLinear::run(const at::Tensor& input) const {
   std::vector<int64_t> out_sizes = input.sizes().vec();
   out_sizes.back() = out_channels_;
   at::Tensor out = make_output(out_sizes, at::MemoryFormat::Contiguous, c10::nullopt, "onednn_qlinear");
+  if (rows == 0) return out;  // oneDNN 2.6's AVX-512 int8 matmul divides by zero making a primitive for no rows
   auto k = kernel(rows);
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, memory_of(k->src, x)},
                                              {DNNL_ARG_WEIGHTS, k->weights},
@@ -411,7 +412,7 @@ std::string PackedQLinear::implementation(at::IntArrayRef sizes) const {
   if (float_weight_.defined()) return "aten:float (no VNNI)";
   int64_t rows = 1;
   for (size_t i = 0; i + 1 < sizes.size(); ++i) rows *= sizes[i];
-  return kernel(rows)->implementation;
+  return rows == 0 ? "none (no rows)" : kernel(rows)->implementation;
 }
 
 std::string PackedQLinear::str() const {

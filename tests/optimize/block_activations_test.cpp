@@ -356,8 +356,9 @@ TEST(BlockActivations, EmptyInputsGiveEmptyOutputsWithoutAKernel) {
   torch::manual_seed(0);
   fx::onednn::ConvParams p;
   p.padding = {1, 1};
-  for (const bool gemm_sized : {false, true}) {  // oneDNN's convolution; the GEMM one below AVX-512
-    const int64_t hw = gemm_sized ? 7 : 30;
+  for (const int kind : {0, 1, 2}) {  // oneDNN's direct convolution; the GEMM one below AVX-512; Winograd
+    const int64_t hw = kind == 1 ? 7 : 30;
+    p.winograd = kind == 2;
     const c10::IValue packed = fx::onednn::pack_conv2d(at::randn({16, 16, 3, 3}), at::randn({16}), p, {}, at::kFloat);
     const at::Tensor x = at::randn({0, 16, hw, hw}).contiguous(at::MemoryFormat::ChannelsLast);
     EXPECT_EQ(call_boxed("fxcpp::onednn_conv2d", {x, packed, c10::IValue(), false}).sizes(),

@@ -211,6 +211,30 @@ TEST(OnednnQuantize, MatchesQuantizePerTensorInChannelsLast) {
             "onednn_quantize: the scale must be > 0 and the zero point in [0, 255], got scale 0.000000, zero point 0");
 }
 
+// An empty batch gives an empty output and runs no kernel (oneDNN 2.6 divides
+// by zero creating some AVX-512 primitives for zero rows).
+TEST(QConvKernel, EmptyBatchesGiveEmptyOutputs) {
+  torch::manual_seed(6);
+  PackedQState conv;
+  random_weight(conv, {8, 4, 3, 3});
+  conv.params.padding = {1, 1};
+  conv.input = {0.02, 0};
+  conv.output = {0.05, 0};
+  const at::Tensor x = q(torch::randn({0, 4, 9, 9}), conv.input).contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor y = run_qconv(fx::onednn::pack_int8(conv), x);
+  EXPECT_EQ(y.sizes(), (std::vector<int64_t>{0, 8, 9, 9}));
+  EXPECT_EQ(y.q_scale(), 0.05);
+  PackedQState linear;
+  linear.kind = fx::onednn::PackedState::Kind::Linear;
+  random_weight(linear, {24, 40});
+  linear.input = {0.02, 0};
+  linear.output = {0.05, 128};
+  static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("fxcpp::onednn_qlinear", "");
+  auto stack = std::vector<c10::IValue>{q(torch::randn({0, 40}), linear.input), fx::onednn::pack_int8(linear)};
+  op.callBoxed(&stack);
+  EXPECT_EQ(stack[0].toTensor().sizes(), (std::vector<int64_t>{0, 24}));
+}
+
 TEST(QConvKernel, Errors) {
   PackedQState s;
   random_weight(s, {8, 4, 3, 3});
