@@ -76,8 +76,11 @@ TEST(LinearKernel, AtenKeepsTheLayersWithTheirPostOps) {
   EXPECT_EQ(count_calls(opt->graph(), "fxcpp::onednn_linear"), 0u);
   EXPECT_EQ(count_calls(opt->graph(), "aten::gelu") + count_calls(opt->graph(), "aten::gelu_"), 2u);
   at::NoGradGuard no_grad;
-  // The same ATen ops as eager, in place where reinplace could: the same bits.
-  EXPECT_TRUE(opt->forward({t.x}).toTensor().equal(t.expected));
+  // The same ATen ops as eager, in place where reinplace could: the same values to rounding. Not
+  // always the same bits: OpenBLAS 0.3.21 runs its generic Prescott kernels on CPUs it does not
+  // know (an Intel Xeon of family 6 model 207), whose sums depend on where the operands lie (the
+  // optimised module's copies of the weights give other last bits than eager's own).
+  EXPECT_LE(relative_error(opt->forward({t.x}).toTensor(), t.expected), 1e-6);
 }
 
 TEST(LinearKernel, OneDnnFusesTheActivationAndTheResidual) {
