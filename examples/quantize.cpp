@@ -8,7 +8,8 @@
 // stays close to the float one. Prints what was quantized and the generated
 // code of the reference graph (quantize_per_tensor → dequantize around each
 // float op, conv on dequantized int8 weights). Then the same in one call,
-// fx::quantization::quantize, lowered to oneDNN's int8 kernels.
+// fx::quantization::quantize, lowered to oneDNN's int8 kernels, and with
+// 7-bit weights, which those kernels run exactly on CPUs without VNNI.
 //
 //   build/examples/quantize
 #include <fx/examples/residual_net.h>
@@ -65,7 +66,22 @@ int main() {
   const at::Tensor z = lowered->forward(x);
   const double lowered_error = (z - expected).abs().max().item<double>() / expected.abs().max().item<double>();
   std::cout << "int8 oneDNN vs float: max error " << lowered_error << " of the output range\n";
-  if (converted.quantized_weights != 4 || error > 0.1 || quantized.lower.int8_kernels == 0 || lowered_error > 0.1) {
+  // 5. 7-bit weights ([-64, 63], torch.ao's quant_min / quant_max on the
+  //    weight observer): on a CPU without VNNI (AVX2) oneDNN's int8 kernels
+  //    sum pairs of products in 16 bits, exact only for such weights, so
+  //    8-bit ones compute in float32 there and 7-bit ones run in int8.
+  q::QuantizeOptions seven_bit;
+  seven_bit.mapping = q::get_default_qconfig_mapping("onednn").with_weight_range(-64, 63);
+  q::QuantizeReport quantized7;
+  auto lowered7 = q::quantize(gm, {at::randn({1, 3, 32, 32})}, batches, seven_bit, &quantized7);
+  const at::Tensor z7 = lowered7->forward(x);
+  const double error7 = (z7 - expected).abs().max().item<double>() / expected.abs().max().item<double>();
+  std::cout << "7-bit weights: " << quantized7.lower.int8_kernels - quantized7.lower.float_kernels << " of "
+            << quantized7.lower.int8_kernels << " kernels in int8 here (8-bit: "
+            << quantized.lower.int8_kernels - quantized.lower.float_kernels << "), max error " << error7
+            << " of the output range\n";
+  if (converted.quantized_weights != 4 || error > 0.1 || quantized.lower.int8_kernels == 0 || lowered_error > 0.1 ||
+      quantized7.lower.float_kernels != 0 || error7 > 0.1) {
     std::cerr << "unexpected result\n";
     return 1;
   }

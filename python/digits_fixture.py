@@ -16,7 +16,8 @@ one thread), then, into OUT_DIR:
                       (training through fx::aot_module, tests/aot/digits_training_test.cpp)
   digits.int8.pt      Python's int8 of the model (python/quantize_baseline.py: quantize_fx,
                       onednn, calibrated on digits.calib.pt), traced and frozen
-  digits.json         {"fp32_accuracy", "python_int8_accuracy", "train_seconds", ...} on the held-out split
+  digits.json         {"fp32_accuracy", "python_int8_accuracy", "python_int8_7bit_accuracy" (7-bit
+                      weights), "train_seconds", ...} on the held-out split
   digits.train.pt     torch.jit.script of the model in training mode (which quantize refuses)
   bad_arity.pt, bad_shape.pt, bad_element.pt, corrupt.pt
                       calibration files fxcpp quantize refuses (tests/cli/quantize.cmake): two
@@ -131,6 +132,8 @@ def main():
     calib = calibration_batches(xtr)
     q = python_int8(model, example, calib)
     int8 = accuracy(q, xte, yte)
+    # 7-bit weights (quant_min -64, quant_max 63), fxcpp's with_weight_range(-64, 63).
+    int8_7bit = accuracy(python_int8(model, example, calib, weight_range=(-64, 63)), xte, yte)
 
     save_jit(torch.jit.script(model), os.path.join(out, "digits.script.pt"))
     save_jit(torch.jit.script(copy.deepcopy(model).train()), os.path.join(out, "digits.train.pt"))
@@ -149,7 +152,8 @@ def main():
     with open(os.path.join(out, "corrupt.pt.tmp"), "wb") as f:
         f.write(whole[:len(whole) // 2])
     os.replace(os.path.join(out, "corrupt.pt.tmp"), os.path.join(out, "corrupt.pt"))
-    result = {"fp32_accuracy": fp32, "python_int8_accuracy": int8, "test_images": len(yte),
+    result = {"fp32_accuracy": fp32, "python_int8_accuracy": int8, "python_int8_7bit_accuracy": int8_7bit,
+              "test_images": len(yte),
               "train_images": len(ytr), "train_seconds": round(train_seconds, 2),
               "calibration": [CALIB_BATCHES, CALIB_BATCH]}
     with open(os.path.join(out, "digits.json.tmp"), "w") as f:

@@ -27,7 +27,7 @@ import warnings
 warnings.filterwarnings("ignore")
 
 import torch  # noqa: E402
-from torch.ao.quantization import get_default_qconfig_mapping  # noqa: E402
+from torch.ao.quantization import PerChannelMinMaxObserver, QConfig, get_default_qconfig_mapping  # noqa: E402
 from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -42,10 +42,19 @@ def calibration_batches(value):
     raise ValueError("calibration data must be a tuple of forward arguments or a list of such tuples")
 
 
-def python_int8(model, example, batches, backend="onednn"):
-    """prepare_fx / calibrate / convert_fx of a copy of `model` (eval mode) on the `backend` engine."""
+def python_int8(model, example, batches, backend="onednn", weight_range=None):
+    """prepare_fx / calibrate / convert_fx of a copy of `model` (eval mode) on the `backend` engine.
+
+    weight_range (quant_min, quant_max), e.g. (-64, 63) for 7-bit weights: the global qconfig's
+    weight observer gets that custom range, as fx::quantization::with_weight_range does."""
     torch.backends.quantized.engine = backend
-    prepared = prepare_fx(copy.deepcopy(model).eval(), get_default_qconfig_mapping(backend), example)
+    mapping = get_default_qconfig_mapping(backend)
+    if weight_range is not None:
+        g = mapping.global_qconfig
+        weight = PerChannelMinMaxObserver.with_args(dtype=torch.qint8, qscheme=torch.per_channel_symmetric,
+                                                    quant_min=weight_range[0], quant_max=weight_range[1])
+        mapping.set_global(QConfig(activation=g.activation, weight=weight))
+    prepared = prepare_fx(copy.deepcopy(model).eval(), mapping, example)
     with torch.no_grad():
         for batch in batches:
             prepared(*batch)

@@ -224,8 +224,8 @@ bool has_winograd_conv2d(at::IntArrayRef input_sizes, at::IntArrayRef weight_siz
 
 /// Whether oneDNN computes u8 x s8 products with VNNI / AMX here. Without,
 /// fxcpp's int8 kernels take float paths where oneDNN's int8 arithmetic
-/// would saturate or be wrong (fx/onednn_int8.h), and int8 gains little or
-/// nothing over float32.
+/// would saturate or be wrong (fx/onednn_int8.h: weights beyond 7 bits), and
+/// int8 of 8-bit weights gains little or nothing over float32.
 bool has_int8_dot_product();
 
 /// One line naming the ISA and the three answers above, for reports:

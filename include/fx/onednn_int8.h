@@ -18,10 +18,22 @@
 /// sum (with the residual's own scale and zero point) and the activation
 /// are post-ops, so q(act(conv(dq(x)) + b + dq(r))) is one kernel.
 /// Kernels are made per input shape on first use. Threads: at::set_num_threads.
+///
+/// Without VNNI (has_int8_dot_product() false: AVX2, or oneDNN held there)
+/// oneDNN's int8 kernels sum u8 x s8 products in pairs into saturating 16-bit
+/// integers, exact only while every |weight| <= kMaxWeightFor16BitSums. So
+/// there a convolution or linear layer with larger weights (the 8 bits of the
+/// default qconfigs) computes in float32 instead (computes_in_float), but for
+/// depthwise convolutions, whose kernel widens first; 7-bit weights
+/// (fx::quantization::with_weight_range(-64, 63)) run on the int8 kernels.
 
 #include <fx/onednn.h>
 
 namespace fx::onednn {
+
+/// The largest |weight| oneDNN's int8 kernels compute exactly without VNNI:
+/// 2 x 255 x 64 = 32640 fits the 16-bit sum of a u8 x s8 pair.
+constexpr int64_t kMaxWeightFor16BitSums = 64;
 
 /// A per-tensor affine quantization: real = scale * (q - zero_point).
 struct QuantParams {
@@ -68,5 +80,10 @@ std::string describe_int8(const c10::IValue& packed);
 /// The name of the oneDNN implementation the kernel for an input of `sizes`
 /// uses ("brg:avx512_core_amx", "jit_int8:avx512_core_vnni", …; made if needed).
 std::string int8_implementation(const c10::IValue& packed, at::IntArrayRef sizes);
+
+/// Whether the int8 packed operator `packed` computes in float32 here rather
+/// than on oneDNN's int8 kernels: no VNNI, weights beyond
+/// kMaxWeightFor16BitSums and not a depthwise convolution (see the file comment).
+bool int8_computes_in_float(const c10::IValue& packed);
 
 }  // namespace fx::onednn

@@ -57,17 +57,19 @@ def optimize(model_or_gm, example_inputs, *, dtype=None, threads=None, linear_ke
     return Module(out, report)
 
 
-def quantize(model, calibration, example_inputs=None):
+def quantize(model, calibration, example_inputs=None, weight_bits=8):
     """int8 post-training quantization (fx::quantization::quantize: prepare, calibrate, convert, oneDNN int8
     kernels) of a model in eval mode. calibration: batches, each a tensor or a tuple of forward arguments;
-    example_inputs default to the first batch. Returns a torch.nn.Module (its .report: per node, quantized or
-    float, and why)."""
+    example_inputs default to the first batch. weight_bits 7 quantizes the weights to [-64, 63]
+    (PerChannelMinMaxObserver.with_args(quant_min=-64, quant_max=63)), which oneDNN's int8 kernels run exactly
+    on CPUs without VNNI, where 8-bit weights compute in float32. Returns a torch.nn.Module (its .report: per
+    node, quantized or float, and why)."""
     batches = [b if isinstance(b, (tuple, list)) else (b,) for b in calibration]
     if not batches:
         raise ValueError("fxcpp.quantize: no calibration batches")
     inputs = _inputs(example_inputs) if example_inputs is not None else tuple(batches[0])
     cgm = from_fx(_traced(model), inputs)
-    out, report = _C._quantize(cgm, inputs, batches)
+    out, report = _C._quantize(cgm, inputs, batches, weight_bits)
     return Module(out, report)
 
 

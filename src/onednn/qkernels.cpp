@@ -41,6 +41,18 @@ using dims = dnnl::memory::dims;
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
+/// Whether oneDNN's int8 kernels without VNNI compute `weight` exactly: they
+/// multiply u8 x s8 pairs into saturating 16-bit sums (vpmaddubsw), which
+/// cannot overflow when every |w| <= 64 (2 x 255 x 64 = 32640 <= 32767): the
+/// 7-bit weights of a weight observer of range [-64, 63]
+/// (fx::quantization::with_weight_range).
+bool fits_16bit_pair_sums(const at::Tensor& weight) {
+  if (weight.numel() == 0) return true;
+  // Not weight.abs(): the int8 absolute value of -128 is -128.
+  return weight.max().item<int64_t>() <= kMaxWeightFor16BitSums &&
+         weight.min().item<int64_t>() >= -kMaxWeightFor16BitSums;
+}
+
 bool scale_equivariant(const PostOps& p) {
   return p.activation == Activation::None || p.activation == Activation::Relu || p.activation == Activation::Clip;
 }
@@ -195,12 +207,13 @@ PackedQConv::PackedQConv(const PackedQState& state)
   kh_ = s.weight.size(2);
   kw_ = s.weight.size(3);
   const bool depthwise = s.weight.size(1) == 1 && out_channels_ == p.groups;
-  if (!has_int8_dot_product() && !depthwise) {
+  if (!has_int8_dot_product() && !depthwise && !fits_16bit_pair_sums(s.weight)) {
     // Without VNNI, oneDNN's int8 convolutions multiply u8 x s8 pairs into saturating 16-bit
     // sums (vpmaddubsw: 2 x 255 x 127 > 32767): a full-range input comes out up to ~120 steps
     // wrong (QConvKernel.*_full_range held at AVX2). Its depthwise kernel widens to 32 bits
-    // first and is exact. The others compute in float32 on oneDNN's float kernels:
-    // dequantize, convolution + bias + residual + activation, quantize.
+    // first and is exact, and 7-bit weights cannot saturate (fits_16bit_pair_sums). The
+    // others compute in float32 on oneDNN's float kernels: dequantize, convolution + bias +
+    // residual + activation, quantize.
     ConvParams float_params = p;
     float_params.winograd = false;
     float_conv_ = std::make_unique<PackedConv>(
@@ -329,7 +342,7 @@ at::Tensor PackedQConv::run(const at::Tensor& input, const c10::optional<at::Ten
 
 std::string PackedQConv::implementation(at::IntArrayRef sizes) const {
   output_sizes(sizes, false);  // checks the input's sizes and that the kernel fits
-  if (float_conv_) return "float32 " + float_conv_->implementation(sizes) + " (no VNNI)";
+  if (float_conv_) return "float32 " + float_conv_->implementation(sizes) + " (no VNNI, 8-bit weights)";
   const std::string impl = kernel(kernel_input_sizes(sizes))->implementation;
   return pad_input_ ? impl + " (input padded with its zero point)" : impl;
 }
@@ -353,10 +366,10 @@ PackedQLinear::PackedQLinear(const PackedQState& state)
   if (s.weight.dim() != 2) throw Error("onednn_qlinear: the weight must be [out_features, in_features]");
   if (s.post_ops.sum) throw Error("onednn_qlinear: no residual sum");
   in_features_ = s.weight.size(1);
-  if (!has_int8_dot_product()) {
+  if (!has_int8_dot_product() && !fits_16bit_pair_sums(s.weight)) {
     // Without VNNI, oneDNN's int8 matmul multiplies u8 x s8 pairs into saturating 16-bit sums
-    // (its convolutions halve the weights to avoid that; its gemm does not): the reference
-    // arithmetic in float instead, exact and slower.
+    // unless the weights have 7 bits (fits_16bit_pair_sums): the reference arithmetic in
+    // float instead, exact and slower.
     float_weight_ = s.weight.to(at::kFloat) * s.weight_scales.to(at::kFloat).view({-1, 1});
     return;
   }
@@ -409,7 +422,7 @@ at::Tensor PackedQLinear::run(const at::Tensor& input) const {
 }
 
 std::string PackedQLinear::implementation(at::IntArrayRef sizes) const {
-  if (float_weight_.defined()) return "aten:float (no VNNI)";
+  if (float_weight_.defined()) return "aten:float (no VNNI, 8-bit weights)";
   int64_t rows = 1;
   for (size_t i = 0; i + 1 < sizes.size(); ++i) rows *= sizes[i];
   return rows == 0 ? "none (no rows)" : kernel(rows)->implementation;

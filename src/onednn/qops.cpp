@@ -64,6 +64,10 @@ std::string int8_implementation(const c10::IValue& packed, at::IntArrayRef sizes
   return packed_int8_op(packed, "int8_implementation").implementation(sizes);
 }
 
+bool int8_computes_in_float(const c10::IValue& packed) {
+  return packed_int8_op(packed, "int8_computes_in_float").computes_in_float();
+}
+
 namespace detail {
 
 PackedQOp* find_packed_int8(const c10::IValue& packed) {

@@ -23,6 +23,9 @@ class PackedQOp : public torch::CustomClassHolder {
   virtual std::string str() const = 0;
   /// The oneDNN implementation for an input of `sizes`.
   virtual std::string implementation(at::IntArrayRef sizes) const = 0;
+  /// Whether the op computes in float32 instead of on oneDNN's int8 kernels
+  /// (no VNNI, weights beyond 7 bits, not depthwise).
+  virtual bool computes_in_float() const = 0;
 
  protected:
   PackedQOp(const PackedQState& state, const char* op, int64_t out_channels);
@@ -49,8 +52,8 @@ class PackedQOp : public torch::CustomClassHolder {
   std::vector<float> output_scales_;
   bool real_domain_;  // the activation needs real values: a final linear post-op divides by the output scale
   int32_t src_zero_point_, dst_zero_point_;
-  // Dequantized weights when this CPU's oneDNN int8 matmul would be wrong (no VNNI: its
-  // 16-bit sums saturate): the float path of linear layers, else undefined.
+  // Dequantized weights when this CPU's oneDNN int8 matmul would be wrong (no VNNI and weights
+  // beyond 7 bits: its 16-bit sums saturate): the float path of linear layers, else undefined.
   at::Tensor float_weight_;
 };
 
@@ -62,6 +65,7 @@ class PackedQConv : public PackedQOp {
   at::Tensor run(const at::Tensor& input, const c10::optional<at::Tensor>& residual) const;
   std::string str() const override;
   std::string implementation(at::IntArrayRef sizes) const override;
+  bool computes_in_float() const override { return float_conv_ != nullptr; }
 
  private:
   struct Kernel {
@@ -86,7 +90,7 @@ class PackedQConv : public PackedQOp {
   // A padded convolution whose input zero point is folded into the bias (see the constructor):
   // its input is padded with the zero point, the kernel has no padding.
   bool pad_input_ = false;
-  // Without VNNI (but for depthwise convolutions): the float32 convolution of the
+  // Without VNNI (but for depthwise convolutions and 7-bit weights): the float32 convolution of the
   // dequantized weights, bias and post-ops that runs instead, else null.
   std::unique_ptr<PackedConv> float_conv_;
   mutable KernelCache<std::vector<int64_t>, Kernel> kernels_;
@@ -100,6 +104,7 @@ class PackedQLinear : public PackedQOp {
   at::Tensor run(const at::Tensor& input) const;
   std::string str() const override;
   std::string implementation(at::IntArrayRef sizes) const override;
+  bool computes_in_float() const override { return float_weight_.defined(); }
 
  private:
   struct Kernel {

@@ -66,7 +66,9 @@ std::pair<std::shared_ptr<GraphModule>, py::dict> optimize(const std::shared_ptr
 
 std::pair<std::shared_ptr<GraphModule>, std::string> quantize(const std::shared_ptr<GraphModule>& gm,
                                                               const py::sequence& example_inputs,
-                                                              const py::sequence& calibration) {
+                                                              const py::sequence& calibration, int weight_bits) {
+  if (weight_bits != 7 && weight_bits != 8)
+    throw Error("fxcpp.quantize: weight_bits must be 7 or 8, got " + std::to_string(weight_bits));
   std::vector<c10::IValue> inputs = to_ivalues(example_inputs);
   std::vector<quantization::CalibrationBatch> batches;
   for (py::handle batch : calibration) {
@@ -75,9 +77,11 @@ std::pair<std::shared_ptr<GraphModule>, std::string> quantize(const std::shared_
     else
       batches.push_back({to_ivalue(batch)});
   }
+  quantization::QuantizeOptions options;
+  if (weight_bits == 7) options.mapping = options.mapping.with_weight_range(-64, 63);
   quantization::QuantizeReport report;
   py::gil_scoped_release release;
-  auto out = quantization::quantize(gm, inputs, batches, {}, &report);
+  auto out = quantization::quantize(gm, inputs, batches, options, &report);
   return {out, report.str()};
 }
 
@@ -89,8 +93,9 @@ void bind_optimize(py::module_& m) {
         "fx::optimize_for_inference: (optimised module, report dict); threads > 0 sets libtorch's (process-wide) "
         "intra-op threads first; linear_kernel: auto, onednn or aten (fx::LinearKernel).");
   m.def("_quantize", &quantize, py::arg("gm"), py::arg("example_inputs"), py::arg("calibration"),
+        py::arg("weight_bits") = 8,
         "fx::quantization::quantize (int8, oneDNN): (module, report text). calibration: batches, each a tensor or a "
-        "tuple of forward arguments.");
+        "tuple of forward arguments; weight_bits 7: weights in [-64, 63] (QConfigMapping::with_weight_range).");
   m.def("_load",
         [](const std::string& path) {
           py::gil_scoped_release release;

@@ -99,6 +99,28 @@ std::shared_ptr<ObserverBase> qat_weight_observer(const QatLayer& layer, const a
   return copy;
 }
 
+namespace {
+
+/// `w` clamped to the real range of the integers its observer allows,
+/// [(quant_min - zp) * scale, (quant_max - zp) * scale] per channel, where
+/// that range is narrower than its dtype's (a custom or reduced range: 7-bit
+/// weights), so that quantize_per_channel gives only integers in it, as
+/// torch.ao's _clamp_weights does for eager modules (Python 1.13's FX
+/// reference modules do not: a QAT model whose moving-average range
+/// trails its weights converts to weights beyond it). Else `w` itself.
+at::Tensor clamped_to_observer_range(const at::Tensor& w, const ObserverBase& obs, const at::Tensor& scale,
+                                     const at::Tensor& zero_point, bool per_channel) {
+  const bool signed_int = obs.dtype() == c10::kQInt8;
+  if (obs.quant_min() <= (signed_int ? -128 : 0) && obs.quant_max() >= (signed_int ? 127 : 255)) return w;
+  std::vector<int64_t> shape(static_cast<size_t>(w.dim()), 1);
+  if (per_channel && w.dim() > 0) shape[static_cast<size_t>(obs.options().ch_axis)] = -1;
+  const at::Tensor s = scale.to(at::kFloat).reshape(per_channel ? at::IntArrayRef(shape) : at::IntArrayRef{});
+  const at::Tensor z = zero_point.to(at::kFloat).reshape(per_channel ? at::IntArrayRef(shape) : at::IntArrayRef{});
+  return at::clamp(w, (obs.quant_min() - z) * s, (obs.quant_max() - z) * s);
+}
+
+}  // namespace
+
 Node* Converter::replace_layer(const Node* n, const QConfig& q, NodeQuantization& entry) {
   auto module = gm_->get_submodule(n->target());
   auto outer = module_attributes(*module);
@@ -135,6 +157,7 @@ Node* Converter::replace_layer(const Node* n, const QConfig& q, NodeQuantization
   auto [ws, wz] = wobs->calculate_qparams();
   const bool per_channel = wobs->options().qscheme == QScheme::PerChannelSymmetric ||
                            wobs->options().qscheme == QScheme::PerChannelAffine;
+  w = clamped_to_observer_range(w, *wobs, ws, wz, per_channel);
   const std::string target = n->target();
   gm_->add_submodule(target, std::make_shared<torch::nn::Module>());
   // In the order the graph reads them (fx::load registers them so: a saved

@@ -293,6 +293,7 @@ class Lowering {
     entry.quantized = true;
     entry.reason = how;
     report_.int8_kernels++;
+    if (onednn::int8_computes_in_float(packed)) report_.float_kernels++;
   }
 
   /// The lowered kernel (without activation or sum) read only through dq(kernel) = a, or nullptr.

@@ -33,6 +33,28 @@ std::string canonical_function(const std::string& target) {
   return s;
 }
 
+QConfigPtr with_weight_range(const QConfigPtr& qconfig, int64_t quant_min, int64_t quant_max) {
+  if (!(-128 <= quant_min && quant_min < 0 && 0 < quant_max && quant_max <= 127))
+    throw Error("with_weight_range: qint8 weights need -128 <= quant_min < 0 < quant_max <= 127, got [" +
+                std::to_string(quant_min) + ", " + std::to_string(quant_max) + "]");
+  if (!qconfig) return nullptr;
+  auto q = std::make_shared<QConfig>(*qconfig);
+  q->weight.options.quant_min = quant_min;
+  q->weight.options.quant_max = quant_max;
+  q->weight.options.reduce_range = false;  // the range as given, not halved again
+  return q;
+}
+
+QConfigMapping QConfigMapping::with_weight_range(int64_t quant_min, int64_t quant_max) const {
+  QConfigMapping m;
+  m.global_ = fx::quantization::with_weight_range(global_, quant_min, quant_max);
+  for (const auto& [key, q] : object_types_)
+    m.object_types_[key] = fx::quantization::with_weight_range(q, quant_min, quant_max);
+  for (const auto& [key, q] : module_names_)
+    m.module_names_[key] = fx::quantization::with_weight_range(q, quant_min, quant_max);
+  return m;
+}
+
 namespace {
 
 /// The plain layer a fused module's qconfig falls back to.

@@ -211,10 +211,20 @@ std::shared_ptr<GraphModule> convert_and_lower(const std::shared_ptr<GraphModule
   if (!lower) return reference;
   auto lowered = lower_to_onednn_int8(reference, &r.lower);
   r.lowered = true;
-  if (r.lower.int8_kernels > 0 && !onednn::has_int8_dot_product())
-    r.warnings.push_back("int8 without VNNI: oneDNN ISA " + onednn::cpu_isa() +
-                         " has no int8 dot products (oneDNN's int8 sums would saturate): linear layers and all "
-                         "but depthwise convolutions compute in float32, and int8 may be no faster than float32 here");
+  if (r.lower.int8_kernels > 0 && !onednn::has_int8_dot_product()) {
+    const std::string k = std::to_string(r.lower.int8_kernels);
+    if (r.lower.float_kernels > 0)
+      r.warnings.push_back("int8 without VNNI: oneDNN ISA " + onednn::cpu_isa() +
+                           " has no int8 dot products, and its 16-bit int8 sums would saturate with 8-bit weights: " +
+                           std::to_string(r.lower.float_kernels) + " of " + k +
+                           " int8 kernels compute in float32, and int8 may be no faster than float32 here (7-bit "
+                           "weights run on oneDNN's int8 kernels: with_weight_range(-64, 63), fxcpp quantize "
+                           "--weight-bits 7)");
+    else
+      r.warnings.push_back("int8 without VNNI: oneDNN ISA " + onednn::cpu_isa() + " has no int8 dot products: all " +
+                           k + " int8 kernels run on oneDNN's int8 kernels (7-bit weights or depthwise "
+                           "convolutions: their 16-bit sums cannot saturate)");
+  }
   std::map<std::string, const NodeQuantization*> by_name;
   for (const NodeQuantization& n : r.lower.nodes) by_name[n.node] = &n;
   for (NodeQuantization& n : r.nodes) {

@@ -10,6 +10,12 @@ if(TARGET fxcpp_python)
              COMMAND /usr/bin/python3 -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_LIST_DIR}/test_${name}.py)
     set_tests_properties(python.${name} PROPERTIES ENVIRONMENT "${fx_pytest_env}" TIMEOUT 600)
   endforeach()
+  # fxcpp.quantize(weight_bits=7) where oneDNN has no VNNI (held at AVX2): all on int8 kernels.
+  add_test(NAME python.api_quantize_AVX2
+           COMMAND /usr/bin/python3 -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_LIST_DIR}/test_api.py
+                   -k "quantize")
+  set_tests_properties(python.api_quantize_AVX2 PROPERTIES TIMEOUT 600 ENVIRONMENT
+                       "${fx_pytest_env};ONEDNN_MAX_CPU_ISA=AVX2;DNNL_MAX_CPU_ISA=AVX2")
 endif()
 # Every torchvision classifier torch.fx traces (~70; 6 min on 2 cores, so not in the default run):
 # cmake -DFXCPP_PYTHON_ALL_MODELS=ON, then ctest -R python.models_all.

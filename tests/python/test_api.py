@@ -73,6 +73,19 @@ def test_quantize(rel):
         assert rel(q(x), m(x)) < 0.2
 
 
+def test_quantize_seven_bit_weights(rel):
+    m, x = classifier("resnet18")
+    q = fxcpp.quantize(m, [torch.randn(4, 3, 64, 64) for _ in range(4)], (x,), weight_bits=7)
+    with torch.no_grad():
+        assert rel(q(x), m(x)) < 0.2
+    # Without VNNI every kernel of 7-bit weights runs on oneDNN's int8 kernels, and the report says so.
+    vnni = fxcpp._C._cpu_summary().endswith("int8 dot products (VNNI/AMX) yes")
+    assert "compute in float32" not in q.report
+    assert ("all 21 int8 kernels run on oneDNN's int8 kernels" in q.report) == (not vnni), q.report
+    with pytest.raises(fxcpp.FxError, match="^fxcpp.quantize: weight_bits must be 7 or 8, got 6$"):
+        fxcpp.quantize(m, [x], weight_bits=6)
+
+
 def test_save_load(tmp_path):
     m, x = classifier("resnet18")
     gm = torch.fx.symbolic_trace(m)

@@ -11,3 +11,7 @@ set_tests_properties(quantization_digits_fixture PROPERTIES FIXTURES_SETUP fx_di
 add_test(NAME quantization_digits COMMAND test_quantization --gtest_filter=QuantizationDigits.*)
 set_tests_properties(quantization_digits PROPERTIES FIXTURES_REQUIRED fx_digits TIMEOUT 300
                      ENVIRONMENT "OMP_NUM_THREADS=1")
+# 7-bit weights where oneDNN has no VNNI (held at AVX2): oneDNN's int8 kernels, as accurate.
+add_test(NAME quantization_digits_AVX2 COMMAND test_quantization --gtest_filter=QuantizationDigits.*SevenBit*)
+set_tests_properties(quantization_digits_AVX2 PROPERTIES FIXTURES_REQUIRED fx_digits TIMEOUT 300
+                     ENVIRONMENT "OMP_NUM_THREADS=1;ONEDNN_MAX_CPU_ISA=AVX2;DNNL_MAX_CPU_ISA=AVX2")

@@ -6,7 +6,9 @@
 #include <fx/quantization/observers.h>
 #include <fx/quantization/qconfig.h>
 
+#include <ATen/ops/quantize_per_channel.h>
 #include <gtest/gtest.h>
+#include <torch/torch.h>
 
 namespace {
 
@@ -127,6 +129,48 @@ TEST(QConfigMapping, Precedence) {
   EXPECT_EQ(m.for_function("aten::mul"), c);
   EXPECT_EQ(canonical_function("aten::relu_"), "aten::relu");
   EXPECT_EQ(canonical_function("aten::__and__.Tensor"), "aten::__and__");
+}
+
+// with_weight_range(-64, 63): 7-bit weights, as torch.ao's PerChannelMinMaxObserver.with_args(
+// quant_min=-64, quant_max=63): scale max|w| / 63.5 per channel, zero point 0, activations as they were.
+TEST(QConfigMapping, WithWeightRange) {
+  QConfigMapping m = get_default_qconfig_mapping("onednn");
+  m.set_module_name("fc", nullptr).set_object_type("Linear", per_tensor_minmax_qconfig());
+  const QConfigMapping seven = m.with_weight_range(-64, 63);
+  const QConfigPtr g = seven.global();
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->weight.type, "PerChannelMinMaxObserver");
+  EXPECT_EQ(g->weight.options.quant_min, -64);
+  EXPECT_EQ(g->weight.options.quant_max, 63);
+  EXPECT_EQ(factory_to_json(g->activation), factory_to_json(m.global()->activation));
+  EXPECT_FALSE(m.global()->weight.options.quant_min.has_value()) << "the mapping given is not changed";
+  EXPECT_EQ(seven.for_module("fc", "Linear"), nullptr);
+  EXPECT_EQ(seven.for_module("head", "Linear")->weight.type, "MinMaxObserver");
+  EXPECT_EQ(seven.for_module("head", "Linear")->weight.options.quant_max, 63);
+  EXPECT_TRUE(seven.for_function("aten::reshape")->reuse_input);
+  EXPECT_EQ(seven.for_function("aten::sigmoid")->activation.type, "FixedQParamsObserver");
+
+  auto observer = g->weight();
+  at::Tensor w = torch::tensor({{0.5f, -1.27f, 0.2f}, {0.03f, 0.01f, -0.02f}});
+  observer->forward(w);
+  auto [scale, zero_point] = observer->calculate_qparams();
+  EXPECT_TRUE(torch::allclose(scale, torch::tensor({1.27f / 63.5f, 0.03f / 63.5f}))) << scale;
+  EXPECT_TRUE(torch::equal(zero_point, torch::zeros({2}, torch::kLong))) << zero_point;
+  at::Tensor qw = at::quantize_per_channel(w, scale, zero_point, 0, c10::kQInt8).int_repr();
+  // The largest weight is 63.5 steps: 63 or 64 as float32 rounds it, within kMaxWeightFor16BitSums.
+  EXPECT_GE(qw.abs().max().item<int>(), 63);
+  EXPECT_LE(qw.abs().max().item<int>(), 64);
+
+  for (auto [lo, hi] : {std::pair<int64_t, int64_t>{-129, 127}, {0, 127}, {-64, 0}, {-64, 128}}) {
+    try {
+      m.with_weight_range(lo, hi);
+      ADD_FAILURE() << lo << ", " << hi;
+    } catch (const fx::Error& e) {
+      EXPECT_EQ(std::string(e.what()), "with_weight_range: qint8 weights need -128 <= quant_min < 0 < quant_max <= "
+                                       "127, got [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    }
+  }
+  EXPECT_EQ(with_weight_range(nullptr, -64, 63), nullptr);
 }
 
 TEST(QConfigMapping, DefaultOnednn) {

@@ -45,7 +45,7 @@ const std::map<std::string, std::string>& descriptions() {
       {"threads", "intra-op threads, ATen and oneDNN (default 1)"},
       {"engine", "run only this engine: torchscript, torchscript_opt, fxcpp, fxcpp_opt, fxcpp_opt_bf16, "
                  "fxcpp_opt_unplanned, fxcpp_int8, python_int8, fxcpp_opt_direct, fxcpp_opt_onednn_linear, "
-                 "fxcpp_opt_nhwc"},
+                 "fxcpp_opt_nhwc, fxcpp_int8_7bit"},
       {"batch", "repeat the input along dim 0 to this batch (torch::cat; default 1: as saved)"},
       {"iters", "timed rounds (one forward of each engine per round)"},
       {"seconds", "time budget of the timed rounds, at least --min-rounds (default 2 s)"},
@@ -59,6 +59,8 @@ const std::map<std::string, std::string>& descriptions() {
                    "the input)"},
       {"reference", "keep the reference quantized graph (float ops between quantize / dequantize), not lowered"},
       {"skip", "keep this module float (qualified name or call_module node name)"},
+      {"weight-bits", "quantize: 8 (default) or 7: weights in [-64, 63], which oneDNN's int8 kernels run exactly "
+                      "on CPUs without VNNI (8-bit weights compute in float32 there)"},
       {"int8-torchscript", "Python's quantized TorchScript of the model, for --engine python_int8 "
                            "(python/quantize_baseline.py)"},
   };

@@ -12,7 +12,7 @@
 // An fxcpp file (fx::save) runs its TorchScript engines on its export
 // (fx::to_torchscript), or without them when it has no TorchScript form.
 // --engine fxcpp_int8: fx::quantization::quantize (calibrated on the input,
-// or on --calibration DATA.pt); --engine python_int8: Python's quantized
+// or on --calibration DATA.pt; fxcpp_int8_7bit: with 7-bit weights); --engine python_int8: Python's quantized
 // TorchScript of the same model (--int8-torchscript FILE, written by
 // python/quantize_baseline.py), run on the onednn quantized engine.
 // fxcpp bench --roofline measures the matmul roofline instead.
@@ -72,7 +72,8 @@ struct Engine {
 const std::vector<std::string>& engine_names() {
   static const std::vector<std::string> names = {"torchscript", "torchscript_opt", "fxcpp", "fxcpp_opt",
                                                  "fxcpp_opt_bf16", "fxcpp_opt_unplanned", "fxcpp_int8", "python_int8",
-                                                 "fxcpp_opt_direct", "fxcpp_opt_onednn_linear", "fxcpp_opt_nhwc"};
+                                                 "fxcpp_opt_direct", "fxcpp_opt_onednn_linear", "fxcpp_opt_nhwc",
+                                                 "fxcpp_int8_7bit"};
   return names;
 }
 
@@ -379,7 +380,9 @@ std::vector<Engine> prepare_engines(const ModelArgs& args, const std::vector<std
   setup.flops = summarize_model(*gm).total_flops;
 
   // int8: fxcpp's quantization, and Python's quantized TorchScript of the model.
-  if (want("fxcpp_int8")) {
+  // fxcpp_int8_7bit: weights quantized to 7 bits, which oneDNN's int8 kernels run without VNNI.
+  for (const auto& [slot, weight_bits] : {std::pair<size_t, int>{6, 8}, {11, 7}}) {
+    if (!want(engine_names()[slot])) continue;
     const auto t0 = Clock::now();
     std::vector<fx::quantization::CalibrationBatch> batches{inputs};
     if (args.has("calibration")) {
@@ -388,11 +391,12 @@ std::vector<Engine> prepare_engines(const ModelArgs& args, const std::vector<std
       check_calibration(*gm, batches, args.get("calibration"));
     }
     fx::quantization::QuantizeReport report;
-    auto q = quantize_model(gm, batches, {}, &report, args.get("calibration", args.get("input")));
-    slots[6] = make_engine("fxcpp_int8", "fxcpp int8",
-                           "quantize, " + std::to_string(batches.size()) + " calibration batch" +
-                               (batches.size() == 1 ? "" : "es"),
-                           [q, &inputs] { return q->forward(inputs); }, ms_since(t0));
+    auto q = quantize_model(gm, batches, {}, &report, args.get("calibration", args.get("input")), true, weight_bits);
+    slots[slot] = make_engine(engine_names()[slot], weight_bits == 8 ? "fxcpp int8" : "fxcpp int8 7-bit",
+                              "quantize" + std::string(weight_bits == 8 ? "" : " --weight-bits 7") + ", " +
+                                  std::to_string(batches.size()) + " calibration batch" +
+                                  (batches.size() == 1 ? "" : "es"),
+                              [q, &inputs] { return q->forward(inputs); }, ms_since(t0));
   }
   if (want("python_int8")) {
     if (!args.has("int8-torchscript"))

@@ -1,5 +1,5 @@
 // fxcpp quantize MODEL --calibration DATA.pt [-o OUT.fx] [--skip NAME]...
-// [--report] [--reference]: int8 post-training quantization in one call
+// [--weight-bits 7|8] [--report] [--reference]: int8 post-training quantization in one call
 // (fx::quantization::quantize: fuse + observers, a forward on every
 // calibration batch, convert, lowering to oneDNN's int8 kernels), saved with
 // fx::save. DATA.pt is written by plain torch.save: a tuple of forward
@@ -42,8 +42,9 @@ std::shared_ptr<GraphModule> quantize_model(const std::shared_ptr<GraphModule>& 
                                             const std::vector<fx::quantization::CalibrationBatch>& batches,
                                             const std::vector<std::string>& skip,
                                             fx::quantization::QuantizeReport* report, const std::string& where,
-                                            bool lower) {
+                                            bool lower, int weight_bits) {
   fx::quantization::QuantizeOptions options;
+  options.mapping = with_weight_bits(options.mapping, weight_bits);
   options.skip = skip;
   options.lower = lower;
   set_activity("quantizing (" + std::to_string(batches.size()) + " calibration batches)");
@@ -61,6 +62,17 @@ std::shared_ptr<GraphModule> quantize_model(const std::shared_ptr<GraphModule>& 
     if (what.rfind("quantize: ", 0) == 0) throw Error(what.substr(10));
     throw;
   }
+}
+
+int weight_bits_arg(const ModelArgs& args) {
+  if (!args.has("weight-bits")) return 8;
+  const std::string v = args.get("weight-bits");
+  if (v == "7" || v == "8") return v[0] - '0';
+  throw Error("--weight-bits takes 7 or 8, got '" + v + "'");
+}
+
+fx::quantization::QConfigMapping with_weight_bits(const fx::quantization::QConfigMapping& mapping, int weight_bits) {
+  return weight_bits == 7 ? mapping.with_weight_range(-64, 63) : mapping;
 }
 
 namespace {
@@ -149,9 +161,12 @@ std::shared_ptr<GraphModule> quantize_qat(const ModelArgs& args, fx::quantizatio
 
 int run_quantize(const std::vector<std::string>& argv) {
   ModelArgs args = parse_model_args(
-      argv, {"calibration", "output", "train", "epochs", "batch", "optimizer", "lr", "momentum", "freeze-bn-after"},
+      argv,
+      {"calibration", "output", "train", "epochs", "batch", "optimizer", "lr", "momentum", "freeze-bn-after",
+       "weight-bits"},
       {"report", "reference", "qat"}, /*model_optional=*/false, /*repeatable=*/{"skip"});
   if (args.has("output")) check_output_path(args.get("output"), "-o");
+  const int weight_bits = weight_bits_arg(args);
   fx::quantization::QuantizeReport report;
   if (args.has("qat")) {
     auto q = quantize_qat(args, report);
@@ -176,7 +191,7 @@ int run_quantize(const std::vector<std::string>& argv) {
   const c10::IValue example = calibration_example(batches);
   auto gm = import_model(args.model, nullptr, &example, false, data);
   check_calibration(*gm, batches, data);
-  auto q = quantize_model(gm, batches, args.lists["skip"], &report, data, !args.has("reference"));
+  auto q = quantize_model(gm, batches, args.lists["skip"], &report, data, !args.has("reference"), weight_bits);
   // Without int8 dot products int8 may not pay: measured against float32, optimised.
   std::shared_ptr<GraphModule> fp32 = float_to_compare(args, gm, report, batches.front(), data);
   gm.reset();
@@ -187,7 +202,8 @@ int run_quantize(const std::vector<std::string>& argv) {
 
 FX_COMMAND("quantize",
            "quantize MODEL (--calibration DATA.pt [--skip NAME]... | --qat --train DATA.pt [--epochs N] [--batch B] "
-           "[--optimizer sgd|adam] [--lr X] [--momentum M] [--freeze-bn-after K]) [-o OUT.fx] [--report] [--reference]",
+           "[--optimizer sgd|adam] [--lr X] [--momentum M] [--freeze-bn-after K]) [--weight-bits 7|8] [-o OUT.fx] "
+           "[--report] [--reference]",
            "int8 quantization, post-training (prepare, calibrate, convert) or quantization-aware training "
            "(prepare_qat, train, convert), oneDNN int8 kernels, saved with fx::save",
            run_quantize);

@@ -25,13 +25,23 @@ void check_calibration(GraphModule& gm, const std::vector<fx::quantization::Cali
 /// fx::quantization::quantize of `gm` on `batches` (the first one its example
 /// inputs), keeping `skip` float; `report` gets what it did. A batch that
 /// does not run is an fx::Error naming `where` (the calibration file) and the batch.
+/// `weight_bits` 7 quantizes the weights to [-64, 63] (with_weight_range),
+/// 8 to [-128, 127].
 std::shared_ptr<GraphModule> quantize_model(const std::shared_ptr<GraphModule>& gm,
                                             const std::vector<fx::quantization::CalibrationBatch>& batches,
                                             const std::vector<std::string>& skip,
                                             fx::quantization::QuantizeReport* report, const std::string& where,
-                                            bool lower = true);
+                                            bool lower = true, int weight_bits = 8);
 
 struct ModelArgs;
+
+/// --weight-bits B: 8 (the default: torch.ao's qint8 weights) or 7 (weights
+/// in [-64, 63], exact on oneDNN's int8 kernels without VNNI); fx::Error for
+/// any other value.
+int weight_bits_arg(const ModelArgs& args);
+
+/// `mapping` with its weights quantized to `weight_bits` (7 or 8) bits.
+fx::quantization::QConfigMapping with_weight_bits(const fx::quantization::QConfigMapping& mapping, int weight_bits);
 
 /// fxcpp quantize --qat: MODEL imported, prepared with prepare_qat (onednn's
 /// default QAT qconfig) and trained with cross-entropy on --train DATA.pt

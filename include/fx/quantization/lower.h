@@ -40,6 +40,9 @@ struct LowerReport {
   std::vector<NodeQuantization> nodes;
   /// int8 oneDNN kernels made (convolutions, linear layers).
   size_t int8_kernels = 0;
+  /// Of those, the ones that compute in float32 on this CPU
+  /// (onednn::int8_computes_in_float: no VNNI, weights beyond 7 bits).
+  size_t float_kernels = 0;
   /// One line per node, as PrepareReport::str().
   std::string str() const;
 };

@@ -61,11 +61,25 @@ class QConfigMapping {
   /// The global QConfig.
   const QConfigPtr& global() const { return global_; }
 
+  /// This mapping with every QConfig in it (global, by object type, by
+  /// module name) passed through fx::quantization::with_weight_range.
+  QConfigMapping with_weight_range(int64_t quant_min, int64_t quant_max) const;
+
  private:
   QConfigPtr global_;
   std::map<std::string, QConfigPtr> object_types_;
   std::map<std::string, QConfigPtr> module_names_;
 };
+
+/// `qconfig` with its weights quantized to the integers [quant_min,
+/// quant_max]: its weight observer (or fake quantizer) gets that custom range,
+/// as torch.ao's `PerChannelMinMaxObserver.with_args(quant_min=-64,
+/// quant_max=63, ...)`; nullptr stays nullptr. (-64, 63), 7-bit weights, lets
+/// oneDNN's int8 kernels run exactly on CPUs without VNNI (fx/onednn_int8.h:
+/// kMaxWeightFor16BitSums), where 8-bit weights compute in float32; it costs
+/// half the weights' resolution. fx::Error unless -128 <= quant_min < 0 <
+/// quant_max <= 127 (symmetric qint8 weights).
+QConfigPtr with_weight_range(const QConfigPtr& qconfig, int64_t quant_min, int64_t quant_max);
 
 /// A function target without overload and in-place suffix: "aten::add_.Tensor" → "aten::add".
 std::string canonical_function(const std::string& target);

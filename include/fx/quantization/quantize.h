@@ -80,9 +80,10 @@ struct QuantizeReport {
   /// replaced by the lowering's for the nodes it names (int8 kernel, runs on
   /// quint8, or why it stays float).
   std::vector<NodeQuantization> nodes;
-  /// What this CPU changes, one line each: int8 kernels lowered where oneDNN
-  /// has no int8 dot products (onednn::has_int8_dot_product: no VNNI / AMX)
-  /// take float paths and may be no faster than float32.
+  /// What this CPU changes, one line each: where oneDNN has no int8 dot
+  /// products (onednn::has_int8_dot_product: no VNNI / AMX), how many int8
+  /// kernels take float paths (8-bit weights: LowerReport::float_kernels) and
+  /// may be no faster than float32, or that all run on oneDNN's int8 kernels.
   std::vector<std::string> warnings;
   /// One line per node ("name  target  quantized|float  reason", as
   /// format_report) and a last summary line: "N of M nodes quantized, K int8
