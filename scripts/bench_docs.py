@@ -48,6 +48,7 @@ SECTIONS = [
     ("bench_cold_start", "Cold start and deployment", "bench_cold_start"),
     ("bench_quantize", "int8: fxcpp vs Python's quantize_fx", "bench_quantize"),
     ("bench_quantize_avx2", "int8 on an AVX2-only CPU: fxcpp vs fp32 and Python's quantize_fx", "bench_quantize"),
+    ("bench_quantize_7bit", "int8 with 7-bit weights: oneDNN's int8 kernels without VNNI", "bench_quantize"),
     ("bench_python", "fxcpp from Python: import fxcpp", "bench_python"),
     ("quantize_dynamic", "Dynamic int8 linear layers", None),
     ("bench_pipeline", "Pipeline and data parallelism", "bench_pipeline"),

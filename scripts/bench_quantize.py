@@ -15,7 +15,9 @@ seeded weights with honest batch-norm statistics, 224x224) and batch (1, 8), one
 
 On a CPU with AVX-512, the models again at batch 1 held at AVX2 (bench_markdown.AVX2_HELD: the
 kernels of an AVX2-only CPU, without VNNI): int8 against fp32 and Python's int8 there, the int8
-convolutions each side runs, and what `fxcpp quantize` says of resnet18 there. On a CPU
+convolutions each side runs, and what `fxcpp quantize` says of resnet18 there. Where there is no
+VNNI (held, or the CPU's own) fxcpp's int8 with 7-bit weights runs too (fxcpp_int8_7bit:
+`fxcpp quantize --weight-bits 7`, oneDNN's int8 kernels instead of float32 ones). On a CPU
 without AVX-512 (an AMD EPYC Zen 3: no VNNI either, issue 39) the run is saved as the part
 bench_quantize_avx2 (--part overrides), with int8 against fp32 and what `fxcpp quantize`
 says of resnet18 on it.
@@ -89,11 +91,12 @@ def resnet18_kernels(fxcpp, base, held=False):
                                    held)}
 
 
-def bench(fxcpp, base, batch, seconds, held=False):
+def bench(fxcpp, base, batch, seconds, held=False, seven_bit=False):
+    """seven_bit: fxcpp's int8 with 7-bit weights too (fxcpp_int8_7bit), where there is no VNNI."""
     cmd = [fxcpp, "bench", base + ".pt", "--input", base + ".input.pt", "--calibration", base + ".calib.pt",
            "--int8-torchscript", base + ".int8.pt", "--threads", "1", "--batch", str(batch), "--seconds",
            str(seconds), "--warmup", "3", "--json"]
-    for e in ENGINES:
+    for e in ENGINES + (["fxcpp_int8_7bit"] if seven_bit else []):
         cmd += ["--engine", e]
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     env.update(AVX2_HELD if held else {})
@@ -107,11 +110,11 @@ def bench(fxcpp, base, batch, seconds, held=False):
     return result
 
 
-def quantize_notes(fxcpp, base, held=True):
-    """What `fxcpp quantize` says of int8 on this CPU (held: held at AVX2): its "note:" lines (no VNNI; int8 timed
-    against the float model)."""
+def quantize_notes(fxcpp, base, held=True, weight_bits=8):
+    """What `fxcpp quantize [--weight-bits 7]` says of int8 on this CPU (held: held at AVX2): its "note:" lines (no
+    VNNI; int8 timed against the float model)."""
     out = subprocess.run([fxcpp, "quantize", base + ".pt", "--calibration", base + ".calib.pt", "-o",
-                          base + ".held.int8.fx"], capture_output=True, text=True,
+                          base + ".held.int8.fx", "--weight-bits", str(weight_bits)], capture_output=True, text=True,
                          env=dict(os.environ, OMP_NUM_THREADS="1", **(AVX2_HELD if held else {})))
     if os.path.exists(base + ".held.int8.fx"):
         os.remove(base + ".held.int8.fx")
@@ -123,17 +126,19 @@ def render(data):
     """The markdown of a run (data: what main() saved)."""
     cpu_name, isa, avx512, kernels = data["cpu"], data["isa"], data.get("avx512", True), data.get("kernels")
     head = measured(data)
+    seven = any(e["engine"] == "fxcpp_int8_7bit" for r in data["results"] for e in r.get("engines", []))
     lines = ["## int8 quantization: fxcpp vs Python's int8 (1 thread, 224x224)", ""] + ([head, ""] if head else [])
     lines += [f"CPU: {cpu_name}; int8 instructions: {', '.join(isa) if isa else 'none (no VNNI: int8 runs without it)'}"
               f"{'' if avx512 else '; no AVX-512'}. Medians of interleaved rounds (`fxcpp bench --engine ...`), "
               "ratios to TorchScript's freeze + optimize_for_inference (TS-opt, fp32)."
               + ("".join(f" {who} int8 convolutions (resnet18, ONEDNN_VERBOSE): {', '.join(k) or 'none'}."
                          for who, k in (kernels or {}).items())), "",
-              "| model | batch | TS-opt fp32 ms | fxcpp-opt fp32 | Python int8 (TS) | fxcpp int8 | fxcpp int8 / Python int8 |",
-              "|---|---|---|---|---|---|---|"]
+              "| model | batch | TS-opt fp32 ms | fxcpp-opt fp32 | Python int8 (TS) | fxcpp int8 | fxcpp int8 / Python int8 |"
+              + (" fxcpp int8 7-bit | 7-bit / Python int8 |" if seven else ""),
+              "|---|---|---|---|---|---|---|" + ("---|---|" if seven else "")]
     for r in data["results"]:
         if "error" in r:
-            lines.append(f"| {r['model']} | {r['batch']} | {r['error']} | | | | |")
+            lines.append(f"| {r['model']} | {r['batch']} | {r['error']} | | | | |" + (" | |" if seven else ""))
             continue
         ms = {e["engine"]: e["median_ms"] for e in r["engines"]}
         ts = ms.get("torchscript_opt")
@@ -143,20 +148,24 @@ def render(data):
                 return "—"
             return f"{ms[k]:.2f} ms ({ms[k] / ts:.2f}×)" if ts else f"{ms[k]:.2f} ms"
         vs = f"{ms['fxcpp_int8'] / ms['python_int8']:.2f}" if "fxcpp_int8" in ms and "python_int8" in ms else "—"
+        vs7 = f"{ms['fxcpp_int8_7bit'] / ms['python_int8']:.2f}" if "fxcpp_int8_7bit" in ms and "python_int8" in ms \
+            else "—"
         lines.append(f"| {r['model']} | {r['batch']} | {ts:.2f} | {cell('fxcpp_opt')} | {cell('python_int8')} | "
-                     f"{cell('fxcpp_int8')} | {vs} |")
+                     f"{cell('fxcpp_int8')} | {vs} |" + (f" {cell('fxcpp_int8_7bit')} | {vs7} |" if seven else ""))
     lines += ["", "Targets (issue 22): fxcpp int8 ≤ 0.25× TS-opt on resnet18/50, ≤ 0.40× on mobilenet_v2 and "
               "efficientnet_b0, ≤ 0.85× Python's int8 everywhere.", ""]
     if not avx512:
-        lines += avx2_summary(data["results"], data.get("notes") or [])
+        lines += avx2_summary(data["results"], note_sets(data, "notes"))
     if data.get("avx2_held"):
-        lines += render_avx2_held(data["avx2_held"], data.get("held_kernels") or {}, data.get("held_notes") or [])
+        lines += render_avx2_held(data["avx2_held"], data.get("held_kernels") or {}, note_sets(data, "held_notes"))
     return "\n".join(lines)
 
 
 def avx2_summary(results, notes):
     """On a CPU without AVX-512 (issue 39): int8 against fp32 and Python's int8, and what `fxcpp quantize` says."""
     ratios = [({e["engine"]: e["median_ms"] for e in r["engines"]}) for r in results if "error" not in r]
+    sevens = [(ms["fxcpp_int8_7bit"] / ms["fxcpp_opt"], ms["fxcpp_int8_7bit"] / ms["python_int8"]) for ms in ratios
+              if all(k in ms for k in ("fxcpp_int8_7bit", "fxcpp_opt", "python_int8"))]
     ratios = [(ms["fxcpp_int8"] / ms["fxcpp_opt"], ms["fxcpp_int8"] / ms["python_int8"]) for ms in ratios
               if all(k in ms for k in ("fxcpp_int8", "fxcpp_opt", "python_int8"))]
     lines = []
@@ -165,38 +174,58 @@ def avx2_summary(results, notes):
         lines += [f"On this CPU without AVX-512 or VNNI, geomeans over {len(ratios)} rows: fxcpp int8 / fxcpp-opt fp32 "
                   f"{geomean([a for a, _ in ratios]):.2f} (int8 slower than fp32 in {slower}), fxcpp int8 / Python "
                   f"int8 {geomean([b for _, b in ratios]):.2f}.", ""]
-    if notes:
-        lines += ["What `fxcpp quantize` says of resnet18 on this CPU:", ""] + [f"    {n}" for n in notes] + [""]
+    if sevens:
+        slower = sum(1 for a, _ in sevens if a > 1)
+        lines += [f"With 7-bit weights (`fxcpp quantize --weight-bits 7`: oneDNN's int8 kernels), over {len(sevens)} "
+                  f"rows: fxcpp int8 7-bit / fxcpp-opt fp32 {geomean([a for a, _ in sevens]):.2f} (slower than fp32 "
+                  f"in {slower}), fxcpp int8 7-bit / Python int8 {geomean([b for _, b in sevens]):.2f}.", ""]
+    for title, ns in notes:
+        lines += [f"What `{title}` says of resnet18 on this CPU:", ""] + [f"    {n}" for n in ns] + [""]
     return lines
+
+
+def note_sets(data, key):
+    """The saved "note:" lines of `fxcpp quantize` (key) and of `--weight-bits 7` (key + "_7bit"), titled."""
+    sets = [("fxcpp quantize", data.get(key) or [])]
+    if data.get(key + "_7bit"):
+        sets.append(("fxcpp quantize --weight-bits 7", data[key + "_7bit"]))
+    return [(t, ns) for t, ns in sets if ns]
 
 
 def render_avx2_held(results, kernels, notes):
     """The table of the models held at AVX2 (AVX2_HELD): int8 without VNNI against fp32 and Python's int8."""
+    seven = any(e["engine"] == "fxcpp_int8_7bit" for r in results for e in r.get("engines", []))
     lines = ["Held at AVX2 on this CPU (`ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 "
              "OPENBLAS_CORETYPE=Haswell`: the kernels an AVX2-only CPU runs, without VNNI, at this CPU's timing; "
              "batch 1, engines interleaved in one process)."
              + "".join(f" {who} int8 convolutions (resnet18, ONEDNN_VERBOSE): {', '.join(k) or 'none'}."
                        for who, k in kernels.items()), "",
-             "| model | TS-opt fp32 ms | fxcpp-opt fp32 ms | Python int8 ms | fxcpp int8 ms "
-             "| fxcpp int8 / fxcpp-opt fp32 | fxcpp int8 / Python int8 |", "|---|---|---|---|---|---|---|"]
-    vs_fp32, vs_python = [], []
+             "| model | TS-opt fp32 ms | fxcpp-opt fp32 ms | Python int8 ms | fxcpp int8 ms"
+             + (" | fxcpp int8 7-bit ms" if seven else "") + " | fxcpp int8 / fxcpp-opt fp32 | fxcpp int8 / Python int8"
+             + (" | 7-bit / fxcpp-opt fp32 | 7-bit / Python int8" if seven else "") + " |",
+             "|---|---|---|---|---|---|---|" + ("---|---|---|" if seven else "")]
+    ratios = {k: [] for k in ("a", "b", "c", "d")}
     for r in results:
         if "error" in r:
-            lines.append(f"| {r['model']} | {r['error']} | | | | | |")
+            lines.append(f"| {r['model']} | {r['error']} | | | | | |" + (" | | |" if seven else ""))
             continue
         ms = {e["engine"]: e["median_ms"] for e in r["engines"]}
         f = lambda k: f"{ms[k]:.2f}" if k in ms else "—"  # noqa: E731
-        a = ms["fxcpp_int8"] / ms["fxcpp_opt"] if "fxcpp_int8" in ms and "fxcpp_opt" in ms else None
-        b = ms["fxcpp_int8"] / ms["python_int8"] if "fxcpp_int8" in ms and "python_int8" in ms else None
-        vs_fp32 += [a] if a else []
-        vs_python += [b] if b else []
+        q = lambda x, y: ms[x] / ms[y] if x in ms and y in ms else None  # noqa: E731
+        row = {"a": q("fxcpp_int8", "fxcpp_opt"), "b": q("fxcpp_int8", "python_int8"),
+               "c": q("fxcpp_int8_7bit", "fxcpp_opt"), "d": q("fxcpp_int8_7bit", "python_int8")}
+        for k, v in row.items():
+            ratios[k] += [v] if v else []
+        cells = " | ".join(f"{row[k]:.2f}" if row[k] else "—" for k in ("a", "b", "c", "d")[:4 if seven else 2])
         lines.append(f"| {r['model']} | {f('torchscript_opt')} | {f('fxcpp_opt')} | {f('python_int8')} | "
-                     f"{f('fxcpp_int8')} | {a and f'{a:.2f}' or '—'} | {b and f'{b:.2f}' or '—'} |")
-    if vs_fp32:
-        lines += ["", f"Geomeans held at AVX2: fxcpp int8 / fxcpp-opt fp32 {geomean(vs_fp32):.2f}, fxcpp int8 / "
-                  f"Python int8 {geomean(vs_python):.2f} over {len(vs_fp32)} models."]
-    if notes:
-        lines += ["", "What `fxcpp quantize` says of resnet18 held at AVX2:", ""] + [f"    {n}" for n in notes]
+                     f"{f('fxcpp_int8')} | " + (f"{f('fxcpp_int8_7bit')} | " if seven else "") + f"{cells} |")
+    if ratios["a"]:
+        lines += ["", f"Geomeans held at AVX2: fxcpp int8 / fxcpp-opt fp32 {geomean(ratios['a']):.2f}, fxcpp int8 / "
+                  f"Python int8 {geomean(ratios['b']):.2f} over {len(ratios['a'])} models."
+                  + (f" With 7-bit weights (`--weight-bits 7`): / fxcpp-opt fp32 {geomean(ratios['c']):.2f}, / Python "
+                     f"int8 {geomean(ratios['d']):.2f}." if ratios["c"] else "")]
+    for title, ns in notes:
+        lines += ["", f"What `{title}` says of resnet18 held at AVX2:", ""] + [f"    {n}" for n in ns]
     return lines + [""]
 
 
@@ -207,11 +236,13 @@ def main():
     p.add_argument("--seconds", type=float, default=4.0, help="timed seconds per configuration")
     p.add_argument("--models", nargs="*", default=MODELS)
     add_save_args(p, "bench_quantize")
-    p.add_argument("--part", choices=["bench_quantize", "bench_quantize_avx2"], default=None,
+    p.add_argument("--part", choices=["bench_quantize", "bench_quantize_avx2", "bench_quantize_7bit"], default=None,
                    help="the part the run is saved as (default: bench_quantize on an AVX-512 CPU, "
-                        "bench_quantize_avx2 on one without)")
+                        "bench_quantize_avx2 on one without; bench_quantize_7bit: the first run with 7-bit "
+                        "weights held at AVX2, on an Intel Xeon without AMX)")
     a = p.parse_args()
     cpu_name, isa, avx512 = cpu()
+    vnni = bool(isa)  # avx512_vnni / avx_vnni / amx_int8: without, fxcpp_int8_7bit runs too
     json_path, md_path = run_paths(a, a.part or ("bench_quantize" if avx512 else "bench_quantize_avx2"))
     if a.render:
         print_saved(json_path, render)
@@ -225,7 +256,7 @@ def main():
         base = export(os.path.join(build, "models"), name)
         for batch in ([1] if a.quick else [1, 8]):
             print(f"bench {name} batch {batch}", file=sys.stderr, flush=True)
-            r = bench(fxcpp, base, batch, 1.0 if a.quick else a.seconds)
+            r = bench(fxcpp, base, batch, 1.0 if a.quick else a.seconds, seven_bit=not vnni)
             r.update({"model": name, "batch": batch})
             data["results"].append(r)
     kernels = {}
@@ -233,20 +264,23 @@ def main():
         kernels = resnet18_kernels(fxcpp, export(os.path.join(build, "models"), "resnet18"))
     data["kernels"] = kernels
     if not avx512 and "resnet18" in a.models:
-        data["notes"] = quantize_notes(fxcpp, export(os.path.join(build, "models"), "resnet18"), held=False)
+        base = export(os.path.join(build, "models"), "resnet18")
+        data["notes"] = quantize_notes(fxcpp, base, held=False)
+        data["notes_7bit"] = quantize_notes(fxcpp, base, held=False, weight_bits=7)
     if avx512:
         # The same models held at AVX2: int8 without VNNI (issue 39), batch 1.
         data["avx2_held"] = []
         for name in a.models:
             base = export(os.path.join(build, "models"), name)
             print(f"bench {name} batch 1 held at AVX2", file=sys.stderr, flush=True)
-            r = bench(fxcpp, base, 1, 1.0 if a.quick else a.seconds, held=True)
+            r = bench(fxcpp, base, 1, 1.0 if a.quick else a.seconds, held=True, seven_bit=True)
             r.update({"model": name, "batch": 1})
             data["avx2_held"].append(r)
         if "resnet18" in a.models:
             base = export(os.path.join(build, "models"), "resnet18")
             data["held_kernels"] = resnet18_kernels(fxcpp, base, held=True)
             data["held_notes"] = quantize_notes(fxcpp, base)
+            data["held_notes_7bit"] = quantize_notes(fxcpp, base, weight_bits=7)
     save_run(data, start, json_path, md_path, render)
     return 0
 
