@@ -31,9 +31,18 @@ def close(a, b):
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
 
 
+def check_blas(d):
+    # OpenBLAS names its kernel set; the warning names the Prescott fallback only.
+    if (d["blas_core"] != "") != (d["blas"] == "openblas"):
+        fail("blas %r with core %r" % (d["blas"], d["blas_core"]))
+    if (d["blas_warning"] != "") != (d["blas_core"] == "Prescott"):
+        fail("core %r with warning %r" % (d["blas_core"], d["blas_warning"]))
+
+
 def check_roofline(d):
     if d.get("roofline") is not True or d["blas"] not in BLAS_KINDS:
         fail("not a roofline object: %r" % d)
+    check_blas(d)
     paths = {(p["dtype"], p["path"]) for p in d["paths"]}
     if ("fp32", "at::mm") not in paths or d["fp32_gflops"] <= 0:
         fail("no fp32 at::mm rate: %r" % d)
@@ -47,6 +56,7 @@ def check_bench(d, rounds, want):
         fail("engines %r, expected %r" % (names, want))
     if d["rounds"] != rounds or d["ratio_to"] != "torchscript_opt" or d["blas"] not in BLAS_KINDS:
         fail("header: rounds %r ratio_to %r blas %r" % (d["rounds"], d["ratio_to"], d["blas"]))
+    check_blas(d)
     if d["flops"] <= 0:
         fail("no FLOPs counted")
     if not d["peak_rss_mb"] > 0:

@@ -75,6 +75,13 @@ add_test(NAME cli.bench_roofline
          COMMAND sh -c "\"$0\" bench --roofline --size 128 --seconds 0.05 --json | /usr/bin/python3 \"$1\" --roofline"
                  ${FX_CLI} ${FX_SRC}/tests/cli/check_bench_json.py)
 set_tests_properties(cli.bench_roofline PROPERTIES PASS_REGULAR_EXPRESSION "^bench json ok\n$")
+# OpenBLAS's kernel set named beside the BLAS, and a warning where it runs its generic Prescott
+# kernels (as OpenBLAS 0.3.21 does on CPUs it does not know; OPENBLAS_CORETYPE forces it here).
+add_test(NAME cli.bench_openblas_core
+         COMMAND sh -c "OPENBLAS_CORETYPE=Haswell \"$0\" bench --roofline --size 64 --seconds 0.01 2>&1 | head -1; OPENBLAS_CORETYPE=Prescott \"$0\" bench --roofline --size 64 --seconds 0.01 2>&1 | head -2"
+                 ${FX_CLI})
+set_tests_properties(cli.bench_openblas_core PROPERTIES PASS_REGULAR_EXPRESSION
+                     "^matmul roofline: 64x64x64, threads [0-9]+, BLAS openblas \\([^\n]*libblas.so.3, core Haswell\\)\nfxcpp bench: warning: OpenBLAS runs its generic Prescott kernels on this CPU \\(it does not know the model\\): ATen's float32 matmuls are slow. OPENBLAS_CORETYPE=(SkylakeX|Haswell) selects its (AVX-512|AVX2) ones\nmatmul roofline: 64x64x64, threads [0-9]+, BLAS openblas \\([^\n]*, core Prescott\\)\n$")
 
 # Bad arguments: one line, exit status 2.
 set(FX_LINEAR ${FX_CORRUPT_DIR}/linear.pt)

@@ -224,6 +224,8 @@ void print_json(const Setup& s, const std::vector<Engine>& engines) {
               {"batch", s.batch},
               {"blas", s.blas.kind},
               {"blas_path", s.blas.path},
+              {"blas_core", s.blas.core},
+              {"blas_warning", s.blas.warning},
               {"flops", s.flops},
               {"warmup_rounds", s.schedule.warmup},
               {"rounds", s.rounds},
@@ -249,8 +251,9 @@ void print_json(const Setup& s, const std::vector<Engine>& engines) {
 }
 
 void print_table(const Setup& s, const std::vector<Engine>& engines) {
-  std::printf("%s: inputs %s, threads %d, BLAS %s (%s)\n", s.model.c_str(), s.input_shapes.c_str(), s.threads,
-              s.blas.kind.c_str(), s.blas.path.empty() ? "-" : s.blas.path.c_str());
+  std::printf("%s: inputs %s, threads %d, BLAS %s (%s%s%s)\n", s.model.c_str(), s.input_shapes.c_str(), s.threads,
+              s.blas.kind.c_str(), s.blas.path.empty() ? "-" : s.blas.path.c_str(),
+              s.blas.core.empty() ? "" : ", core ", s.blas.core.c_str());
   std::printf("%.3f GFLOP per forward; %d timed rounds after %d warm-up, one forward of each engine per round\n\n",
               static_cast<double>(s.flops) / 1e9, s.rounds, s.schedule.warmup);
   std::printf("%-22s %10s %10s %9s %9s %10s %11s  %s\n", "engine", "median ms", "min ms", "/ TS-opt", "GFLOP/s",
@@ -286,6 +289,8 @@ int run_roofline(const ModelArgs& args, int threads) {
                 {"threads", threads},
                 {"blas", blas.kind},
                 {"blas_path", blas.path},
+                {"blas_core", blas.core},
+                {"blas_warning", blas.warning},
                 {"fp32_gflops", best_rate(rates, "fp32")},
                 {"bf16_gflops", best_rate(rates, "bf16")},
                 {"paths", json::array()}};
@@ -294,8 +299,9 @@ int run_roofline(const ModelArgs& args, int threads) {
     std::cout << out.dump(1) << "\n";
     return 0;
   }
-  std::printf("matmul roofline: %dx%dx%d, threads %d, BLAS %s (%s)\n", n, n, n, threads, blas.kind.c_str(),
-              blas.path.empty() ? "-" : blas.path.c_str());
+  if (!blas.warning.empty()) std::cerr << "fxcpp bench: warning: " << blas.warning << "\n";  // --json: blas_warning
+  std::printf("matmul roofline: %dx%dx%d, threads %d, BLAS %s (%s%s%s)\n", n, n, n, threads, blas.kind.c_str(),
+              blas.path.empty() ? "-" : blas.path.c_str(), blas.core.empty() ? "" : ", core ", blas.core.c_str());
   for (const MatmulRate& r : rates)
     std::printf("  %-5s %-22s %8.1f GFLOP/s  (best of %d)\n", r.dtype.c_str(), r.path.c_str(), r.gflops, r.reps);
   std::printf("roofline: fp32 %.1f GFLOP/s, bf16 %.1f GFLOP/s\n", best_rate(rates, "fp32"), best_rate(rates, "bf16"));
@@ -499,6 +505,9 @@ int run_bench(const std::vector<std::string>& argv) {
     return report_run_error("bench", args.model, args.get("input"), e);
   }
   setup.blas = loaded_blas();
+  // --json: in its "blas_warning"
+  if (!setup.blas.warning.empty() && !args.has("json"))
+    std::cerr << "fxcpp bench: warning: " << setup.blas.warning << "\n";
   setup.peak_rss_mb = peak_rss_mb();
   auto find = [&](const char* key) {
     auto it = std::find_if(engines.begin(), engines.end(), [&](const Engine& e) { return e.key == key; });

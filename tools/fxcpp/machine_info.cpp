@@ -3,6 +3,8 @@
 
 #include <ATen/ATen.h>
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <chrono>
 #include <fstream>
@@ -15,16 +17,28 @@ BlasInfo loaded_blas() {
   for (std::string line; std::getline(maps, line);) {
     const size_t slash = line.find('/');
     if (slash == std::string::npos || line.find("/libblas.so.3", slash) == std::string::npos) continue;
-    BlasInfo info{"other", line.substr(slash)};
+    BlasInfo info{"other", line.substr(slash), "", ""};
     const std::string& p = info.path;
     if (p.find("openblas") != std::string::npos) info.kind = "openblas";
     else if (p.find("/blas/") != std::string::npos) info.kind = "reference";
     else if (p.find("mkl") != std::string::npos) info.kind = "mkl";
     else if (p.find("blis") != std::string::npos) info.kind = "blis";
     else if (p.find("atlas") != std::string::npos) info.kind = "atlas";
+    if (info.kind == "openblas") {
+      // An OpenBLAS extension, not in the BLAS interface: looked up, not linked.
+      using CoreName = char* (*)();
+      if (auto corename = reinterpret_cast<CoreName>(dlsym(RTLD_DEFAULT, "openblas_get_corename")))
+        if (const char* name = corename()) info.core = name;
+      const bool avx2 = __builtin_cpu_supports("avx2"), avx512 = __builtin_cpu_supports("avx512f");
+      if (info.core == "Prescott" && avx2)
+        info.warning = "OpenBLAS runs its generic Prescott kernels on this CPU (it does not know the model): ATen's "
+                       "float32 matmuls are slow; OPENBLAS_CORETYPE=" +
+                       std::string(avx512 ? "SkylakeX" : "Haswell") + " selects its " +
+                       (avx512 ? "AVX-512" : "AVX2") + " ones";
+    }
     return info;
   }
-  return {"none", ""};
+  return {"none", "", "", ""};
 }
 
 namespace {

@@ -17,9 +17,17 @@ struct BlasInfo {
   std::string kind;
   /// Its resolved path ("" for none).
   std::string path;
+  /// OpenBLAS's kernel set (openblas_get_corename(): "Haswell", "SkylakeX",
+  /// "Prescott" ...; OPENBLAS_CORETYPE chooses it), "" for other libraries.
+  std::string core;
+  /// One line when OpenBLAS runs its generic Prescott (SSE3) kernels on a CPU
+  /// with AVX2 (OpenBLAS 0.3.21 does not know the CPU: an Intel Xeon of
+  /// family 6 model 207), naming the OPENBLAS_CORETYPE that picks fast ones;
+  /// else "".
+  std::string warning;
 };
 
-/// Reads /proc/self/maps for the mapped libblas.so.3.
+/// Reads /proc/self/maps for the mapped libblas.so.3 (and asks OpenBLAS its core).
 BlasInfo loaded_blas();
 
 /// One way of running an N x N x N matmul and the rate it reached.
