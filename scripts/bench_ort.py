@@ -259,10 +259,12 @@ def main():
     ap.add_argument("--block-pause-ms", type=float, default=100.0,
                     help="with several threads: pause after each turn (default 100)")
     add_save_args(ap, "bench_ort")
-    ap.add_argument("--part", choices=["bench_ort", "bench_ort_avx2", "bench_ort_amd_avx512"], default=None,
+    ap.add_argument("--part", choices=["bench_ort", "bench_ort_avx2", "bench_ort_amd_avx512", "bench_ort_xeon_no_amx"],
+                    default=None,
                     help="the name the run is saved (or --render reads) under; default: bench_ort on an AVX-512 "
                          "CPU, bench_ort_avx2 on one without (bench_ort_amd_avx512: an AMD EPYC with AVX-512, "
-                         "beside the Intel Xeon's bench_ort)")
+                         "bench_ort_xeon_no_amx: an Intel Xeon with AVX-512 and no AMX, beside the Intel Xeon "
+                         "with AMX's bench_ort)")
     args = ap.parse_args()
     name, isa = cpu()
     json_path, md_path = run_paths(args, args.part or part_name(isa))
