@@ -78,7 +78,7 @@ std::pair<std::shared_ptr<GraphModule>, std::string> quantize(const std::shared_
       batches.push_back({to_ivalue(batch)});
   }
   quantization::QuantizeOptions options;
-  if (weight_bits == 7) options.mapping = options.mapping.with_weight_range(-64, 63);
+  options.mapping = options.mapping.with_weight_bits(weight_bits);
   quantization::QuantizeReport report;
   py::gil_scoped_release release;
   auto out = quantization::quantize(gm, inputs, batches, options, &report);

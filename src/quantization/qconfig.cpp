@@ -55,6 +55,12 @@ QConfigMapping QConfigMapping::with_weight_range(int64_t quant_min, int64_t quan
   return m;
 }
 
+QConfigMapping QConfigMapping::with_weight_bits(int bits) const {
+  if (bits == 8) return *this;
+  if (bits == 7) return with_weight_range(kMin7BitWeight, kMax7BitWeight);
+  throw Error("with_weight_bits: weights take 7 or 8 bits, got " + std::to_string(bits));
+}
+
 namespace {
 
 /// The plain layer a fused module's qconfig falls back to.

@@ -3,6 +3,7 @@
 #include "quant_test_util.h"
 
 #include <fx/error.h>
+#include <fx/onednn_int8.h>
 #include <fx/quantization/observers.h>
 #include <fx/quantization/qconfig.h>
 
@@ -171,6 +172,28 @@ TEST(QConfigMapping, WithWeightRange) {
     }
   }
   EXPECT_EQ(with_weight_range(nullptr, -64, 63), nullptr);
+}
+
+TEST(QConfigMapping, WithWeightBits) {
+  QConfigMapping m = get_default_qconfig_mapping("onednn");
+  m.set_object_type("Linear", per_tensor_minmax_qconfig());
+  const QConfigMapping eight = m.with_weight_bits(8);
+  EXPECT_EQ(eight.global(), m.global()) << "8 bits: the mapping as it is";
+  EXPECT_FALSE(eight.for_module("fc", "Linear")->weight.options.quant_min.has_value());
+  const QConfigMapping seven = m.with_weight_bits(7);
+  EXPECT_EQ(seven.global()->weight.options.quant_min, kMin7BitWeight);
+  EXPECT_EQ(seven.global()->weight.options.quant_max, kMax7BitWeight);
+  EXPECT_EQ(seven.for_module("fc", "Linear")->weight.options.quant_min, -64);
+  EXPECT_EQ(seven.for_module("fc", "Linear")->weight.options.quant_max, 63);
+  EXPECT_EQ(kMax7BitWeight + 1, fx::onednn::kMaxWeightFor16BitSums) << "7-bit weights keep the 16-bit sums exact";
+  for (int bits : {0, 4, 6, 9, 16}) {
+    try {
+      m.with_weight_bits(bits);
+      ADD_FAILURE() << bits;
+    } catch (const fx::Error& e) {
+      EXPECT_EQ(std::string(e.what()), "with_weight_bits: weights take 7 or 8 bits, got " + std::to_string(bits));
+    }
+  }
 }
 
 TEST(QConfigMapping, DefaultOnednn) {

@@ -44,7 +44,7 @@ std::shared_ptr<GraphModule> quantize_model(const std::shared_ptr<GraphModule>& 
                                             fx::quantization::QuantizeReport* report, const std::string& where,
                                             bool lower, int weight_bits) {
   fx::quantization::QuantizeOptions options;
-  options.mapping = with_weight_bits(options.mapping, weight_bits);
+  options.mapping = options.mapping.with_weight_bits(weight_bits);
   options.skip = skip;
   options.lower = lower;
   set_activity("quantizing (" + std::to_string(batches.size()) + " calibration batches)");
@@ -69,10 +69,6 @@ int weight_bits_arg(const ModelArgs& args) {
   const std::string v = args.get("weight-bits");
   if (v == "7" || v == "8") return v[0] - '0';
   throw Error("--weight-bits takes 7 or 8, got '" + v + "'");
-}
-
-fx::quantization::QConfigMapping with_weight_bits(const fx::quantization::QConfigMapping& mapping, int weight_bits) {
-  return weight_bits == 7 ? mapping.with_weight_range(-64, 63) : mapping;
 }
 
 namespace {

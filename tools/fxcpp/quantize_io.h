@@ -37,11 +37,8 @@ struct ModelArgs;
 
 /// --weight-bits B: 8 (the default: torch.ao's qint8 weights) or 7 (weights
 /// in [-64, 63], exact on oneDNN's int8 kernels without VNNI); fx::Error for
-/// any other value.
+/// any other value. Passed to QConfigMapping::with_weight_bits.
 int weight_bits_arg(const ModelArgs& args);
-
-/// `mapping` with its weights quantized to `weight_bits` (7 or 8) bits.
-fx::quantization::QConfigMapping with_weight_bits(const fx::quantization::QConfigMapping& mapping, int weight_bits);
 
 /// fxcpp quantize --qat: MODEL imported, prepared with prepare_qat (onednn's
 /// default QAT qconfig) and trained with cross-entropy on --train DATA.pt

@@ -31,7 +31,7 @@ std::shared_ptr<GraphModule> qat_train(const ModelArgs& args, fx::quantization::
   const int freeze_bn_after = args.get_int("freeze-bn-after", epochs, 0);
   gm->train();
   set_activity("preparing for quantization-aware training");
-  auto qat = q::prepare_qat(gm, with_weight_bits(q::get_default_qat_qconfig_mapping("onednn"), weight_bits_arg(args)),
+  auto qat = q::prepare_qat(gm, q::get_default_qat_qconfig_mapping("onednn").with_weight_bits(weight_bits_arg(args)),
                             {data.inputs.slice(0, 0, 1)}, &report.prepare);
   gm.reset();
   auto optimizer = make_optimizer(args, qat->parameters());

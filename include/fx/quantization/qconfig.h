@@ -64,6 +64,11 @@ class QConfigMapping {
   /// This mapping with every QConfig in it (global, by object type, by
   /// module name) passed through fx::quantization::with_weight_range.
   QConfigMapping with_weight_range(int64_t quant_min, int64_t quant_max) const;
+  /// This mapping with `bits`-bit weights: 8 is the mapping as it is, 7 is
+  /// with_weight_range(-64, 63) (kMin7BitWeight, kMax7BitWeight: exact on
+  /// oneDNN's int8 kernels without VNNI). fx::Error "with_weight_bits: weights
+  /// take 7 or 8 bits, got N" for any other count.
+  QConfigMapping with_weight_bits(int bits) const;
 
  private:
   QConfigPtr global_;
@@ -80,6 +85,11 @@ class QConfigMapping {
 /// half the weights' resolution. fx::Error unless -128 <= quant_min < 0 <
 /// quant_max <= 127 (symmetric qint8 weights).
 QConfigPtr with_weight_range(const QConfigPtr& qconfig, int64_t quant_min, int64_t quant_max);
+
+/// The range of 7-bit weights, [-64, 63] (QConfigMapping::with_weight_bits(7)).
+inline constexpr int64_t kMin7BitWeight = -64;
+/// See kMin7BitWeight.
+inline constexpr int64_t kMax7BitWeight = 63;
 
 /// A function target without overload and in-place suffix: "aten::add_.Tensor" → "aten::add".
 std::string canonical_function(const std::string& target);
