@@ -21,6 +21,13 @@ namespace {
 
 const Command* current = nullptr;
 
+/// `names` joined by ", ".
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
 /// What each common option means, for --help.
 const std::map<std::string, std::string>& descriptions() {
   static const std::map<std::string, std::string> d = {
@@ -43,9 +50,7 @@ const std::map<std::string, std::string>& descriptions() {
                  "the per-node table"},
       {"specialize-shapes", "import for the inputs' exact sizes: conditions and loops on sizes fold (shape guards)"},
       {"threads", "intra-op threads, ATen and oneDNN (default 1)"},
-      {"engine", "run only this engine: torchscript, torchscript_opt, fxcpp, fxcpp_opt, fxcpp_opt_bf16, "
-                 "fxcpp_opt_unplanned, fxcpp_int8, python_int8, fxcpp_opt_direct, fxcpp_opt_onednn_linear, "
-                 "fxcpp_opt_nhwc, fxcpp_int8_7bit"},
+      {"engine", "run only this engine: " + joined(engine_names())},
       {"batch", "repeat the input along dim 0 to this batch (torch::cat; default 1: as saved)"},
       {"iters", "timed rounds (one forward of each engine per round)"},
       {"seconds", "time budget of the timed rounds, at least --min-rounds (default 2 s)"},

@@ -29,4 +29,8 @@ ModelArgs parse_options(const std::vector<std::string>& args, const Command* com
                         const std::string& model_help, const std::vector<OptionSpec>& options, bool model_optional,
                         const std::vector<std::string>& repeatable = {});
 
+/// fxcpp bench's engines, by their JSON names, in the order they run and
+/// print (bench.cpp); --engine's help lists them.
+const std::vector<std::string>& engine_names();
+
 }  // namespace fx::cli

@@ -17,6 +17,7 @@
 // python/quantize_baseline.py), run on the onednn quantized engine.
 // fxcpp bench --roofline measures the matmul roofline instead.
 #include "command.h"
+#include "args.h"
 #include "machine_info.h"
 #include "model_io.h"
 #include "optimize_io.h"
@@ -67,15 +68,6 @@ struct Engine {
   std::optional<double> ratio;         ///< to TorchScript opt's median (when it runs)
   std::optional<double> max_rel_diff;  ///< from eager TorchScript (when it runs)
 };
-
-/// The engines' JSON names, in the order they run and print.
-const std::vector<std::string>& engine_names() {
-  static const std::vector<std::string> names = {"torchscript", "torchscript_opt", "fxcpp", "fxcpp_opt",
-                                                 "fxcpp_opt_bf16", "fxcpp_opt_unplanned", "fxcpp_int8", "python_int8",
-                                                 "fxcpp_opt_direct", "fxcpp_opt_onednn_linear", "fxcpp_opt_nhwc",
-                                                 "fxcpp_int8_7bit"};
-  return names;
-}
 
 /// The --engine names, checked against engine_names().
 std::vector<std::string> checked_engines(const std::vector<std::string>& names) {
@@ -533,6 +525,14 @@ int run_bench(const std::vector<std::string>& argv) {
 }
 
 }  // namespace
+
+const std::vector<std::string>& engine_names() {
+  static const std::vector<std::string> names = {"torchscript", "torchscript_opt", "fxcpp", "fxcpp_opt",
+                                                 "fxcpp_opt_bf16", "fxcpp_opt_unplanned", "fxcpp_int8", "python_int8",
+                                                 "fxcpp_opt_direct", "fxcpp_opt_onednn_linear", "fxcpp_opt_nhwc",
+                                                 "fxcpp_int8_7bit"};
+  return names;
+}
 
 FX_COMMAND("bench",
            "bench MODEL.pt|MODEL.fx --input IN.pt [--threads N] [--batch N] [--iters N | --seconds S [--min-rounds N]] "
