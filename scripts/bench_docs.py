@@ -46,6 +46,7 @@ SECTIONS = [
     ("bench_ort_avx2", "fxcpp vs ONNX Runtime on an AVX2-only CPU", "bench_ort"),
     ("bench_ort_amd_avx512", "fxcpp vs ONNX Runtime on an AMD EPYC with AVX-512", "bench_ort"),
     ("bench_ort_xeon_no_amx", "fxcpp vs ONNX Runtime on an Intel Xeon without AMX", "bench_ort"),
+    ("bench_ort_amd_zen5", "fxcpp vs ONNX Runtime on an AMD EPYC Zen 5", "bench_ort"),
     ("bench_cold_start", "Cold start and deployment", "bench_cold_start"),
     ("bench_quantize", "int8: fxcpp vs Python's quantize_fx", "bench_quantize"),
     ("bench_quantize_avx2", "int8 on an AVX2-only CPU: fxcpp vs fp32 and Python's quantize_fx", "bench_quantize"),

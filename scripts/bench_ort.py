@@ -55,6 +55,16 @@ def cpu():
     return cpu_name(info), [f for f in ISA_FLAGS if f in info["flags"]]
 
 
+# The parts a run can be saved as, one per kind of CPU (docs/benchmarks.md keeps a section of each).
+PARTS = {
+    "bench_ort": "an Intel Xeon with AMX",
+    "bench_ort_avx2": "a CPU without AVX-512",
+    "bench_ort_amd_avx512": "an AMD EPYC Zen 4",
+    "bench_ort_amd_zen5": "an AMD EPYC Zen 5",
+    "bench_ort_xeon_no_amx": "an Intel Xeon with AVX-512 and no AMX",
+}
+
+
 def part_name(isa):
     """The part a run is saved as: bench_ort on an AVX-512 CPU, bench_ort_avx2 on one without (an AMD EPYC
     Zen 3, most cloud x86): docs/benchmarks.md keeps a table of each, since a ratio measured on one CPU
@@ -259,12 +269,10 @@ def main():
     ap.add_argument("--block-pause-ms", type=float, default=100.0,
                     help="with several threads: pause after each turn (default 100)")
     add_save_args(ap, "bench_ort")
-    ap.add_argument("--part", choices=["bench_ort", "bench_ort_avx2", "bench_ort_amd_avx512", "bench_ort_xeon_no_amx"],
-                    default=None,
+    ap.add_argument("--part", choices=sorted(PARTS), default=None,
                     help="the name the run is saved (or --render reads) under; default: bench_ort on an AVX-512 "
-                         "CPU, bench_ort_avx2 on one without (bench_ort_amd_avx512: an AMD EPYC with AVX-512, "
-                         "bench_ort_xeon_no_amx: an Intel Xeon with AVX-512 and no AMX, beside the Intel Xeon "
-                         "with AMX's bench_ort)")
+                         "CPU, bench_ort_avx2 on one without; the others: " +
+                         ", ".join("%s: %s" % (k, v) for k, v in PARTS.items() if k not in ("bench_ort", "bench_ort_avx2")))
     args = ap.parse_args()
     name, isa = cpu()
     json_path, md_path = run_paths(args, args.part or part_name(isa))
