@@ -135,7 +135,9 @@ std::string describe(const c10::IValue& packed);
 /// The name of the oneDNN implementation the kernel of `packed` (pack_conv2d
 /// / pack_linear) uses for a float32 input of `sizes` ("brgconv:avx512_core",
 /// "jit_wino_4x3:avx512_core", …; the kernel is made if needed; a float32
-/// linear layer below AVX-512: "gemm:packed", oneDNN's packed sgemm). Throws
+/// linear layer below AVX-512: "gemm:packed", oneDNN's packed sgemm; "… +
+/// silu": a float32 SiLU runs after the kernel, not as its post-op, as it
+/// does on one thread). Throws
 /// fx::Error if `packed` is not a packed operator or `sizes` do not fit it.
 std::string implementation(const c10::IValue& packed, at::IntArrayRef sizes);
 

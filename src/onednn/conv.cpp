@@ -1,11 +1,13 @@
 // fxcpp::onednn_conv2d: a 2-d convolution through oneDNN with packed
 // weights, channels_last output and fused bias / residual sum / activation.
 #include "onednn/gemm_conv.h"
+#include "onednn/silu.h"
 #include "onednn/packed_ops.h"
 
 #include <fx/error.h>
 
 
+#include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 
 #include <sstream>
@@ -119,6 +121,10 @@ c10::optional<dnnl::convolution_forward::primitive_desc> PackedConv::winograd(co
   }
 }
 
+bool PackedConv::silu_after() const {
+  return post_ops_.activation == Activation::Silu && out_dtype_ == at::kFloat && at::get_num_threads() == 1;
+}
+
 bool PackedConv::winograd_fits() const {
   return params_.winograd && dtype_ == at::kFloat && params_.groups == 1 && kh_ == 3 && kw_ == 3 &&
          params_.stride == std::vector<int64_t>{1, 1} && params_.dilation == std::vector<int64_t>{1, 1} &&
@@ -127,7 +133,8 @@ bool PackedConv::winograd_fits() const {
 
 std::shared_ptr<const PackedConv::Kernel> PackedConv::kernel(at::IntArrayRef sizes, Layout in, bool blocked_out,
                                                              c10::ScalarType src_dtype) const {
-  Key key{sizes.vec(), in, blocked_out, src_dtype};
+  const bool silu_pass = silu_after();
+  Key key{sizes.vec(), in, blocked_out, src_dtype, silu_pass};
   return kernels_.get(key, [&] {
     const auto dt = data_type(dtype_);
     const std::vector<int64_t> out = output_sizes(sizes);
@@ -144,6 +151,7 @@ std::shared_ptr<const PackedConv::Kernel> PackedConv::kernel(at::IntArrayRef siz
       return k;
     }
     dnnl::convolution_forward::primitive_desc pd;
+    bool direct = false;
     if (auto w = winograd(sizes.vec(), out)) {
       pd = *w;
     } else {
@@ -158,15 +166,19 @@ std::shared_ptr<const PackedConv::Kernel> PackedConv::kernel(at::IntArrayRef siz
       dims pad(params_.padding.begin(), params_.padding.end());
       dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
                                         wei, bias, dst, stride, dilate, pad, pad);
-      pd = dnnl::convolution_forward::primitive_desc(d, make_attr(post_ops_), engine());
+      PostOps ops = post_ops_;
+      if (silu_pass) ops.activation = Activation::None;
+      pd = dnnl::convolution_forward::primitive_desc(d, make_attr(ops), engine());
+      direct = true;
     }
     Kernel k;
+    k.silu_after = silu_pass && direct;
     k.primitive = dnnl::convolution_forward(pd);
     k.weights = weights_->get(pd.weights_desc());
     k.src = src;
     k.dst = dst;
     k.scratchpad_bytes = pd.scratchpad_desc().get_size();
-    k.impl = pd.impl_info_str();
+    k.impl = std::string(pd.impl_info_str()) + (k.silu_after ? " + silu" : "");
     // A Winograd kernel computes in nChw16c: the activations go in and out by reorders.
     k.blocked = pd.src_desc() != src || pd.dst_desc() != dst;
     if (k.blocked) {
@@ -253,6 +265,7 @@ at::Tensor PackedConv::run(const at::Tensor& input, const c10::optional<at::Tens
     std::unordered_map<int, dnnl::memory> back{{DNNL_ARG_FROM, dst}, {DNNL_ARG_TO, memory_of(k->dst, out)}};
     execute(k->out_of_dst, back, 0);
   }
+  if (k->silu_after) silu_(out.data_ptr<float>(), out.numel());
   return out;
 }
 

@@ -79,14 +79,24 @@ class PackedConv : public PackedOp {
   struct Kernel : PackedOp::Kernel<dnnl::convolution_forward> {
     /// Set: the convolution runs as im2col + packed GEMM (gemm_conv.h), not on `primitive`.
     std::shared_ptr<const GemmConv> gemm;
+    /// Set: the primitive has no activation post-op and run() applies SiLU
+    /// to the output after it (silu.h; see silu_after()).
+    bool silu_after = false;
     bool blocked = false;
     dnnl::memory::desc blocked_src, blocked_dst;
     dnnl::reorder into_src, into_dst, out_of_dst;
   };
-  /// Input sizes [N, C, H, W], the input's layout, whether the output is blocked, input dtype.
-  using Key = std::tuple<std::vector<int64_t>, Layout, bool, c10::ScalarType>;
+  /// Input sizes [N, C, H, W], the input's layout, whether the output is
+  /// blocked, input dtype, whether a SiLU runs after the kernel.
+  using Key = std::tuple<std::vector<int64_t>, Layout, bool, c10::ScalarType, bool>;
   std::shared_ptr<const Kernel> kernel(at::IntArrayRef sizes, Layout in, bool blocked_out,
                                        c10::ScalarType src_dtype) const;
+  /// Whether a float32 SiLU runs after the direct kernel (silu.h) rather
+  /// than as oneDNN's swish post-op: on one thread. There the pass is the
+  /// faster (efficientnet_b0, AMD EPYC Zen 5, batch 1: 7% at AVX-512, 5% held
+  /// at AVX2, paired runs); on two threads the fused swish is (the pass made
+  /// the model 5% slower at AVX-512, 13% held at AVX2).
+  bool silu_after() const;
   /// Whether params_.winograd may apply (float32, 3×3, stride 1, dilation 1,
   /// groups 1, channels multiples of 16); winograd() then checks the shape.
   bool winograd_fits() const;
