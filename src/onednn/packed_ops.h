@@ -93,9 +93,10 @@ class PackedConv : public PackedOp {
                                        c10::ScalarType src_dtype) const;
   /// Whether a float32 SiLU runs after the direct kernel (silu.h) rather
   /// than as oneDNN's swish post-op: on one thread. There the pass is the
-  /// faster (efficientnet_b0, AMD EPYC Zen 5, batch 1: 7% at AVX-512, 5% held
-  /// at AVX2, paired runs); on two threads the fused swish is (the pass made
-  /// the model 5% slower at AVX-512, 13% held at AVX2).
+  /// faster (efficientnet_b0, AMD EPYC Zen 5, paired runs: 0.86x / 0.89x the
+  /// time at batch 1 / 8, held at AVX2 0.95x / 0.93x); on two threads the
+  /// fused swish is (the pass made the model 5% slower at AVX-512, 13% held
+  /// at AVX2).
   bool silu_after() const;
   /// Whether params_.winograd may apply (float32, 3×3, stride 1, dilation 1,
   /// groups 1, channels multiples of 16); winograd() then checks the shape.
