@@ -44,6 +44,7 @@ SECTIONS = [
     ("memory_planning", "Memory planning", None),
     ("bench_ort", "fxcpp vs ONNX Runtime", "bench_ort"),
     ("bench_ort_avx2", "fxcpp vs ONNX Runtime on an AVX2-only CPU", "bench_ort"),
+    ("bench_ort_held_avx2", "fxcpp vs ONNX Runtime held at AVX2 on an AVX-512 CPU (a proxy)", "bench_ort"),
     ("bench_ort_amd_avx512", "fxcpp vs ONNX Runtime on an AMD EPYC with AVX-512", "bench_ort"),
     ("bench_ort_xeon_no_amx", "fxcpp vs ONNX Runtime on an Intel Xeon without AMX", "bench_ort"),
     ("bench_ort_amd_zen5", "fxcpp vs ONNX Runtime on an AMD EPYC Zen 5", "bench_ort"),

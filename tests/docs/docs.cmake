@@ -8,3 +8,7 @@ set_tests_properties(docs.readme_snippets PROPERTIES TIMEOUT 60)
 # the saved runs and text parts in docs/bench/: --check fails with a diff when the page and its parts differ.
 add_test(NAME docs.benchmarks_render COMMAND /usr/bin/python3 ${FX_SRC}/scripts/bench_docs.py --check)
 set_tests_properties(docs.benchmarks_render PROPERTIES TIMEOUT 60)
+# bench_ort.py --hold-avx2's copy of ONNX Runtime (scripts/ort_hold_avx2.py), on made-up libraries: the
+# one byte patched, any other library refused.
+add_test(NAME docs.ort_hold_avx2 COMMAND /usr/bin/python3 ${FX_SRC}/tests/docs/check_ort_hold_avx2.py)
+set_tests_properties(docs.ort_hold_avx2 PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "^ort_hold_avx2 ok\n$")
