@@ -55,6 +55,9 @@ target_include_directories(fxcpp_python PRIVATE ${FX_SRC}/src)
 target_include_directories(fxcpp_python SYSTEM PRIVATE ${Python3_INCLUDE_DIRS} ${pybind11_INCLUDE_DIRS})
 target_link_libraries(fxcpp_python PRIVATE fxcpp ${FX_TORCH_PYTHON_LIBRARY})
 target_compile_options(fxcpp_python PRIVATE ${FX_WARNINGS} -fvisibility=hidden)
+# Its few hundred lines take seconds; parsing torch/extension.h and pybind11 takes
+# ~15 s per file: one unity translation unit pays that once (AMD EPYC Zen 5, 2 cores: 78 s -> 28 s).
+set_target_properties(fxcpp_python PROPERTIES UNITY_BUILD ${FXCPP_UNITY_BUILD} UNITY_BUILD_BATCH_SIZE 16)
 # torch/extension.h's casters name the module TORCH_EXTENSION_NAME in messages.
 target_compile_definitions(fxcpp_python PRIVATE TORCH_EXTENSION_NAME=_C FXCPP_VERSION="${PROJECT_VERSION}")
 # Installed at <prefix>/${FXCPP_PYTHON_DIR}/fxcpp: fxcpp's libraries are found relative to it.
