@@ -15,19 +15,9 @@
 //   stdin "run ort K" -> {"engine": "ort", "ms": [t1, ..., tK]}; "quit" or end of input: exit 0.
 // Errors: one line {"error": "..."} (a bad request: the worker goes on; a failed load: exit 1).
 'use strict';
+const {parseArgs} = require('./args');
 const fs = require('fs');
 const readline = require('readline');
-
-function parseArgs(argv) {
-  const out = {threads: '1'};
-  for (let i = 0; i < argv.length; i += 2) {
-    if (!argv[i].startsWith('--') || i + 1 >= argv.length) throw new Error(`bad argument '${argv[i]}'`);
-    out[argv[i].slice(2)] = argv[i + 1];
-  }
-  for (const k of ['ort', 'model', 'input', 'output', 'info'])
-    if (!out[k]) throw new Error(`--${k} is required`);
-  return out;
-}
 
 function readFloats(path, shape) {
   const buf = fs.readFileSync(path);
@@ -51,7 +41,7 @@ const nowMs = () => Number(process.hrtime.bigint()) / 1e6;
 const reply = (obj) => process.stdout.write(JSON.stringify(obj) + '\n');
 
 async function main() {
-  const args = parseArgs(process.argv.slice(2));
+  const args = parseArgs(process.argv.slice(2), {threads: '1'}, ['ort', 'model', 'input', 'output', 'info']);
   const ort = require(args.ort);
   const info = JSON.parse(fs.readFileSync(args.info, 'utf8'));
   const threads = parseInt(args.threads, 10);

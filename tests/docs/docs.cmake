@@ -12,3 +12,7 @@ set_tests_properties(docs.benchmarks_render PROPERTIES TIMEOUT 60)
 # one byte patched, any other library refused.
 add_test(NAME docs.ort_hold_avx2 COMMAND /usr/bin/python3 ${FX_SRC}/tests/docs/check_ort_hold_avx2.py)
 set_tests_properties(docs.ort_hold_avx2 PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "^ort_hold_avx2 ok\n$")
+# scripts/compare_layers_ort.py's reading and pairing of ONNX Runtime's and fxcpp's per-node profiles,
+# on made-up ones.
+add_test(NAME docs.compare_layers_ort COMMAND /usr/bin/python3 ${FX_SRC}/tests/docs/check_compare_layers_ort.py)
+set_tests_properties(docs.compare_layers_ort PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "^compare_layers_ort ok\n$")
