@@ -5,13 +5,13 @@
 // eight channels at a time) by the weights permuted to [OC, kh, kw, IC]; its
 // [rows, OC] result is an NHWC output as it is, and a blocked one after a
 // copy of eight channels at a time. The bias and residual are summed by the
-// GEMM (its C prefilled, beta 1), the activation runs in place after it.
+// GEMM (its C prefilled, beta 1, in the pass that copies the receptive
+// fields), the activation runs in place after it.
 #include "onednn/gemm_conv.h"
 
 #include <fx/error.h>
 
 #include <ATen/Parallel.h>
-#include <ATen/ops/from_blob.h>
 
 #include <cstring>
 
@@ -36,30 +36,24 @@ GemmConv::GemmConv(const at::Tensor& weight, const ConvParams& params, at::IntAr
   weight_.copy_(weight.permute({0, 2, 3, 1}));
 }
 
-void GemmConv::im2col(const float* src, Layout in_layout, float* col) const {
+void GemmConv::im2col_row(const float* src, bool blocked, int64_t r, float* row) const {
   const int64_t pixels = oh_ * ow_, blocks = c_ / 8;
-  const bool blocked = in_layout == Layout::Blocked;
-  at::parallel_for(0, rows_, 8, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const int64_t n = r / pixels, oy = r % pixels / ow_, ox = r % ow_;
-      float* row = col + r * depth_;
-      for (int64_t ky = 0; ky < kh_; ++ky) {
-        const int64_t iy = oy * stride_[0] - padding_[0] + ky;
-        for (int64_t kx = 0; kx < kw_; ++kx) {
-          const int64_t ix = ox * stride_[1] - padding_[1] + kx;
-          float* tap = row + (ky * kw_ + kx) * c_;
-          if (iy < 0 || iy >= h_ || ix < 0 || ix >= w_) {
-            std::memset(tap, 0, c_ * sizeof(float));
-          } else if (!blocked) {
-            std::memcpy(tap, src + ((n * h_ + iy) * w_ + ix) * c_, c_ * sizeof(float));
-          } else {
-            for (int64_t b = 0; b < blocks; ++b)
-              std::memcpy(tap + b * 8, src + (((n * blocks + b) * h_ + iy) * w_ + ix) * 8, 8 * sizeof(float));
-          }
-        }
+  const int64_t n = r / pixels, oy = r % pixels / ow_, ox = r % ow_;
+  for (int64_t ky = 0; ky < kh_; ++ky) {
+    const int64_t iy = oy * stride_[0] - padding_[0] + ky;
+    for (int64_t kx = 0; kx < kw_; ++kx) {
+      const int64_t ix = ox * stride_[1] - padding_[1] + kx;
+      float* tap = row + (ky * kw_ + kx) * c_;
+      if (iy < 0 || iy >= h_ || ix < 0 || ix >= w_) {
+        std::memset(tap, 0, c_ * sizeof(float));
+      } else if (!blocked) {
+        std::memcpy(tap, src + ((n * h_ + iy) * w_ + ix) * c_, c_ * sizeof(float));
+      } else {
+        for (int64_t b = 0; b < blocks; ++b)
+          std::memcpy(tap + b * 8, src + (((n * blocks + b) * h_ + iy) * w_ + ix) * 8, 8 * sizeof(float));
       }
     }
-  });
+  }
 }
 
 void GemmConv::run(const float* src, Layout in_layout, at::Tensor& dst, bool blocked_out, const at::Tensor& bias,
@@ -69,34 +63,45 @@ void GemmConv::run(const float* src, Layout in_layout, at::Tensor& dst, bool blo
     throw Error("onednn_conv2d: the GEMM convolution writes a " +
                 std::string(blocked_out ? "contiguous blocked" : "channels_last") + " output, got strides " +
                 sizes_str(dst.strides()));
+  if (bias.defined() && (bias.scalar_type() != at::kFloat || bias.numel() != oc_ || !bias.is_contiguous()))
+    throw Error("onednn_conv2d: the GEMM convolution takes a contiguous float32 bias of " + std::to_string(oc_) +
+                " values, got " + sizes_str(bias.sizes()));
   auto gemm = gemms_.get(at::get_num_threads(),
                          [&] { return PackedGemm(weight_.view({oc_, depth_}), rows_, "onednn_conv2d"); });
   float* col = static_cast<float*>(scratchpad(rows_ * depth_ * sizeof(float), 1));
-  im2col(src, in_layout, col);
-
-  // The GEMM's [rows, OC] result: dst itself when it is NHWC, else a scratch
-  // matrix, [N, OH·OW, OC/8, 8], copied into the blocked dst [N, OC/8, OH, OW, 8] after.
+  // The GEMM's [rows, OC] result y: dst itself when it is NHWC, else a
+  // scratch matrix whose rows are copied into the blocked dst
+  // [N, OC/8, OH, OW, 8] after. Its C is prefilled with the bias and the
+  // residual (beta 1), row by row with the receptive fields, in one pass.
   const int64_t pixels = oh_ * ow_, blocks = oc_ / 8;
-  at::Tensor y, dst_rows;  // dst_rows: dst seen as y's shape
+  float* out = dst.data_ptr<float>();
+  float* y = blocked_out ? static_cast<float*>(scratchpad(rows_ * oc_ * sizeof(float), 2)) : out;
+  const float* b = bias.defined() ? bias.data_ptr<float>() : nullptr;
+  const bool sum = post_ops.sum, blocked_in = in_layout == Layout::Blocked;
+  at::parallel_for(0, rows_, 8, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      im2col_row(src, blocked_in, r, col + r * depth_);
+      float* yr = y + r * oc_;
+      if (sum && blocked_out) {  // the residual, from dst's blocked layout
+        const float* res = out + (r / pixels * blocks * pixels + r % pixels) * 8;
+        for (int64_t k = 0; k < blocks; ++k) std::memcpy(yr + k * 8, res + k * pixels * 8, 8 * sizeof(float));
+      }
+      if (b && sum) {
+        for (int64_t c = 0; c < oc_; ++c) yr[c] += b[c];
+      } else if (b) {
+        std::memcpy(yr, b, oc_ * sizeof(float));
+      }
+    }
+  });
+  gemm->compute(col, y, sum || b ? 1.f : 0.f);
   if (blocked_out) {
-    y = at::from_blob(scratchpad(rows_ * oc_ * sizeof(float), 2), {n_, pixels, blocks, 8}, dst.options());
-    dst_rows = dst.view({n_, blocks, pixels, 8}).permute({0, 2, 1, 3});
-  } else {
-    y = dst_rows = at::from_blob(dst.data_ptr(), {rows_, oc_}, dst.options());
+    at::parallel_for(0, rows_, 8, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        float* o = out + (r / pixels * blocks * pixels + r % pixels) * 8;
+        for (int64_t k = 0; k < blocks; ++k) std::memcpy(o + k * pixels * 8, y + r * oc_ + k * 8, 8 * sizeof(float));
+      }
+    });
   }
-  float beta = 0;
-  const at::Tensor b = bias.defined() ? bias.reshape(blocked_out ? at::IntArrayRef{blocks, 8} : at::IntArrayRef{oc_})
-                                      : at::Tensor();
-  if (post_ops.sum) {  // dst holds the residual (make_output)
-    beta = 1;
-    if (blocked_out) y.copy_(dst_rows);
-    if (b.defined()) y.add_(b);
-  } else if (b.defined()) {
-    beta = 1;
-    y.copy_(b.expand_as(y));
-  }
-  gemm->compute(col, y.data_ptr<float>(), beta);
-  if (blocked_out) dst_rows.copy_(y);
   apply_activation_(dst, post_ops);
 }
 

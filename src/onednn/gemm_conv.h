@@ -40,8 +40,9 @@ class GemmConv {
            const PostOps& post_ops) const;
 
  private:
-  /// src → the [rows, kh·kw·IC] matrix of every output pixel's receptive field.
-  void im2col(const float* src, Layout in_layout, float* col) const;
+  /// Row r of im2col: output pixel r's receptive field, [kh·kw·IC] channels
+  /// innermost, from an NHWC or (`blocked`) nChw8c src; zeros in the padding.
+  void im2col_row(const float* src, bool blocked, int64_t r, float* row) const;
 
   int64_t n_, c_, h_, w_, oc_, oh_, ow_, kh_, kw_;
   std::vector<int64_t> stride_, padding_;

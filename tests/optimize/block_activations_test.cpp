@@ -290,7 +290,8 @@ TEST(BlockActivations, SmallDeepConvolutionsRunAsAGemmBelowAvx512) {
   };
   const std::vector<Case> cases{{{2, 32, 7, 7}, {40, 32, 3, 3}, {1, 1}, {1, 1}, true, false, false},
                                 {{1, 16, 14, 13}, {24, 16, 3, 3}, {2, 2}, {1, 1}, false, true, false},
-                                {{3, 8, 6, 5}, {16, 8, 2, 3}, {1, 1}, {0, 1}, true, true, true}};
+                                {{3, 8, 6, 5}, {16, 8, 2, 3}, {1, 1}, {0, 1}, true, true, true},
+                                {{1, 24, 5, 5}, {16, 24, 3, 3}, {1, 1}, {1, 1}, false, false, false}};
   for (const Case& c : cases) {
     const at::Tensor x = at::randn(c.input), w = at::randn(c.weight) * 0.2, b = at::randn({c.weight[0]});
     fx::onednn::ConvParams p;
