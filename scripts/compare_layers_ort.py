@@ -29,16 +29,11 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from bench_markdown import AVX2_HELD, cpu_name  # noqa: E402
+from bench_markdown import cpu_name  # noqa: E402
+from bench_ort import child_env, median  # noqa: E402
 
 ORT_CONV_OPS = {"Conv", "FusedConv", "NchwcConv"}
 FX_CONV_TARGETS = {"fxcpp::onednn_conv2d", "fxcpp::onednn_qconv2d"}
-
-
-def median(values):
-    v = sorted(values)
-    n = len(v)
-    return (v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2) if n else None
 
 
 def _medians(samples):
@@ -125,15 +120,12 @@ def main():
         sys.exit("compare_layers_ort.py: %s missing (scripts/bench_ort.py --models %s --batch %d makes it)"
                  % (missing[0], args.model, args.batch))
     pkg = os.path.join(args.build, "ort", "node_modules", "onnxruntime-node")
-    env = dict(os.environ, FXCPP_NO_PROGRESS="1")
-    env.pop("OMP_NUM_THREADS", None)
     if args.hold_avx2:
         from ort_hold_avx2 import make_held_copy
         try:
             pkg = make_held_copy(pkg, os.path.join(args.build, "ort_avx2"))
         except (OSError, ValueError) as e:
             sys.exit("compare_layers_ort.py --hold-avx2: %s" % e)
-        env.update(AVX2_HELD)
     with tempfile.TemporaryDirectory() as tmp:
         p = subprocess.run(["node", os.path.join(ROOT, "bench", "ort", "ort_profile.js"), "--ort", os.path.abspath(pkg),
                             "--model", stem + ".onnx", "--input", stem + ".input.bin", "--info", stem + ".json",
@@ -146,7 +138,8 @@ def main():
         trace = os.path.join(tmp, "fxcpp.json")
         p = subprocess.run([os.path.join(args.build, "fxcpp"), "profile", needed[0], "--input", needed[1], "--optimize",
                             "--threads", str(args.threads), "--batch", str(args.batch), "--runs", str(args.runs),
-                            "--warmup", "1", "--trace", trace], capture_output=True, text=True, env=env)
+                            "--warmup", "1", "--trace", trace], capture_output=True, text=True,
+                           env=child_env(args.hold_avx2))
         if p.returncode != 0:
             sys.exit((p.stderr.strip().splitlines() or ["fxcpp profile failed"])[-1])
         with open(trace) as f:

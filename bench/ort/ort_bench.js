@@ -15,18 +15,9 @@
 //   stdin "run ort K" -> {"engine": "ort", "ms": [t1, ..., tK]}; "quit" or end of input: exit 0.
 // Errors: one line {"error": "..."} (a bad request: the worker goes on; a failed load: exit 1).
 'use strict';
-const {parseArgs} = require('./args');
+const {parseArgs, readFloats} = require('./common');
 const fs = require('fs');
 const readline = require('readline');
-
-function readFloats(path, shape) {
-  const buf = fs.readFileSync(path);
-  const n = shape.reduce((a, b) => a * b, 1);
-  if (buf.length !== 4 * n) throw new Error(`${path}: ${buf.length} bytes, expected ${4 * n} for [${shape}]`);
-  const data = new Float32Array(n);
-  for (let i = 0; i < n; ++i) data[i] = buf.readFloatLE(4 * i);
-  return data;
-}
 
 function relDiff(out, ref) {
   let diff = 0, scale = 0;

@@ -78,12 +78,14 @@ void GemmConv::run(const float* src, Layout in_layout, at::Tensor& dst, bool blo
   float* y = blocked_out ? static_cast<float*>(scratchpad(rows_ * oc_ * sizeof(float), 2)) : out;
   const float* b = bias.defined() ? bias.data_ptr<float>() : nullptr;
   const bool sum = post_ops.sum, blocked_in = in_layout == Layout::Blocked;
+  // Output pixel r's first 8 channels in the blocked dst; block k is k·OH·OW·8 further.
+  auto blocked_pixel = [&](int64_t r) { return out + (r / pixels * blocks * pixels + r % pixels) * 8; };
   at::parallel_for(0, rows_, 8, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       im2col_row(src, blocked_in, r, col + r * depth_);
       float* yr = y + r * oc_;
       if (sum && blocked_out) {  // the residual, from dst's blocked layout
-        const float* res = out + (r / pixels * blocks * pixels + r % pixels) * 8;
+        const float* res = blocked_pixel(r);
         for (int64_t k = 0; k < blocks; ++k) std::memcpy(yr + k * 8, res + k * pixels * 8, 8 * sizeof(float));
       }
       if (b && sum) {
@@ -97,7 +99,7 @@ void GemmConv::run(const float* src, Layout in_layout, at::Tensor& dst, bool blo
   if (blocked_out) {
     at::parallel_for(0, rows_, 8, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
-        float* o = out + (r / pixels * blocks * pixels + r % pixels) * 8;
+        float* o = blocked_pixel(r);
         for (int64_t k = 0; k < blocks; ++k) std::memcpy(o + k * pixels * 8, y + r * oc_ + k * 8, 8 * sizeof(float));
       }
     });
