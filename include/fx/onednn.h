@@ -78,7 +78,10 @@ struct ConvParams {
   /// the direct algorithm there (resnet18: 9% at batch 1, 15% at batch 8;
   /// the activations are reordered into oneDNN's blocked nChw16c layout and
   /// back inside the kernel), with results within ~3e-6 of the direct
-  /// algorithm's, relative to the output's largest value. Other shapes and
+  /// algorithm's, relative to the output's largest value. Below AVX-512,
+  /// where oneDNN has no Winograd kernel, fxcpp's own F(2×2, 3×3) on the
+  /// packed GEMM instead, for 16 or more channels in multiples of 8 and
+  /// outputs larger than 8×8 (has_gemm_winograd; ~3e-6). Other shapes and
   /// bf16 kernels use the direct algorithm. Ignored by int8 convolutions.
   bool winograd = false;
 };
@@ -204,8 +207,17 @@ bool has_bf16_kernels();
 
 /// Whether oneDNN has Winograd convolutions here (AVX-512 only, in oneDNN
 /// 2.6). Where it has none, a convolution packed with ConvParams::winograd
-/// uses the direct algorithm.
+/// runs as fxcpp's own Winograd (has_gemm_winograd) or by the direct algorithm.
 bool has_winograd_kernels();
+
+/// Whether fxcpp runs float32 3×3 convolutions packed with
+/// ConvParams::winograd as its own Winograd F(2×2, 3×3) on oneDNN's packed
+/// GEMM here: below AVX-512 (no has_winograd_kernels) on a CPU with AVX2 and
+/// FMA, for stride 1, dilation 1, one group, channel counts multiples of 8
+/// from 16 and outputs larger than 8×8 (implementation() "winograd_2x3:packed_gemm").
+/// On an AMD EPYC Zen 5 held at AVX2 resnet18 took 0.80x the time with it
+/// at batch 1 on one thread (oneDNN's direct AVX2 kernels otherwise).
+bool has_gemm_winograd();
 
 /// Whether fxcpp::winograd_conv2d and fxcpp::winograd_conv2d_backward run
 /// a float32 3x3 convolution (stride 1, dilation 1, one group, no bias,
@@ -230,8 +242,9 @@ bool has_winograd_conv2d(at::IntArrayRef input_sizes, at::IntArrayRef weight_siz
 /// int8 of 8-bit weights gains little or nothing over float32.
 bool has_int8_dot_product();
 
-/// One line naming the ISA and the three answers above, for reports:
-/// "oneDNN ISA avx2: bf16 kernels no, Winograd no, int8 dot products (VNNI/AMX) no".
+/// One line naming the ISA and the answers above, for reports:
+/// "oneDNN ISA avx2: bf16 kernels no, Winograd fxcpp's F(2x2, 3x3), int8 dot products (VNNI/AMX) no"
+/// (Winograd "yes": oneDNN's; "fxcpp's F(2x2, 3x3)": has_gemm_winograd; "no").
 std::string cpu_summary();
 
 /// Registers the operators and classes above (idempotent; the library does

@@ -5,6 +5,7 @@
 #include <fx/onednn.h>
 
 #include "onednn/context.h"
+#include "onednn/gemm_winograd.h"
 
 #include <sstream>
 
@@ -88,6 +89,8 @@ bool has_winograd_kernels() {
   return yes;
 }
 
+bool has_gemm_winograd() { return detail::gemm_winograd_available(); }
+
 bool has_int8_dot_product() {
   using isa = dnnl::cpu_isa;
   const isa i = dnnl::get_effective_cpu_isa();
@@ -97,7 +100,8 @@ bool has_int8_dot_product() {
 std::string cpu_summary() {
   std::ostringstream os;
   os << "oneDNN ISA " << cpu_isa() << ": bf16 kernels " << (has_bf16_kernels() ? "yes" : "no") << ", Winograd "
-     << (has_winograd_kernels() ? "yes" : "no") << ", int8 dot products (VNNI/AMX) "
+     << (has_winograd_kernels() ? "yes" : has_gemm_winograd() ? "fxcpp's F(2x2, 3x3)" : "no")
+     << ", int8 dot products (VNNI/AMX) "
      << (has_int8_dot_product() ? "yes" : "no");
   return os.str();
 }

@@ -59,13 +59,7 @@ void GemmConv::im2col_row(const float* src, bool blocked, int64_t r, float* row)
 void GemmConv::run(const float* src, Layout in_layout, at::Tensor& dst, bool blocked_out, const at::Tensor& bias,
                    const PostOps& post_ops) const {
   if (rows_ == 0) return;
-  if (blocked_out ? !dst.is_contiguous() : !dst.is_contiguous(at::MemoryFormat::ChannelsLast))
-    throw Error("onednn_conv2d: the GEMM convolution writes a " +
-                std::string(blocked_out ? "contiguous blocked" : "channels_last") + " output, got strides " +
-                sizes_str(dst.strides()));
-  if (bias.defined() && (bias.scalar_type() != at::kFloat || bias.numel() != oc_ || !bias.is_contiguous()))
-    throw Error("onednn_conv2d: the GEMM convolution takes a contiguous float32 bias of " + std::to_string(oc_) +
-                " values, got " + sizes_str(bias.sizes()));
+  check_run_args(dst, blocked_out, bias, oc_, "GEMM");
   auto gemm = gemms_.get(at::get_num_threads(),
                          [&] { return PackedGemm(weight_.view({oc_, depth_}), rows_, "onednn_conv2d"); });
   float* col = static_cast<float*>(scratchpad(rows_ * depth_ * sizeof(float), 1));

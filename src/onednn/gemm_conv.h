@@ -16,13 +16,14 @@
 // are the other way round (14×14 at batch 8: 22.1 against 28.8 ms), as are
 // 1×1 convolutions (no im2col saved, 1.54 against 1.62 ms at 7×7): so only a
 // kernel larger than 1×1 with an output of at most 8×8 takes this path.
+#include "onednn/gemm_kernel.h"
 #include "onednn/packed_gemm.h"
 #include "onednn/packed_ops.h"
 
 namespace fx::onednn::detail {
 
 /// The convolution of one input shape as im2col + packed GEMM.
-class GemmConv {
+class GemmConv : public GemmKernel {
  public:
   /// Whether a convolution runs as a GEMM here: float32 in and out, groups
   /// 1, dilation 1, a kernel larger than 1×1, an output of at most 8×8
@@ -33,11 +34,8 @@ class GemmConv {
   /// `weight` [OC, IC, kh, kw] float32; `in` / `out` the input's and
   /// output's [N, C, H, W].
   GemmConv(const at::Tensor& weight, const ConvParams& params, at::IntArrayRef in, at::IntArrayRef out);
-  /// dst = activation(conv(src) + bias [+ dst]): `src` in layout `in_layout`
-  /// (NHWC or blocked), `dst` NHWC or blocked (`blocked_out`), holding the
-  /// residual when post_ops.sum; `bias` float32 [OC] or undefined.
   void run(const float* src, Layout in_layout, at::Tensor& dst, bool blocked_out, const at::Tensor& bias,
-           const PostOps& post_ops) const;
+           const PostOps& post_ops) const override;
 
  private:
   /// Row r of im2col: output pixel r's receptive field, [kh·kw·IC] channels

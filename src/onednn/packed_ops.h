@@ -56,7 +56,7 @@ std::vector<int64_t> unblocked_sizes(const at::Tensor& blocked, const char* op);
 /// oneDNN's descriptor of a [N, C, H, W] value in `layout`.
 dnnl::memory::desc layout_desc(at::IntArrayRef nchw, dnnl::memory::data_type dt, Layout layout);
 
-class GemmConv;
+class GemmKernel;
 
 /// A 2-d convolution with packed weights, bias and post-ops.
 class PackedConv : public PackedOp {
@@ -77,8 +77,9 @@ class PackedConv : public PackedOp {
   /// a Winograd kernel computes in oneDNN's blocked layouts (blocked_src,
   /// blocked_dst), reached by the reorders.
   struct Kernel : PackedOp::Kernel<dnnl::convolution_forward> {
-    /// Set: the convolution runs as im2col + packed GEMM (gemm_conv.h), not on `primitive`.
-    std::shared_ptr<const GemmConv> gemm;
+    /// Set: the convolution runs on the packed GEMM (gemm_kernel.h: im2col,
+    /// or Winograd), not on `primitive`.
+    std::shared_ptr<const GemmKernel> gemm;
     /// Set: the primitive has no activation post-op and run() applies SiLU
     /// to the output after it (silu.h; see silu_after()).
     bool silu_after = false;

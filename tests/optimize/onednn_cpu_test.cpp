@@ -41,8 +41,12 @@ TEST(OnednnCpu, NamesTheIsaAndWhatItHas) {
   EXPECT_EQ(fx::onednn::has_winograd_kernels(), avx512) << isa;
   EXPECT_EQ(fx::onednn::has_int8_dot_product(), avx512 ? isa != "avx512_core" : isa == "avx2_vnni") << isa;
   auto yes = [](bool b) { return b ? "yes" : "no"; };
+  // Below AVX-512, fxcpp's own Winograd on the packed GEMM (every CPU of the pool has AVX2 and FMA).
+  const bool avx2 = !avx512 && (isa == "avx2" || isa == "avx2_vnni");
+  EXPECT_EQ(fx::onednn::has_gemm_winograd(), avx2) << isa;
   EXPECT_EQ(fx::onednn::cpu_summary(), "oneDNN ISA " + isa + ": bf16 kernels " + yes(avx512) + ", Winograd " +
-                                           yes(avx512) + ", int8 dot products (VNNI/AMX) " +
+                                           (avx2 ? "fxcpp's F(2x2, 3x3)" : yes(avx512)) +
+                                           ", int8 dot products (VNNI/AMX) " +
                                            yes(fx::onednn::has_int8_dot_product()));
 }
 

@@ -71,10 +71,13 @@ struct OptimizeOptions {
   bool fold_batch_norm = true;
   /// Lower conv/linear/matmul to oneDNN (false: freeze and fold only).
   bool use_onednn = true;
-  /// float32 3×3 convolutions (stride 1, channels multiples of 16, outputs
-  /// of at least 14×14) use oneDNN's Winograd algorithm: resnet18 9% faster
-  /// at batch 1, 15% at batch 8; results within ~3e-6 of the direct
-  /// algorithm relative to the output's scale (lower_to_onednn,
+  /// float32 3×3 convolutions (stride 1) use Winograd's algorithm: on
+  /// AVX-512 oneDNN's (channels multiples of 16, outputs of at least
+  /// 14×14): resnet18 9% faster at batch 1, 15% at batch 8; below AVX-512
+  /// fxcpp's F(2×2, 3×3) on the packed GEMM (onednn::has_gemm_winograd:
+  /// 16+ channels in multiples of 8, outputs larger than 8×8): resnet18 held
+  /// at AVX2 ~20% faster. Results within ~3e-6 of the direct algorithm
+  /// relative to the output's scale (lower_to_onednn,
   /// onednn::ConvParams::winograd). Off: every convolution is direct.
   bool winograd = true;
   /// Which kernel runs float32 linear layers (fx::LinearKernel): by

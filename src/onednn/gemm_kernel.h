@@ -1,0 +1,40 @@
+#pragma once
+// Internal: a float32 convolution fxcpp computes itself on oneDNN's packed
+// GEMM, not on a oneDNN convolution primitive: GemmConv (im2col, the small
+// deep layers) and GemmWinograd (Winograd's F(2×2, 3×3), 3×3 layers), both
+// below AVX-512. PackedConv's kernel for one input shape holds one.
+#include <fx/error.h>
+
+#include <string>
+
+#include "onednn/packed_ops.h"
+
+namespace fx::onednn::detail {
+
+/// A float32 convolution of one input shape on the packed GEMM.
+class GemmKernel {
+ public:
+  virtual ~GemmKernel() = default;
+  /// dst = activation(conv(src) + bias [+ dst]): `src` in layout `in_layout`
+  /// (NHWC or blocked), `dst` NHWC or blocked (`blocked_out`), holding the
+  /// residual when post_ops.sum; `bias` float32 [OC] or undefined.
+  virtual void run(const float* src, Layout in_layout, at::Tensor& dst, bool blocked_out, const at::Tensor& bias,
+                   const PostOps& post_ops) const = 0;
+
+ protected:
+  /// Checks run()'s `dst` (contiguous blocked, or channels_last) and `bias`
+  /// (undefined, or contiguous float32 of `out_channels` values): fx::Error
+  /// naming the kernel (`what`: "GEMM", "Winograd") otherwise.
+  static void check_run_args(const at::Tensor& dst, bool blocked_out, const at::Tensor& bias, int64_t out_channels,
+                             const char* what) {
+    if (blocked_out ? !dst.is_contiguous() : !dst.is_contiguous(at::MemoryFormat::ChannelsLast))
+      throw Error(std::string("onednn_conv2d: the ") + what + " convolution writes a " +
+                  (blocked_out ? "contiguous blocked" : "channels_last") + " output, got strides " +
+                  sizes_str(dst.strides()));
+    if (bias.defined() && (bias.scalar_type() != at::kFloat || bias.numel() != out_channels || !bias.is_contiguous()))
+      throw Error(std::string("onednn_conv2d: the ") + what + " convolution takes a contiguous float32 bias of " +
+                  std::to_string(out_channels) + " values, got " + sizes_str(bias.sizes()));
+  }
+};
+
+}  // namespace fx::onednn::detail
