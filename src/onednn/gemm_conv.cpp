@@ -47,10 +47,10 @@ void GemmConv::im2col_row(const float* src, bool blocked, int64_t r, float* row)
       if (iy < 0 || iy >= h_ || ix < 0 || ix >= w_) {
         std::memset(tap, 0, c_ * sizeof(float));
       } else if (!blocked) {
-        std::memcpy(tap, src + ((n * h_ + iy) * w_ + ix) * c_, c_ * sizeof(float));
+        std::memcpy(tap, src + pixel(false, n, 0, iy, ix, h_, w_, c_), c_ * sizeof(float));
       } else {
         for (int64_t b = 0; b < blocks; ++b)
-          std::memcpy(tap + b * 8, src + (((n * blocks + b) * h_ + iy) * w_ + ix) * 8, 8 * sizeof(float));
+          std::memcpy(tap + b * 8, src + pixel(true, n, b, iy, ix, h_, w_, c_), 8 * sizeof(float));
       }
     }
   }
@@ -73,7 +73,9 @@ void GemmConv::run(const float* src, Layout in_layout, at::Tensor& dst, bool blo
   const float* b = bias.defined() ? bias.data_ptr<float>() : nullptr;
   const bool sum = post_ops.sum, blocked_in = in_layout == Layout::Blocked;
   // Output pixel r's first 8 channels in the blocked dst; block k is k·OH·OW·8 further.
-  auto blocked_pixel = [&](int64_t r) { return out + (r / pixels * blocks * pixels + r % pixels) * 8; };
+  auto blocked_pixel = [&](int64_t r) {
+    return out + pixel(true, r / pixels, 0, r % pixels / ow_, r % ow_, oh_, ow_, oc_);
+  };
   at::parallel_for(0, rows_, 8, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       im2col_row(src, blocked_in, r, col + r * depth_);

@@ -3,13 +3,20 @@
 // GEMM, not on a oneDNN convolution primitive: GemmConv (im2col, the small
 // deep layers) and GemmWinograd (Winograd's F(2×2, 3×3), 3×3 layers), both
 // below AVX-512. PackedConv's kernel for one input shape holds one.
+#include "onednn/packed_ops.h"
+
 #include <fx/error.h>
 
 #include <string>
 
-#include "onednn/packed_ops.h"
-
 namespace fx::onednn::detail {
+
+/// Where pixel (n, y, x)'s eight channels from channel block `block` are in
+/// an NHWC (`channels` per pixel) or blocked nChw8c [N, C/8, H, W, 8] tensor.
+inline int64_t pixel(bool blocked, int64_t n, int64_t block, int64_t y, int64_t x, int64_t h, int64_t w,
+                     int64_t channels) {
+  return blocked ? (((n * (channels / 8) + block) * h + y) * w + x) * 8 : ((n * h + y) * w + x) * channels + block * 8;
+}
 
 /// A float32 convolution of one input shape on the packed GEMM.
 class GemmKernel {

@@ -1,20 +1,24 @@
 // GemmWinograd: a float32 3×3 convolution as Winograd's F(2×2, 3×3) on
-// oneDNN's packed GEMMs (see gemm_winograd.h). The batch is cut into chunks
-// of whole images whose transformed tiles V (16 × [rows, IC]) and GEMM
-// results M (16 × [rows, OC]) stay within kChunkBytes each; per chunk, three
-// parallel passes: the input transform (a tile and eight channels per
-// step), the 16 GEMMs (one per thread at a time: each packed for one
-// thread), the output transform. The transforms are AVX2 + FMA code (the
-// functions' target attribute), called only where gemm_winograd_available().
+// oneDNN's packed GEMMs (see gemm_winograd.h). The tiles of the batch are
+// rows: their transforms V (16 × [rows, IC]) and the GEMMs' results M
+// (16 × [rows, OC]). Shallow layers take blocks of rows, each on one thread
+// from the input transform through the 16 GEMMs to the output transform;
+// deep ones take chunks of whole images, each in three parallel passes (the
+// GEMMs split between threads by ξ). Every GEMM is packed and run on one
+// thread. The transforms are AVX2 + FMA code (the functions' target
+// attribute), called only where gemm_winograd_available().
 #include "onednn/gemm_winograd.h"
 
-#include <ATen/Parallel.h>
 #include <fx/error.h>
+
+#include <ATen/Parallel.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
-#include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 
 namespace fx::onednn::detail {
@@ -55,13 +59,6 @@ __attribute__((target("avx2,fma"))) inline void input_1d(const __m256* x, __m256
 __attribute__((target("avx2,fma"))) inline void output_1d(const __m256* m, __m256* y) {
   y[0] = _mm256_add_ps(_mm256_add_ps(m[0], m[1]), m[2]);
   y[1] = _mm256_sub_ps(_mm256_sub_ps(m[1], m[2]), m[3]);
-}
-
-/// Where pixel (n, y, x)'s eight channels from channel block `block` are in
-/// an NHWC (`channels` per pixel) or blocked nChw8c [N, C/8, H, W, 8] tensor.
-inline int64_t pixel(bool blocked, int64_t n, int64_t block, int64_t y, int64_t x, int64_t h, int64_t w,
-                     int64_t channels) {
-  return blocked ? (((n * (channels / 8) + block) * h + y) * w + x) * 8 : ((n * h + y) * w + x) * channels + block * 8;
 }
 
 /// One tile's input transform: the 4×4 pixels from (y0, x0) (zero outside
@@ -145,12 +142,8 @@ GemmWinograd::GemmWinograd(const at::Tensor& weight, const ConvParams& params, a
       tiles_w_((ow_ + kOut - 1) / kOut),
       weight_(weight) {
   if (weight.scalar_type() != at::kFloat || weight.sizes() != at::IntArrayRef{oc_, c_, 3, 3} || !weight.is_contiguous())
-    throw Error(
-        "onednn_conv2d: the Winograd convolution takes contiguous "
-        "float32 weights [" +
-        std::to_string(oc_) + ", " + std::to_string(c_) + ", 3, 3], got " + sizes_str(weight.sizes()));
-  // The most whole images per chunk that divide the batch and keep V and M
-  // within kChunkBytes.
+    throw Error("onednn_conv2d: the Winograd convolution takes contiguous float32 weights [" + std::to_string(oc_) +
+                ", " + std::to_string(c_) + ", 3, 3], got " + sizes_str(weight.sizes()));
   rows_ = n_ * tiles_h_ * tiles_w_;
   const int64_t row_bytes = kPositions * std::max(c_, oc_) * int64_t(sizeof(float));  // of V or M
   // Blocks of one thread each (block_rows_ rows whose V and M fit kBlockBytes)
@@ -164,8 +157,7 @@ GemmWinograd::GemmWinograd(const at::Tensor& weight, const ConvParams& params, a
       kPositions * c_ * oc_ * int64_t(sizeof(float)) <= kBlockWeightBytes && rows_ >= kMinBlocks * block_rows_;
   if (!per_thread_blocks_) {
     const int64_t tiles = tiles_h_ * tiles_w_;
-    int64_t images = 1;  // the most images per chunk that divide the batch and
-                         // keep V and M within kChunkBytes
+    int64_t images = 1;  // the most images per chunk that divide the batch and keep V and M within kChunkBytes
     for (int64_t d = n_; d >= 1; --d)
       if (n_ % d == 0 && d * tiles * row_bytes <= kChunkBytes) {
         images = d;
@@ -195,8 +187,10 @@ std::vector<PackedGemm> GemmWinograd::pack() const {
               static_cast<float>(gk[a][0] * kG[b][0] + gk[a][1] * kG[b][1] + gk[a][2] * kG[b][2]);
     }
   });
-  // Packed inside a parallel region, where oneDNN runs on one thread: the
-  // GEMMs are then split between threads by run()'s loop, not by oneDNN.
+  // Packed inside a parallel region (or on one thread), where oneDNN runs
+  // on one thread, as run() computes them: whatever the thread count, so one
+  // set serves every thread count. The GEMMs are split between threads by
+  // run()'s loops, not by oneDNN.
   std::vector<std::optional<PackedGemm>> packed(kPositions);
   at::parallel_for(0, kPositions, 1, [&](int64_t begin, int64_t end) {
     for (int64_t xi = begin; xi < end; ++xi) packed[xi].emplace(u[xi], block_rows_, "onednn_conv2d");
@@ -233,7 +227,7 @@ void GemmWinograd::run(const float* src, Layout in_layout, at::Tensor& dst, bool
                        const PostOps& post_ops) const {
   if (n_ == 0 || oh_ <= 0 || ow_ <= 0) return;
   check_run_args(dst, blocked_out, bias, oc_, "Winograd");
-  const std::vector<PackedGemm>& gemms = *gemms_.get(at::get_num_threads(), [&] { return pack(); });
+  const std::vector<PackedGemm>& gemms = *gemms_.get(0, [&] { return pack(); });
   const bool relu = post_ops.activation == Activation::Relu, blocked_in = in_layout == Layout::Blocked;
   float* out = dst.data_ptr<float>();
   const float* b = bias.defined() ? bias.data_ptr<float>() : nullptr;
@@ -248,8 +242,7 @@ void GemmWinograd::run(const float* src, Layout in_layout, at::Tensor& dst, bool
       for (int64_t row0 = begin * block_rows_; row0 < std::min(rows_, end * block_rows_); row0 += block_rows_) {
         const int64_t rows = std::min(block_rows_, rows_ - row0);
         input_rows(src, blocked_in, row0, 0, rows, v);
-        // The last block's rows past the end: zeros (the GEMMs read them;
-        // their results are not used).
+        // The last block's rows past the end: zeros (the GEMMs read them; their results are not used).
         if (rows < block_rows_)
           for (int xi = 0; xi < kPositions; ++xi)
             std::memset(v + (xi * block_rows_ + rows) * c_, 0, (block_rows_ - rows) * c_ * sizeof(float));
@@ -259,8 +252,7 @@ void GemmWinograd::run(const float* src, Layout in_layout, at::Tensor& dst, bool
       }
     });
   } else {
-    // Chunks of whole images (rows_ a multiple of block_rows_), each pass
-    // parallel.
+    // Chunks of whole images (rows_ a multiple of block_rows_), each pass parallel.
     float* v = static_cast<float*>(scratchpad(v_bytes, 1));
     float* m = static_cast<float*>(scratchpad(m_bytes, 2));
     for (int64_t row0 = 0; row0 < rows_; row0 += block_rows_) {

@@ -25,10 +25,10 @@
 // is within ~3e-6 of the largest output of the direct kernel's results, as
 // oneDNN's AVX-512 Winograd (which also takes F(2×2) below batch 4).
 // Outputs of at most 8×8 take GemmConv instead.
-#include <vector>
-
 #include "onednn/gemm_kernel.h"
 #include "onednn/packed_gemm.h"
+
+#include <vector>
 
 namespace fx::onednn::detail {
 
@@ -41,12 +41,12 @@ class GemmWinograd : public GemmKernel {
  public:
   /// Whether a convolution runs here as GemmWinograd: ConvParams::winograd,
   /// float32 in and out, a 3×3 kernel, stride 1, dilation 1, groups 1,
-  /// channel counts multiples of 8 from 16, an output larger than 8×8, an NHWC
-  /// or blocked input, and gemm_winograd_available().
+  /// channel counts multiples of 8 from 16, an output larger than 8×8, an
+  /// NHWC or blocked input, and gemm_winograd_available().
   static bool fits(const ConvParams& params, int64_t kh, int64_t kw, at::IntArrayRef in_sizes,
                    at::IntArrayRef out_sizes, Layout in, bool float32);
-  /// `weight` [OC, IC, 3, 3] float32; `in` / `out` the input's and output's [N,
-  /// C, H, W].
+  /// `weight` [OC, IC, 3, 3] float32; `in` / `out` the input's and
+  /// output's [N, C, H, W].
   GemmWinograd(const at::Tensor& weight, const ConvParams& params, at::IntArrayRef in, at::IntArrayRef out);
   void run(const float* src, Layout in_layout, at::Tensor& dst, bool blocked_out, const at::Tensor& bias,
            const PostOps& post_ops) const override;
@@ -64,14 +64,13 @@ class GemmWinograd : public GemmKernel {
                    const float* bias, bool sum, bool relu) const;
 
   int64_t n_, c_, h_, w_, oc_, oh_, ow_, pad_h_, pad_w_;
-  int64_t tiles_h_, tiles_w_;                                // output tiles per column / row
-  int64_t rows_;                                             // tiles of the batch: N · tiles_h_ · tiles_w_
-  int64_t block_rows_;                                       // tiles per block (one thread's), or per chunk of whole
-                                                             // images
-  bool per_thread_blocks_;                                   // blocks of one thread each, or chunks in parallel
-                                                             // passes
-  at::Tensor weight_;                                        // [OC, IC, 3, 3] float32, the packed op's plain copy
-  mutable KernelCache<int, std::vector<PackedGemm>> gemms_;  // by thread count
+  int64_t tiles_h_, tiles_w_;  // output tiles per column / row
+  int64_t rows_;               // tiles of the batch: N · tiles_h_ · tiles_w_
+  int64_t block_rows_;         // tiles per block (one thread's), or per chunk of whole images
+  bool per_thread_blocks_;     // blocks of one thread each, or chunks in parallel passes
+  at::Tensor weight_;          // [OC, IC, 3, 3] float32, the packed op's plain copy
+  /// The packed GEMMs, made on the first run (one set: key 0, see pack()).
+  mutable KernelCache<int, std::vector<PackedGemm>> gemms_;
 };
 
 }  // namespace fx::onednn::detail
