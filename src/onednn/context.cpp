@@ -4,6 +4,7 @@
 
 #include <fx/error.h>
 
+#include <ATen/Parallel.h>
 #include <ATen/ops/clamp.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
@@ -15,6 +16,10 @@
 #include <ATen/ops/tanh.h>
 
 #include <sys/mman.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include <algorithm>
 #include <cstdlib>
@@ -131,6 +136,27 @@ at::Tensor apply_activation(const at::Tensor& x, const PostOps& p) {
     case Activation::Tanh: return at::tanh(x);
   }
   return x;
+}
+
+OneThread::OneThread(bool when) {
+#ifdef _OPENMP
+  if (!when || omp_in_parallel()) return;
+  // ATen's count first: its first call on a thread sets OpenMP's from
+  // at::set_num_threads' (at::internal::lazy_init_num_threads), which would
+  // undo the 1 below if it came inside.
+  const int threads = at::get_num_threads();
+  if (threads == 1) return;
+  previous_ = threads;
+  omp_set_num_threads(1);  // this thread's count alone (at::set_num_threads sets every thread's)
+#else
+  (void)when;
+#endif
+}
+
+OneThread::~OneThread() {
+#ifdef _OPENMP
+  if (previous_) omp_set_num_threads(previous_);
+#endif
 }
 
 void apply_activation_(at::Tensor& x, const PostOps& p) {

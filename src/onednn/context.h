@@ -28,6 +28,25 @@ void* scratchpad(size_t bytes, int slot = 0);
 /// How many slots scratchpad() has.
 constexpr int kScratchpadSlots = 6;
 
+/// While alive and `when` holds, the calling thread runs the kernels it
+/// makes and runs on itself alone: OpenMP's thread count for it is 1, so
+/// oneDNN makes single-threaded primitives (their thread count is fixed
+/// when they are made) and ATen's parallel loops stay on it. For small work,
+/// where waking a second thread costs more than it saves (two threads on an
+/// AMD EPYC: ~5-10 us per parallel region, as much as a squeeze-excitation
+/// layer's whole convolution). Restores the count after; nothing without
+/// OpenMP.
+class OneThread {
+ public:
+  explicit OneThread(bool when);
+  ~OneThread();
+  OneThread(const OneThread&) = delete;
+  OneThread& operator=(const OneThread&) = delete;
+
+ private:
+  int previous_ = 0;  // the thread count to restore; 0: unchanged
+};
+
 /// oneDNN's data type for f32 / bf16; throws fx::Error for others.
 dnnl::memory::data_type data_type(c10::ScalarType t);
 /// "[1, 3, 224, 224]": sizes (or any int list) as errors and descriptions print them.

@@ -7,7 +7,6 @@
 
 #include <fx/error.h>
 
-
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 
@@ -18,6 +17,20 @@ namespace {
 
 using dims = dnnl::memory::dims;
 using tag = dnnl::memory::format_tag;
+
+/// Multiply-adds below which a convolution runs on one thread (OneThread):
+/// efficientnet_b0's squeeze-excitation layers at batch 1 (one pixel, at
+/// most 1152 × 48), 10-21 us on one thread and 14-27 us on two (AMD EPYC
+/// Zen 5 held at AVX2). Depthwise layers of 100K-500K multiply-adds were
+/// slower on one (conv 240 × 3×3 / 2 at 14×14: 54 us against 38-50).
+constexpr int64_t kOneThreadMacs = int64_t{1} << 16;
+
+/// Output values from which SiLU runs after a float32 convolution on more
+/// than one thread too (silu_after): the pass is parallel, and over a
+/// large output it beats oneDNN's swish post-op (efficientnet_b0 held at
+/// AVX2 on the AMD EPYC Zen 5, 2 threads, paired runs: batch 8 0.964 of the
+/// time, batch 1, where only [1, 96, 112, 112] passes it, 0.99).
+constexpr int64_t kSiluPassValues = int64_t{1} << 20;
 
 void check_pair(const std::vector<int64_t>& v, const char* name, int64_t min) {
   if (v.size() != 2 || v[0] < min || v[1] < min)
@@ -122,8 +135,13 @@ c10::optional<dnnl::convolution_forward::primitive_desc> PackedConv::winograd(co
   }
 }
 
-bool PackedConv::silu_after() const {
-  return post_ops_.activation == Activation::Silu && out_dtype_ == at::kFloat && at::get_num_threads() == 1;
+bool PackedConv::silu_after(at::IntArrayRef out) const {
+  return post_ops_.activation == Activation::Silu && out_dtype_ == at::kFloat &&
+         (at::get_num_threads() == 1 || c10::multiply_integers(out) >= kSiluPassValues);
+}
+
+bool PackedConv::runs_alone(at::IntArrayRef sizes) const {
+  return c10::multiply_integers(output_sizes(sizes)) * (in_channels_ / params_.groups) * kh_ * kw_ < kOneThreadMacs;
 }
 
 bool PackedConv::winograd_fits() const {
@@ -134,8 +152,8 @@ bool PackedConv::winograd_fits() const {
 
 std::shared_ptr<const PackedConv::Kernel> PackedConv::kernel(at::IntArrayRef sizes, Layout in, bool blocked_out,
                                                              c10::ScalarType src_dtype) const {
-  const bool silu_pass = silu_after();
-  Key key{sizes.vec(), in, blocked_out, src_dtype, silu_pass};
+  const bool silu_pass = silu_after(output_sizes(sizes));
+  Key key{sizes.vec(), in, blocked_out, src_dtype, silu_pass, at::get_num_threads() > 1};
   return kernels_.get(key, [&] {
     const auto dt = data_type(dtype_);
     const std::vector<int64_t> out = output_sizes(sizes);
@@ -214,6 +232,7 @@ void PackedConv::check_input(const at::Tensor& input) const {
 std::string PackedConv::implementation(at::IntArrayRef sizes) const {
   check_input(at::empty(sizes, at::TensorOptions().device(at::kMeta)));
   output_sizes(sizes);  // checks the kernel fits
+  const OneThread one_thread(runs_alone(sizes));
   return kernel(sizes, Layout::Nhwc, false, dtype_)->impl;
 }
 
@@ -248,6 +267,7 @@ at::Tensor PackedConv::run(const at::Tensor& input, const c10::optional<at::Tens
   const at::MemoryFormat format = blocked ? at::MemoryFormat::Contiguous : at::MemoryFormat::ChannelsLast;
   if (x.is_meta())  // shapes only (ShapeProp::propagate_meta, FLOP counts): no kernel runs
     return make_output(shape, x.options().dtype(out_dtype_), format, post_ops_, residual, "onednn_conv2d");
+  const OneThread one_thread(runs_alone(sizes));
   auto k = kernel(sizes, in, blocked, dtype_);
   at::Tensor out = make_output(shape, x.options().dtype(out_dtype_), format, post_ops_, residual, "onednn_conv2d");
   if (k->gemm) {

@@ -6,22 +6,35 @@
 // [rows, OC] result is an NHWC output as it is, and a blocked one after a
 // copy of eight channels at a time. The bias and residual are summed by the
 // GEMM (its C prefilled, beta 1, in the pass that copies the receptive
-// fields), the activation runs in place after it.
+// fields); the activation runs in the pass that copies the result into a
+// blocked output (ReLU, clip, SiLU), or in place after it. A 1×1 kernel of
+// stride 1 on an NHWC input needs no im2col: the GEMM reads the input.
 #include "onednn/gemm_conv.h"
 
 #include <fx/error.h>
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace fx::onednn::detail {
+namespace {
+
+/// Rows per task of a copy of rows of `floats` floats each: at least 8 rows
+/// and 16K floats, so that a small copy runs on the calling thread (with two
+/// threads, opening a parallel region for less costs more than it saves).
+int64_t grain(int64_t floats) { return std::max<int64_t>(8, (int64_t{1} << 14) / std::max<int64_t>(floats, 1)); }
+
+}  // namespace
 
 bool GemmConv::fits(const ConvParams& params, int64_t kh, int64_t kw, at::IntArrayRef out_sizes, Layout in,
                     bool float32) {
-  return float32 && params.groups == 1 && params.dilation == std::vector<int64_t>{1, 1} && kh * kw > 1 &&
-         out_sizes[2] * out_sizes[3] <= 64 && (in == Layout::Nhwc || in == Layout::Blocked) &&
-         packed_gemm_available();
+  const int64_t pixels = out_sizes[2] * out_sizes[3], rows = out_sizes[0] * pixels;
+  const bool one_by_one = kh * kw == 1;
+  return float32 && params.groups == 1 && params.dilation == std::vector<int64_t>{1, 1} && pixels <= 64 &&
+         (!one_by_one || (at::get_num_threads() > 1 && rows >= 16 && rows <= 64)) &&
+         (in == Layout::Nhwc || in == Layout::Blocked) && packed_gemm_available();
 }
 
 GemmConv::GemmConv(const at::Tensor& weight, const ConvParams& params, at::IntArrayRef in, at::IntArrayRef out)
@@ -62,7 +75,11 @@ void GemmConv::run(const float* src, Layout in_layout, at::Tensor& dst, bool blo
   check_run_args(dst, blocked_out, bias, oc_, "GEMM");
   auto gemm = gemms_.get(at::get_num_threads(),
                          [&] { return PackedGemm(weight_.view({oc_, depth_}), rows_, "onednn_conv2d"); });
-  float* col = static_cast<float*>(scratchpad(rows_ * depth_ * sizeof(float), 1));
+  // A 1×1 kernel of stride 1 on an NHWC input reads its rows as they are.
+  const bool blocked_in = in_layout == Layout::Blocked;
+  const bool rows_as_they_are = !blocked_in && kh_ * kw_ == 1 && stride_ == std::vector<int64_t>{1, 1} &&
+                                padding_ == std::vector<int64_t>{0, 0};
+  float* col = rows_as_they_are ? nullptr : static_cast<float*>(scratchpad(rows_ * depth_ * sizeof(float), 1));
   // The GEMM's [rows, OC] result y: dst itself when it is NHWC, else a
   // scratch matrix whose rows are copied into the blocked dst
   // [N, OC/8, OH, OW, 8] after. Its C is prefilled with the bias and the
@@ -71,14 +88,14 @@ void GemmConv::run(const float* src, Layout in_layout, at::Tensor& dst, bool blo
   float* out = dst.data_ptr<float>();
   float* y = blocked_out ? static_cast<float*>(scratchpad(rows_ * oc_ * sizeof(float), 2)) : out;
   const float* b = bias.defined() ? bias.data_ptr<float>() : nullptr;
-  const bool sum = post_ops.sum, blocked_in = in_layout == Layout::Blocked;
+  const bool sum = post_ops.sum;
   // Output pixel r's first 8 channels in the blocked dst; block k is k·OH·OW·8 further.
   auto blocked_pixel = [&](int64_t r) {
     return out + pixel(true, r / pixels, 0, r % pixels / ow_, r % ow_, oh_, ow_, oc_);
   };
-  at::parallel_for(0, rows_, 8, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, rows_, grain(depth_ + oc_), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      im2col_row(src, blocked_in, r, col + r * depth_);
+      if (col) im2col_row(src, blocked_in, r, col + r * depth_);
       float* yr = y + r * oc_;
       if (sum && blocked_out) {  // the residual, from dst's blocked layout
         const float* res = blocked_pixel(r);
@@ -91,16 +108,24 @@ void GemmConv::run(const float* src, Layout in_layout, at::Tensor& dst, bool blo
       }
     }
   });
-  gemm->compute(col, y, sum || b ? 1.f : 0.f);
-  if (blocked_out) {
-    at::parallel_for(0, rows_, 8, [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        float* o = blocked_pixel(r);
-        for (int64_t k = 0; k < blocks; ++k) std::memcpy(o + k * pixels * 8, y + r * oc_ + k * 8, 8 * sizeof(float));
-      }
-    });
+  gemm->compute(col ? col : src, y, sum || b ? 1.f : 0.f);
+  // One pass after the GEMM: the activation, row by row, and the copy into
+  // the blocked dst.
+  const bool by_row = activates_by_row(post_ops);
+  if (!blocked_out && (!by_row || post_ops.activation == Activation::None)) {
+    apply_activation_(dst, post_ops);
+    return;
   }
-  apply_activation_(dst, post_ops);
+  at::parallel_for(0, rows_, grain(oc_), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      float* yr = y + r * oc_;
+      if (by_row) activate_row(yr, oc_, post_ops);
+      if (!blocked_out) continue;
+      float* o = blocked_pixel(r);
+      for (int64_t k = 0; k < blocks; ++k) std::memcpy(o + k * pixels * 8, yr + k * 8, 8 * sizeof(float));
+    }
+  });
+  if (!by_row) apply_activation_(dst, post_ops);
 }
 
 }  // namespace fx::onednn::detail

@@ -14,8 +14,14 @@
 //   [8, 256, 14, 14] 3×3/2 → 512    16.8 → 14.7 ms
 // and at 2 threads 2.44 → 2.19 and 1.22 → 0.87 ms at batch 1. Larger outputs
 // are the other way round (14×14 at batch 8: 22.1 against 28.8 ms), as are
-// 1×1 convolutions (no im2col saved, 1.54 against 1.62 ms at 7×7): so only a
-// kernel larger than 1×1 with an output of at most 8×8 takes this path.
+// 1×1 convolutions on one thread (no im2col saved, 1.54 against 1.62 ms at
+// 7×7): so a kernel larger than 1×1 with an output of at most 8×8 takes
+// this path. A 1×1 kernel takes it on more than one thread for 16 to 64
+// output pixels in all: oneDNN's jit_1x1 splits 49 pixels badly between two
+// threads (AMD EPYC Zen 5 held at AVX2, 2 threads, [1, 160, 7, 7] → 960:
+// 92 us against 73 as a GEMM; mobilenet_v2's last ten 1×1 layers 1.34 →
+// 1.26 ms in the model), and at batch 8 the copies in and out cost more
+// than the GEMM saves (mobilenet_v2 4% slower).
 #include "onednn/gemm_kernel.h"
 #include "onednn/packed_gemm.h"
 #include "onednn/packed_ops.h"
@@ -26,8 +32,9 @@ namespace fx::onednn::detail {
 class GemmConv : public GemmKernel {
  public:
   /// Whether a convolution runs as a GEMM here: float32 in and out, groups
-  /// 1, dilation 1, a kernel larger than 1×1, an output of at most 8×8
-  /// pixels, an NHWC or blocked (nChw8c) input, and below AVX-512 with the
+  /// 1, dilation 1, an output of at most 8×8 pixels, a kernel larger than
+  /// 1×1 (or a 1×1 one on more than one thread with 16 to 64 output pixels
+  /// in all), an NHWC or blocked (nChw8c) input, and below AVX-512 with the
   /// packed GEMM available.
   static bool fits(const ConvParams& params, int64_t kh, int64_t kw, at::IntArrayRef out_sizes, Layout in,
                    bool float32);

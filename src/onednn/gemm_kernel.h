@@ -4,9 +4,11 @@
 // deep layers) and GemmWinograd (Winograd's F(2×2, 3×3), 3×3 layers), both
 // below AVX-512. PackedConv's kernel for one input shape holds one.
 #include "onednn/packed_ops.h"
+#include "onednn/silu.h"
 
 #include <fx/error.h>
 
+#include <algorithm>
 #include <string>
 
 namespace fx::onednn::detail {
@@ -16,6 +18,33 @@ namespace fx::onednn::detail {
 inline int64_t pixel(bool blocked, int64_t n, int64_t block, int64_t y, int64_t x, int64_t h, int64_t w,
                      int64_t channels) {
   return blocked ? (((n * (channels / 8) + block) * h + y) * w + x) * 8 : ((n * h + y) * w + x) * channels + block * 8;
+}
+
+/// Whether activate_row() applies `p`'s activation: none, ReLU, clip or SiLU.
+inline bool activates_by_row(const PostOps& p) {
+  const Activation a = p.activation;
+  return a == Activation::None || a == Activation::Relu || a == Activation::Clip || a == Activation::Silu;
+}
+
+/// Applies `p`'s activation (one activates_by_row() takes) to the `n` floats
+/// at `x` in place, in the pass that writes them; NaN stays NaN, as with ATen's.
+inline void activate_row(float* x, int64_t n, const PostOps& p) {
+  switch (p.activation) {
+    // Branch-free (maxps / minps keep a NaN that is their second operand):
+    // a branch per value mispredicts on half of a layer's outputs.
+    case Activation::Relu:
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) x[i] = std::max(x[i], 0.f);
+      return;
+    case Activation::Clip: {
+      const float lo = p.alpha, hi = p.beta;
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) x[i] = std::min(std::max(x[i], lo), hi);
+      return;
+    }
+    case Activation::Silu: silu_(x, n); return;
+    default: return;
+  }
 }
 
 /// A float32 convolution of one input shape on the packed GEMM.

@@ -88,17 +88,22 @@ class PackedConv : public PackedOp {
     dnnl::reorder into_src, into_dst, out_of_dst;
   };
   /// Input sizes [N, C, H, W], the input's layout, whether the output is
-  /// blocked, input dtype, whether a SiLU runs after the kernel.
-  using Key = std::tuple<std::vector<int64_t>, Layout, bool, c10::ScalarType, bool>;
+  /// blocked, input dtype, whether a SiLU runs after the kernel, whether
+  /// more than one thread runs it (GemmConv::fits).
+  using Key = std::tuple<std::vector<int64_t>, Layout, bool, c10::ScalarType, bool, bool>;
   std::shared_ptr<const Kernel> kernel(at::IntArrayRef sizes, Layout in, bool blocked_out,
                                        c10::ScalarType src_dtype) const;
   /// Whether a float32 SiLU runs after the direct kernel (silu.h) rather
-  /// than as oneDNN's swish post-op: on one thread. There the pass is the
-  /// faster (efficientnet_b0, AMD EPYC Zen 5, paired runs: 0.86x / 0.89x the
-  /// time at batch 1 / 8, held at AVX2 0.95x / 0.93x); on two threads the
-  /// fused swish is (the pass made the model 5% slower at AVX-512, 13% held
-  /// at AVX2).
-  bool silu_after() const;
+  /// than as oneDNN's swish post-op, for an output of sizes `out`: on one
+  /// thread, where the pass is the faster (efficientnet_b0, AMD EPYC Zen 5,
+  /// paired runs: 0.86x / 0.89x the time at batch 1 / 8, held at AVX2 0.95x
+  /// / 0.93x), and on more for outputs of kSiluPassValues or more; smaller
+  /// ones keep the fused swish (with the pass on every layer, two threads
+  /// at batch 1 were 3% slower held at AVX2).
+  bool silu_after(at::IntArrayRef out) const;
+  /// Whether a convolution of input `sizes` runs on the calling thread alone
+  /// (OneThread), its kernel made so: fewer than kOneThreadMacs multiply-adds.
+  bool runs_alone(at::IntArrayRef sizes) const;
   /// Whether params_.winograd may apply (float32, 3×3, stride 1, dilation 1,
   /// groups 1, channels multiples of 16); winograd() then checks the shape.
   bool winograd_fits() const;

@@ -12,6 +12,7 @@
 
 #include <fx/error.h>
 
+#include <ATen/Parallel.h>
 #include <ATen/ops/adaptive_avg_pool2d.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/max_pool2d.h>
@@ -30,9 +31,11 @@ struct PoolKernel {
   size_t scratchpad_bytes;
 };
 
-/// Input sizes [N, C, H, W], layout, dtype, kernel, stride, padding, max (else average).
+/// Input sizes [N, C, H, W], layout, dtype, kernel, stride, padding, max
+/// (else average), made on one thread (OneThread: a primitive keeps the
+/// thread count it was made with).
 using PoolKey = std::tuple<std::vector<int64_t>, Layout, c10::ScalarType, std::vector<int64_t>, std::vector<int64_t>,
-                           std::vector<int64_t>, bool>;
+                           std::vector<int64_t>, bool, bool>;
 
 KernelCache<PoolKey, PoolKernel>& pool_kernels() {
   static KernelCache<PoolKey, PoolKernel> cache;
@@ -70,7 +73,13 @@ at::Tensor pool(const at::Tensor& input, at::IntArrayRef kernel_size, const std:
   const std::vector<int64_t> in =
       layout == Layout::Blocked ? unblocked_sizes(input, "max_pool2d") : input.sizes().vec();
   const std::vector<int64_t> out = pooled_sizes(in, kernel_size, s, padding);
-  PoolKey key{in, layout, input.scalar_type(), kernel_size.vec(), s, padding.vec(), max};
+  // oneDNN splits a pooling between threads by output pixel, then by channel
+  // block: with fewer pixels than threads (a global pool at batch 1) each
+  // thread streams the whole input for its channels, slower than one thread
+  // alone (efficientnet_b0's [1, 32, 112, 112]: 85 us on two, 30 on one).
+  const bool alone = out[0] * out[2] * out[3] < at::get_num_threads();
+  const OneThread one_thread(alone);
+  PoolKey key{in, layout, input.scalar_type(), kernel_size.vec(), s, padding.vec(), max, alone};
   auto k = pool_kernels().get(key, [&] {
     const auto dt = data_type(input.scalar_type());
     dnnl::memory::desc src = layout_desc(in, dt, layout);

@@ -277,39 +277,56 @@ TEST(BlockActivations, BlockedConvolutionAndPoolEqualTheChannelsLastOnes) {
 
 // Below AVX-512 a float32 convolution with a kernel larger than 1x1 and an
 // output of at most 8x8 pixels runs as im2col + oneDNN's packed GEMM
-// (gemm_conv.h): from an NHWC or a blocked input, into either, with the
-// bias, the residual (in place or not) and the activation; ATen's values on
-// 1 and 2 threads. Larger outputs and 1x1 kernels stay on oneDNN's own.
+// (gemm_conv.h), and so does a 1x1 one on two threads with 16 to 64 output
+// pixels in all: from an NHWC or a blocked input, into either, with the
+// bias, the residual (in place or not) and the activation (ReLU, clip and
+// SiLU in the pass after the GEMM, or none); ATen's values on 1 and 2
+// threads. Larger outputs, and 1x1 kernels on one thread or with fewer or
+// more pixels, stay on oneDNN's own.
 TEST(BlockActivations, SmallDeepConvolutionsRunAsAGemmBelowAvx512) {
   fx::onednn::register_ops();
   torch::manual_seed(4);
   const int threads = at::get_num_threads();
+  using A = fx::onednn::Activation;
   struct Case {
     std::vector<int64_t> input, weight, stride, padding;
     bool bias, sum, inplace;
+    A act;
   };
-  const std::vector<Case> cases{{{2, 32, 7, 7}, {40, 32, 3, 3}, {1, 1}, {1, 1}, true, false, false},
-                                {{1, 16, 14, 13}, {24, 16, 3, 3}, {2, 2}, {1, 1}, false, true, false},
-                                {{3, 8, 6, 5}, {16, 8, 2, 3}, {1, 1}, {0, 1}, true, true, true},
-                                {{1, 24, 5, 5}, {16, 24, 3, 3}, {1, 1}, {1, 1}, false, false, false}};
+  const std::vector<Case> cases{{{2, 32, 7, 7}, {40, 32, 3, 3}, {1, 1}, {1, 1}, true, false, false, A::Relu},
+                                {{1, 16, 14, 13}, {24, 16, 3, 3}, {2, 2}, {1, 1}, false, true, false, A::Clip},
+                                {{3, 8, 6, 5}, {16, 8, 2, 3}, {1, 1}, {0, 1}, true, true, true, A::Silu},
+                                {{1, 24, 5, 5}, {16, 24, 3, 3}, {1, 1}, {1, 1}, false, false, false, A::None},
+                                // 1x1: 49 pixels (an NHWC input is the GEMM's own), 32 after a stride of 2, 16
+                                {{1, 64, 7, 7}, {96, 64, 1, 1}, {1, 1}, {0, 0}, true, false, false, A::Clip},
+                                {{2, 64, 8, 8}, {48, 64, 1, 1}, {2, 2}, {0, 0}, false, true, true, A::Silu},
+                                {{1, 40, 4, 4}, {1024, 40, 1, 1}, {1, 1}, {0, 0}, true, true, false, A::Relu}};
   for (const Case& c : cases) {
     const at::Tensor x = at::randn(c.input), w = at::randn(c.weight) * 0.2, b = at::randn({c.weight[0]});
     fx::onednn::ConvParams p;
     p.stride = c.stride;
     p.padding = c.padding;
     fx::onednn::PostOps post;
-    post.activation = fx::onednn::Activation::Relu;
+    post.activation = c.act;
+    post.alpha = 0.f;
+    post.beta = 6.f;
     post.sum = c.sum;
     post.residual_inplace = c.inplace;
     const c10::optional<at::Tensor> bias = c.bias ? c10::optional<at::Tensor>(b) : c10::nullopt;
     const c10::IValue packed = fx::onednn::pack_conv2d(w, bias, p, post, at::kFloat);
     const std::string what = fx::onednn::describe(packed) + " on " + c10::str(x.sizes());
-    EXPECT_EQ(fx::onednn::implementation(packed, c.input) == "gemm:packed", !avx512()) << what;
     const at::Tensor conv = at::conv2d(x, w, bias, c.stride, c.padding);
     const at::Tensor r = at::randn(conv.sizes());
-    const at::Tensor want = at::relu(c.sum ? conv + r : conv);
+    const at::Tensor summed = c.sum ? conv + r : conv;
+    const at::Tensor want = c.act == A::Relu   ? at::relu(summed)
+                            : c.act == A::Clip ? at::clamp(summed, 0, 6)
+                            : c.act == A::Silu ? at::silu(summed)
+                                               : summed;
+    const bool pointwise = c.weight[2] * c.weight[3] == 1;
     for (int t : {1, 2}) {
       at::set_num_threads(t);
+      EXPECT_EQ(fx::onednn::implementation(packed, c.input) == "gemm:packed", !avx512() && (!pointwise || t > 1))
+          << what << ", " << t << " threads";
       for (bool blocked_in : {false, true}) {
         for (bool blocked_out : {false, true}) {
           const at::Tensor in = blocked_in ? call1("fxcpp::to_blocked", x) : x;
@@ -336,15 +353,21 @@ TEST(BlockActivations, SmallDeepConvolutionsRunAsAGemmBelowAvx512) {
       }
     }
   }
-  at::set_num_threads(threads);
-  // A 9x9 output, and a 1x1 kernel, stay on oneDNN's convolutions.
+  // A 9x9 output stays on oneDNN's convolutions; so does a 1x1 kernel on
+  // one thread, or with fewer than 16 or more than 64 output pixels in all.
   fx::onednn::ConvParams pad;
   pad.padding = {1, 1};
   const c10::IValue wide = fx::onednn::pack_conv2d(at::randn({16, 16, 3, 3}), c10::nullopt, pad, {}, at::kFloat);
-  EXPECT_NE(fx::onednn::implementation(wide, {1, 16, 9, 9}), "gemm:packed");
-  EXPECT_EQ(fx::onednn::implementation(wide, {1, 16, 8, 8}) == "gemm:packed", !avx512());
-  const c10::IValue pointwise = fx::onednn::pack_conv2d(at::randn({16, 16, 1, 1}), c10::nullopt, {}, {}, at::kFloat);
-  EXPECT_NE(fx::onednn::implementation(pointwise, {1, 16, 4, 4}), "gemm:packed");
+  const c10::IValue pointwise = fx::onednn::pack_conv2d(at::randn({64, 64, 1, 1}), c10::nullopt, {}, {}, at::kFloat);
+  for (int t : {1, 2}) {
+    at::set_num_threads(t);
+    EXPECT_NE(fx::onednn::implementation(wide, {1, 16, 9, 9}), "gemm:packed");
+    EXPECT_EQ(fx::onednn::implementation(wide, {1, 16, 8, 8}) == "gemm:packed", !avx512());
+    EXPECT_EQ(fx::onednn::implementation(pointwise, {1, 64, 5, 5}) == "gemm:packed", !avx512() && t > 1) << t;
+    EXPECT_NE(fx::onednn::implementation(pointwise, {2, 64, 7, 7}), "gemm:packed") << t;
+    EXPECT_NE(fx::onednn::implementation(pointwise, {1, 64, 3, 3}), "gemm:packed") << t;
+  }
+  at::set_num_threads(threads);
 }
 
 }  // namespace
