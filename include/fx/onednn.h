@@ -125,6 +125,17 @@ struct LinearTiming {
 LinearTiming time_linear(const at::Tensor& weight, const c10::optional<at::Tensor>& bias, const PostOps& post_ops,
                          at::IntArrayRef input_sizes);
 
+/// Whether ATen's BLAS keeps a pool of threads of its own beside OpenMP's:
+/// the OpenBLAS of Debian's libopenblas0-pthread (openblas_get_parallel()
+/// is 1). On more than one thread the two pools' idle workers spin on the
+/// cores the other needs: held at AVX2 on an AMD EPYC Zen 5, 2 threads,
+/// time_linear of vit_b_16's head [1, 768] -> 1000 gave oneDNN 6.08 ms in
+/// two runs of three (0.03-0.05 in the other), ATen 0.18-3.9 ms, and
+/// TorchScript's optimised vit_b_16 (OpenBLAS) takes 1.8x longer on two
+/// threads than on one. False for a BLAS without its own threads (or none
+/// found).
+bool blas_has_own_threads();
+
 /// Sets the dtype a packed op of pack_conv2d / pack_linear returns (float32
 /// or bfloat16; by default its kernel's dtype). A bf16 kernel may write
 /// float32 for consumers that are not oneDNN kernels (ATen's layer_norm, for

@@ -47,7 +47,8 @@ def optimize(model_or_gm, example_inputs, *, dtype=None, threads=None, linear_ke
     libtorch's intra-op threads (process-wide, as torch.set_num_threads). The model is not changed; folded and
     packed weights are new (a later change of its parameters is not seen). linear_kernel: which kernel runs
     float32 linear layers: "auto" (oneDNN's on AVX-512; below it the faster of oneDNN's and ATen's BLAS for each
-    layer's shape, timed now: report["linear_choices"]), "onednn" or "aten"."""
+    layer's shape, timed now: report["linear_choices"]; on more than one thread beside Debian's OpenBLAS, whose
+    threads compete with OpenMP's, oneDNN's untimed: report["linear_note"]), "onednn" or "aten"."""
     inputs = _inputs(example_inputs)
     if dtype not in (None, torch.float32, torch.bfloat16):
         raise ValueError("fxcpp.optimize: dtype must be None, torch.float32 or torch.bfloat16, not %r" % (dtype,))

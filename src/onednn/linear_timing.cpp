@@ -1,6 +1,7 @@
 // time_linear: oneDNN's linear kernel against ATen's (BLAS) on one shape,
 // on this CPU (see fx/onednn.h). lower_to_onednn asks it where the answer
-// depends on the CPU (oneDNN below AVX-512).
+// depends on the CPU (oneDNN below AVX-512), and blas_has_own_threads
+// whether it may ask on more than one thread.
 #include "onednn/context.h"
 #include "onednn/packed_ops.h"
 
@@ -11,11 +12,23 @@
 #include <ATen/ops/linear.h>
 #include <ATen/ops/randn.h>
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <chrono>
 #include <limits>
 
 namespace fx::onednn {
+
+bool blas_has_own_threads() {
+  static const bool own = [] {
+    // OpenBLAS's openblas_get_parallel: 0 sequential, 1 its own pthreads, 2 OpenMP's.
+    using GetParallel = int (*)();
+    auto get = reinterpret_cast<GetParallel>(dlsym(RTLD_DEFAULT, "openblas_get_parallel"));
+    return get && get() == 1;
+  }();
+  return own;
+}
 
 LinearTiming time_linear(const at::Tensor& weight, const c10::optional<at::Tensor>& bias, const PostOps& post_ops,
                          at::IntArrayRef input_sizes) {

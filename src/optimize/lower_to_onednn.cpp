@@ -72,6 +72,14 @@ class Lowering {
     // Below AVX-512 (and for float32 kernels only) the faster linear kernel depends on the shape.
     if (linear_ == LinearKernel::Auto && (onednn::has_avx512_core() || dtype_ != at::kFloat))
       linear_ = LinearKernel::OneDnn;
+    // On more than one thread a BLAS with threads of its own competes with
+    // OpenMP's (onednn::blas_has_own_threads): its timings say little, and
+    // in a model each switch between the pools costs the cores' time.
+    if (linear_ == LinearKernel::Auto && at::get_num_threads() > 1 && onednn::blas_has_own_threads()) {
+      linear_ = LinearKernel::OneDnn;
+      counts_.linear_note = "linears on oneDNN untimed: " + std::to_string(at::get_num_threads()) +
+                            " threads, and the BLAS's own would compete with OpenMP's";
+    }
   }
 
   /// Whether lower() erased `n` (fused into an earlier node).

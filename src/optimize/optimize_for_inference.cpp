@@ -96,6 +96,7 @@ void optimize_graph(GraphModule& m, const OptimizeOptions& options, const std::v
     r.onednn_matmuls += lowered.matmuls;
     r.aten_linears += lowered.aten_linears;
     r.linear_choices.insert(r.linear_choices.end(), lowered.linear_choices.begin(), lowered.linear_choices.end());
+    if (!lowered.linear_note.empty()) r.linear_note = lowered.linear_note;
     r.fused_post_ops += lowered.fused_post_ops;
     r.dtype = lowered.dtype;
     if (options.blocked_activations && lowered.dtype == c10::ScalarType::Float &&

@@ -41,6 +41,7 @@ py::dict report_dict(const OptimizeReport& r) {
     choices.append(e);
   }
   d["linear_choices"] = choices;
+  d["linear_note"] = r.linear_note;
   d["warnings"] = r.warnings;
   return d;
 }

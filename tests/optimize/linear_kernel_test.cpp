@@ -64,6 +64,15 @@ std::shared_ptr<fx::GraphModule> optimized(const TracedMlp& t, fx::LinearKernel 
   return fx::optimize_for_inference(t.gm, options, &report);
 }
 
+/// optimized(), its output checked against eager's.
+std::shared_ptr<fx::GraphModule> optimized_and_checked(const TracedMlp& t, fx::LinearKernel kernel,
+                                                       fx::OptimizeReport& report) {
+  auto opt = optimized(t, kernel, report);
+  at::NoGradGuard no_grad;
+  EXPECT_LE(relative_error(opt->forward({t.x}).toTensor(), t.expected), 1e-5);
+  return opt;
+}
+
 TEST(LinearKernel, AtenKeepsTheLayersWithTheirPostOps) {
   TracedMlp t = traced_mlp();
   fx::OptimizeReport report;
@@ -96,14 +105,21 @@ TEST(LinearKernel, OneDnnFusesTheActivationAndTheResidual) {
   EXPECT_LE(relative_error(opt->forward({t.x}).toTensor(), t.expected), 1e-5);
 }
 
+/// Sets ATen's thread count while alive, and restores it.
+struct Threads {
+  explicit Threads(int n) : before(at::get_num_threads()) { at::set_num_threads(n); }
+  ~Threads() { at::set_num_threads(before); }
+  int before;
+};
+
 // Auto: oneDNN's on AVX-512 without timing; below it, each layer timed (once
 // per shape, weight and post-ops), the graph as the measurements decided.
 TEST(LinearKernel, AutoTimesTheLayersBelowAvx512) {
+  const Threads one(1);
   TracedMlp t = traced_mlp();
   fx::OptimizeReport report;
-  auto opt = optimized(t, fx::LinearKernel::Auto, report);
-  at::NoGradGuard no_grad;
-  EXPECT_LE(relative_error(opt->forward({t.x}).toTensor(), t.expected), 1e-5);
+  auto opt = optimized_and_checked(t, fx::LinearKernel::Auto, report);
+  EXPECT_EQ(report.linear_note, "");
   if (avx512()) {
     EXPECT_TRUE(report.linear_choices.empty()) << report.cpu;
     EXPECT_EQ(report.onednn_linears, 4u);
@@ -133,6 +149,28 @@ TEST(LinearKernel, AutoTimesTheLayersBelowAvx512) {
   EXPECT_EQ(count_calls(opt->graph(), "aten::linear"), aten);
   EXPECT_EQ(count_calls(opt->graph(), "fxcpp::onednn_linear"), 4u - aten);
 }
+
+// On two threads beside a BLAS with threads of its own (Debian's OpenBLAS)
+// Auto times nothing: every layer is oneDNN's, and the report says why.
+TEST(LinearKernel, AutoOnTwoThreadsBesideTheBlasThreadsIsOneDnnUntimed) {
+  const Threads two(2);
+  TracedMlp t = traced_mlp();
+  fx::OptimizeReport report;
+  auto opt = optimized_and_checked(t, fx::LinearKernel::Auto, report);
+  if (avx512() || !fx::onednn::blas_has_own_threads()) {
+    EXPECT_EQ(report.linear_note, "") << report.cpu;
+    return;
+  }
+  EXPECT_TRUE(report.linear_choices.empty());
+  EXPECT_EQ(report.linear_note, "linears on oneDNN untimed: 2 threads, and the BLAS's own would compete with OpenMP's");
+  EXPECT_EQ(report.onednn_linears, 4u);
+  EXPECT_EQ(report.aten_linears, 0u);
+  EXPECT_EQ(count_calls(opt->graph(), "fxcpp::onednn_linear"), 4u);
+}
+
+// Debian's libtorch links the OpenBLAS of libopenblas0-pthread (setup.sh):
+// a pool of its own.
+TEST(LinearKernel, TheBlasOfThisBuildKeepsThreadsOfItsOwn) { EXPECT_TRUE(fx::onednn::blas_has_own_threads()); }
 
 TEST(LinearKernel, AutoWithoutShapesIsOneDnn) {
   TracedMlp t = traced_mlp();
@@ -170,6 +208,7 @@ TEST(LinearKernel, AutoLeavesLayersTooSmallToTimeOnOneDnn) {
 // (a pipeline's check optimising the whole model after its stages) reads
 // the first one's measurements and makes the same choices.
 TEST(LinearKernel, AutoChoosesAlikeInEveryOptimisationOfAProcess) {
+  const Threads one(1);
   TracedMlp t = traced_mlp();
   fx::OptimizeReport first, second;
   auto a = optimized(t, fx::LinearKernel::Auto, first);

@@ -16,6 +16,13 @@ if(TARGET fxcpp_python)
                    -k "quantize")
   set_tests_properties(python.api_quantize_AVX2 PROPERTIES TIMEOUT 600 ENVIRONMENT
                        "${fx_pytest_env};ONEDNN_MAX_CPU_ISA=AVX2;DNNL_MAX_CPU_ISA=AVX2")
+  # fxcpp.optimize's linear kernels where Auto times them (held at AVX2): timed on one thread,
+  # oneDNN's untimed on two beside Debian's OpenBLAS.
+  add_test(NAME python.api_linear_kernel_AVX2
+           COMMAND /usr/bin/python3 -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_LIST_DIR}/test_api.py
+                   -k "linear_kernel")
+  set_tests_properties(python.api_linear_kernel_AVX2 PROPERTIES TIMEOUT 600 ENVIRONMENT
+                       "${fx_pytest_env};ONEDNN_MAX_CPU_ISA=AVX2;DNNL_MAX_CPU_ISA=AVX2")
 endif()
 # Every torchvision classifier torch.fx traces (~70; 6 min on 2 cores, so not in the default run):
 # cmake -DFXCPP_PYTHON_ALL_MODELS=ON, then ctest -R python.models_all.

@@ -206,7 +206,7 @@ json report_json(const OptimizeReport& r) {
           {"onednn_matmuls", r.onednn_matmuls},  {"fused_post_ops", r.fused_post_ops},
           {"dtype", r.dtype == at::kBFloat16 ? "bfloat16" : "float32"}, {"cpu", r.cpu},
           {"aten_linears", r.aten_linears},      {"linear_choices", linear_choice_lines(r)},
-          {"warnings", r.warnings}};
+          {"linear_note", r.linear_note},        {"warnings", r.warnings}};
 }
 
 void print_json(const Setup& s, const std::vector<Engine>& engines) {

@@ -49,6 +49,7 @@ std::string report_line(const OptimizeReport& r) {
     std::snprintf(buf, sizeof buf, "; %zu linears on ATen (BLAS)", r.aten_linears);
     line += buf;
   }
+  if (!r.linear_note.empty() && r.onednn_linears) line += "; " + r.linear_note;
   return line;
 }
 

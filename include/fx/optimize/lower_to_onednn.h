@@ -82,7 +82,10 @@ enum class LinearKernel : uint8_t {
   /// weight size, post-ops and thread count), so every optimisation in it
   /// chooses alike. A layer whose input shape is unknown (no tensor_meta:
   /// no example inputs), or of fewer than 2^18 floating-point operations
-  /// (a few microseconds, too short to time), gets oneDNN's untimed.
+  /// (a few microseconds, too short to time), gets oneDNN's untimed; so does
+  /// every layer on more than one thread where the BLAS keeps threads of
+  /// its own (onednn::blas_has_own_threads: Debian's OpenBLAS), whose idle
+  /// workers and OpenMP's take each other's cores (OneDnnLowering::linear_note).
   Auto,
   /// oneDNN's for every layer (fxcpp::onednn_linear).
   OneDnn,
@@ -123,6 +126,9 @@ struct OneDnnLowering {
   size_t aten_linears = 0;
   /// The layers LinearKernel::Auto timed, in graph order (none on AVX-512).
   std::vector<LinearChoice> linear_choices;
+  /// Why LinearKernel::Auto timed no layer below AVX-512 (empty when it
+  /// could): more than one thread beside a BLAS with threads of its own.
+  std::string linear_note;
   /// The dtype of the kernels made: the one asked for, or float32 when
   /// bfloat16 was asked for where oneDNN has no bf16 kernels
   /// (onednn::has_bf16_kernels: AVX2-only CPUs).

@@ -137,6 +137,8 @@ struct OptimizeReport {
   /// The linear layers whose kernel was chosen by timing (LinearKernel::Auto
   /// below AVX-512), in graph order, each with both times.
   std::vector<LinearChoice> linear_choices;
+  /// Why LinearKernel::Auto timed none where it would have (OneDnnLowering::linear_note).
+  std::string linear_note;
   /// Activations and residual adds fused into a oneDNN node.
   size_t fused_post_ops = 0;
   /// Ops turned into their in-place form (fx::reinplace).
