@@ -140,8 +140,8 @@ bool PackedConv::silu_after(at::IntArrayRef out) const {
          (at::get_num_threads() == 1 || c10::multiply_integers(out) >= kSiluPassValues);
 }
 
-bool PackedConv::runs_alone(at::IntArrayRef sizes) const {
-  return c10::multiply_integers(output_sizes(sizes)) * (in_channels_ / params_.groups) * kh_ * kw_ < kOneThreadMacs;
+bool PackedConv::runs_alone(at::IntArrayRef out) const {
+  return c10::multiply_integers(out) * (in_channels_ / params_.groups) * kh_ * kw_ < kOneThreadMacs;
 }
 
 bool PackedConv::winograd_fits() const {
@@ -152,11 +152,11 @@ bool PackedConv::winograd_fits() const {
 
 std::shared_ptr<const PackedConv::Kernel> PackedConv::kernel(at::IntArrayRef sizes, Layout in, bool blocked_out,
                                                              c10::ScalarType src_dtype) const {
-  const bool silu_pass = silu_after(output_sizes(sizes));
+  const std::vector<int64_t> out = output_sizes(sizes);
+  const bool silu_pass = silu_after(out);
   Key key{sizes.vec(), in, blocked_out, src_dtype, silu_pass, at::get_num_threads() > 1};
   return kernels_.get(key, [&] {
     const auto dt = data_type(dtype_);
-    const std::vector<int64_t> out = output_sizes(sizes);
     dnnl::memory::desc src = layout_desc(sizes, dt, in);
     dnnl::memory::desc dst = layout_desc(out, data_type(out_dtype_), blocked_out ? Layout::Blocked : Layout::Nhwc);
     // Below AVX-512, fxcpp's own kernels on the packed GEMM where they are the faster (gemm_kernel.h).
@@ -231,8 +231,7 @@ void PackedConv::check_input(const at::Tensor& input) const {
 
 std::string PackedConv::implementation(at::IntArrayRef sizes) const {
   check_input(at::empty(sizes, at::TensorOptions().device(at::kMeta)));
-  output_sizes(sizes);  // checks the kernel fits
-  const OneThread one_thread(runs_alone(sizes));
+  const OneThread one_thread(runs_alone(output_sizes(sizes)));  // output_sizes checks the kernel fits
   return kernel(sizes, Layout::Nhwc, false, dtype_)->impl;
 }
 
@@ -267,7 +266,7 @@ at::Tensor PackedConv::run(const at::Tensor& input, const c10::optional<at::Tens
   const at::MemoryFormat format = blocked ? at::MemoryFormat::Contiguous : at::MemoryFormat::ChannelsLast;
   if (x.is_meta())  // shapes only (ShapeProp::propagate_meta, FLOP counts): no kernel runs
     return make_output(shape, x.options().dtype(out_dtype_), format, post_ops_, residual, "onednn_conv2d");
-  const OneThread one_thread(runs_alone(sizes));
+  const OneThread one_thread(runs_alone(out_sizes));
   auto k = kernel(sizes, in, blocked, dtype_);
   at::Tensor out = make_output(shape, x.options().dtype(out_dtype_), format, post_ops_, residual, "onednn_conv2d");
   if (k->gemm) {

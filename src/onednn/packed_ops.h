@@ -101,9 +101,10 @@ class PackedConv : public PackedOp {
   /// ones keep the fused swish (with the pass on every layer, two threads
   /// at batch 1 were 3% slower held at AVX2).
   bool silu_after(at::IntArrayRef out) const;
-  /// Whether a convolution of input `sizes` runs on the calling thread alone
-  /// (OneThread), its kernel made so: fewer than kOneThreadMacs multiply-adds.
-  bool runs_alone(at::IntArrayRef sizes) const;
+  /// Whether a convolution into an output of sizes `out` runs on the calling
+  /// thread alone (OneThread), its kernel made so: fewer than kOneThreadMacs
+  /// multiply-adds.
+  bool runs_alone(at::IntArrayRef out) const;
   /// Whether params_.winograd may apply (float32, 3×3, stride 1, dilation 1,
   /// groups 1, channels multiples of 16); winograd() then checks the shape.
   bool winograd_fits() const;
