@@ -286,7 +286,7 @@ TEST(BlockActivations, BlockedConvolutionAndPoolEqualTheChannelsLastOnes) {
 TEST(BlockActivations, SmallDeepConvolutionsRunAsAGemmBelowAvx512) {
   fx::onednn::register_ops();
   torch::manual_seed(4);
-  const int threads = at::get_num_threads();
+  const ThreadsGuard guard;
   using A = fx::onednn::Activation;
   struct Case {
     std::vector<int64_t> input, weight, stride, padding;
@@ -367,7 +367,6 @@ TEST(BlockActivations, SmallDeepConvolutionsRunAsAGemmBelowAvx512) {
     EXPECT_NE(fx::onednn::implementation(pointwise, {2, 64, 7, 7}), "gemm:packed") << t;
     EXPECT_NE(fx::onednn::implementation(pointwise, {1, 64, 3, 3}), "gemm:packed") << t;
   }
-  at::set_num_threads(threads);
 }
 
 }  // namespace

@@ -22,7 +22,7 @@ constexpr const char* kWinogradImpl = "winograd_2x3:packed_gemm";
 TEST(GemmWinograd, AgreesWithAtenInEveryLayout) {
   fx::onednn::register_ops();
   torch::manual_seed(7);
-  const int threads = at::get_num_threads();
+  const ThreadsGuard guard;
   struct Case {
     std::vector<int64_t> input;
     int64_t out_channels, padding;
@@ -81,7 +81,6 @@ TEST(GemmWinograd, AgreesWithAtenInEveryLayout) {
       }
     }
   }
-  at::set_num_threads(threads);
 }
 
 // Deep layers (weights' transforms above 1 MiB) run in chunks of whole
@@ -93,7 +92,7 @@ TEST(GemmWinograd, AgreesWithAtenInEveryLayout) {
 TEST(GemmWinograd, ChunksOfImagesAndBlocksOfTilesGiveEachImagesOwnResult) {
   fx::onednn::register_ops();
   torch::manual_seed(8);
-  const int threads = at::get_num_threads();
+  const ThreadsGuard guard;
   for (auto [channels, size] : {std::pair<int64_t, int64_t>{256, 56}, {64, 30}}) {
     const at::Tensor x = at::randn({3, channels, size, size}),
                      w = at::randn({channels, channels, 3, 3}) / (3 * std::sqrt(channels)), b = at::randn({channels});
@@ -118,7 +117,6 @@ TEST(GemmWinograd, ChunksOfImagesAndBlocksOfTilesGiveEachImagesOwnResult) {
       }
     }
   }
-  at::set_num_threads(threads);
 }
 
 // Not taken: without ConvParams::winograd, strided, grouped, dilated or

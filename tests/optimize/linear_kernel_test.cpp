@@ -105,17 +105,10 @@ TEST(LinearKernel, OneDnnFusesTheActivationAndTheResidual) {
   EXPECT_LE(relative_error(opt->forward({t.x}).toTensor(), t.expected), 1e-5);
 }
 
-/// Sets ATen's thread count while alive, and restores it.
-struct Threads {
-  explicit Threads(int n) : before(at::get_num_threads()) { at::set_num_threads(n); }
-  ~Threads() { at::set_num_threads(before); }
-  int before;
-};
-
 // Auto: oneDNN's on AVX-512 without timing; below it, each layer timed (once
 // per shape, weight and post-ops), the graph as the measurements decided.
 TEST(LinearKernel, AutoTimesTheLayersBelowAvx512) {
-  const Threads one(1);
+  const ThreadsGuard one(1);
   TracedMlp t = traced_mlp();
   fx::OptimizeReport report;
   auto opt = optimized_and_checked(t, fx::LinearKernel::Auto, report);
@@ -153,7 +146,7 @@ TEST(LinearKernel, AutoTimesTheLayersBelowAvx512) {
 // On two threads beside a BLAS with threads of its own (Debian's OpenBLAS)
 // Auto times nothing: every layer is oneDNN's, and the report says why.
 TEST(LinearKernel, AutoOnTwoThreadsBesideTheBlasThreadsIsOneDnnUntimed) {
-  const Threads two(2);
+  const ThreadsGuard two(2);
   TracedMlp t = traced_mlp();
   fx::OptimizeReport report;
   auto opt = optimized_and_checked(t, fx::LinearKernel::Auto, report);
@@ -208,7 +201,7 @@ TEST(LinearKernel, AutoLeavesLayersTooSmallToTimeOnOneDnn) {
 // (a pipeline's check optimising the whole model after its stages) reads
 // the first one's measurements and makes the same choices.
 TEST(LinearKernel, AutoChoosesAlikeInEveryOptimisationOfAProcess) {
-  const Threads one(1);
+  const ThreadsGuard one(1);
   TracedMlp t = traced_mlp();
   fx::OptimizeReport first, second;
   auto a = optimized(t, fx::LinearKernel::Auto, first);
@@ -257,7 +250,7 @@ at::Tensor run_linear(const at::Tensor& x, const c10::IValue& packed, const c10:
 // and the packed state rebuilding the same kernel.
 TEST(LinearKernel, PackedGemmComputesWhatAtenDoes) {
   torch::manual_seed(3);
-  const int threads = at::get_num_threads();
+  const ThreadsGuard guard;
   const at::Tensor w = at::randn({45, 37}), b = at::randn({45});
   struct Case {
     bool bias, sum, inplace;
@@ -305,7 +298,6 @@ TEST(LinearKernel, PackedGemmComputesWhatAtenDoes) {
       }
     }
   }
-  at::set_num_threads(threads);
 }
 
 TEST(LinearKernel, Names) {

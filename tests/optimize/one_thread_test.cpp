@@ -17,8 +17,7 @@ using namespace optimize_test;
 using fx::onednn::detail::OneThread;
 
 TEST(OneThread, HoldsOneThreadWhileAliveAndRestoresTheCount) {
-  const int threads = at::get_num_threads();
-  at::set_num_threads(2);
+  const ThreadsGuard two(2);
   {
     const OneThread one(true);
     EXPECT_EQ(at::get_num_threads(), 1);
@@ -36,7 +35,6 @@ TEST(OneThread, HoldsOneThreadWhileAliveAndRestoresTheCount) {
   // Inside a parallel region there is one thread already: nothing changes.
   at::parallel_for(0, 2, 1, [&](int64_t, int64_t) { const OneThread inside(true); });
   EXPECT_EQ(at::get_num_threads(), 2);
-  at::set_num_threads(threads);
 }
 
 // A squeeze-excitation layer (one pixel) is made and run on one thread: its
@@ -46,8 +44,7 @@ TEST(OneThread, HoldsOneThreadWhileAliveAndRestoresTheCount) {
 TEST(OneThread, SmallConvolutionsRunOnTheCallingThread) {
   fx::onednn::register_ops();
   torch::manual_seed(3);
-  const int threads = at::get_num_threads();
-  at::set_num_threads(2);
+  const ThreadsGuard two(2);
   fx::onednn::PostOps silu;
   silu.activation = fx::onednn::Activation::Silu;
   struct Case {
@@ -68,7 +65,6 @@ TEST(OneThread, SmallConvolutionsRunOnTheCallingThread) {
     EXPECT_EQ(at::get_num_threads(), 2);
     EXPECT_LE(relative_error(got, at::silu(at::conv2d(x, w, b))), 1e-5) << impl;
   }
-  at::set_num_threads(threads);
 }
 
 // oneDNN splits a pool by output pixel, then by channel: a global pool at
@@ -77,7 +73,7 @@ TEST(OneThread, SmallConvolutionsRunOnTheCallingThread) {
 TEST(OneThread, GlobalPoolsAgreeOnEveryThreadCount) {
   fx::onednn::register_ops();
   torch::manual_seed(5);
-  const int threads = at::get_num_threads();
+  const ThreadsGuard guard;
   for (int64_t batch : {1, 2, 3}) {
     for (const at::MemoryFormat format : {at::MemoryFormat::ChannelsLast, at::MemoryFormat::Contiguous}) {
       const at::Tensor x = at::randn({batch, 96, 28, 28}).contiguous(format);
@@ -90,7 +86,6 @@ TEST(OneThread, GlobalPoolsAgreeOnEveryThreadCount) {
       }
     }
   }
-  at::set_num_threads(threads);
 }
 
 }  // namespace

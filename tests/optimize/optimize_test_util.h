@@ -4,6 +4,7 @@
 #include <fx/onednn.h>
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <algorithm>
@@ -11,6 +12,16 @@
 #include <vector>
 
 namespace optimize_test {
+
+/// Restores ATen's thread count at the end of a scope; given `n`, sets it to n first.
+struct ThreadsGuard {
+  ThreadsGuard() = default;
+  explicit ThreadsGuard(int n) { at::set_num_threads(n); }
+  ~ThreadsGuard() { at::set_num_threads(threads); }
+  ThreadsGuard(const ThreadsGuard&) = delete;
+  ThreadsGuard& operator=(const ThreadsGuard&) = delete;
+  int threads = at::get_num_threads();
+};
 
 /// max |a - b| / max |b|.
 inline double relative_error(const at::Tensor& a, const at::Tensor& b) {

@@ -17,12 +17,6 @@ using namespace optimize_test;
 
 double silu_exact(double x) { return x / (1 + std::exp(-x)); }
 
-/// Restores ATen's thread count at the end of a test.
-struct ThreadsGuard {
-  int threads = at::get_num_threads();
-  ~ThreadsGuard() { at::set_num_threads(threads); }
-};
-
 TEST(SiluKernel, MatchesTheDefinitionOnEveryLengthAndAtTheEdges) {
   // Every tail length of the 16- and 8-wide loops, and lengths ATen's threads share.
   for (int64_t n : {0, 1, 7, 8, 9, 15, 16, 17, 31, 33, 40, 1000, 70001}) {
