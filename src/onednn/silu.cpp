@@ -1,8 +1,11 @@
-// SiLU in place (see silu.h): exp(-x) = 2^k · p(r), k = round(-x · log2 e),
-// r = -x - k · ln 2 (ln 2 in two parts, Cody and Waite), p Cephes' expf
-// polynomial; sigmoid = 1 / (1 + exp(-x)) by rcp and one Newton step. -x is
-// clamped to [-88, 88] first, where exp stays a normal float: beyond, the
-// sigmoid is 1 to float precision above, and taken as 0 below -87.
+// SiLU in place (see silu.h) as x · f, f = sigmoid(x), from z = -|x| alone,
+// which leaves exp nothing to overflow: e = exp(z) in (0, 1] as 2^n · p(t),
+// n = round(z · log2 e), t = z - n · ln 2 (|t| <= ln2/2; one ln 2 is enough
+// here, z's error being below t's ulp), p a degree-5 minimax polynomial
+// (XNNPACK's rr1-p5 coefficients, from its f32 sigmoid kernels); then
+// f = e / (1 + e) by rcp and one Newton step, taken as 0 where z is below
+// ln(2^-126) (e would be denormal, and rcp does not give it reliably) and
+// replaced by 1 - f where x's sign bit is clear.
 #include "onednn/silu.h"
 
 #include <fx/onednn.h>
@@ -11,18 +14,20 @@
 
 #include <immintrin.h>
 
+#include <climits>
 #include <cmath>
 
 namespace fx::onednn::detail {
 namespace {
 
-constexpr float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
-constexpr float kC6 = 1.9875691500e-4f, kC5 = 1.3981999507e-3f, kC4 = 8.3334519073e-3f, kC3 = 4.1665795894e-2f,
-                kC2 = 1.6666665459e-1f, kC1 = 5.0000001201e-1f, kClamp = 88.f;
-// Below, sigmoid(x) is taken as 0: |x · sigmoid(x)| < 87 · e^-87 = 1.4e-36
-// there, and 1 / (1 + exp(-x)) would be a denormal that rcp does not give
-// reliably (x = -3e38 times it made -1.8).
-constexpr float kZeroBelow = -87.f;
+constexpr float kLog2e = 0x1.715476p0f, kMinusLn2 = -0x1.62E43p-1f;
+constexpr float kC5 = 0x1.0F9F9Cp-7f, kC4 = 0x1.573A1Ap-5f, kC3 = 0x1.555A80p-3f, kC2 = 0x1.FFFDC6p-2f,
+                kC1 = 0x1.FFFFF6p-1f;
+// z below: sigmoid taken as 0 (|x · sigmoid(x)| < 88 · 2^-126 = 1.0e-36 there).
+constexpr float kDenormCutoff = -0x1.5D589Ep+6f;  // -87.34: exp(z) would be below 2^-126
+// 2^23 + 2^22: adding it rounds z · log2 e to an integer in the low bits; + 127, the
+// float exponent's bias, so that shifting those bits by 23 gives 2^n.
+constexpr float kMagicBias = 0x1.8000FEp23f;
 
 float silu_scalar(float x) { return x / (1.f + std::exp(-x)); }
 
@@ -32,23 +37,22 @@ float silu_scalar(float x) { return x / (1.f + std::exp(-x)); }
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 __attribute__((target("avx512f"))) inline __m512 silu16(__m512 x) {
   const __m512 one = _mm512_set1_ps(1.f);
-  const __m512 t = _mm512_min_ps(_mm512_max_ps(_mm512_sub_ps(_mm512_setzero_ps(), x), _mm512_set1_ps(-kClamp)),
-                                 _mm512_set1_ps(kClamp));
-  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(t, _mm512_set1_ps(kLog2e)),
+  const __m512i sign = _mm512_set1_epi32(INT_MIN);
+  const __m512 z = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(x), sign));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(z, _mm512_set1_ps(kLog2e)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(kLn2Hi), t);
-  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(kLn2Lo), r);
-  __m512 q = _mm512_fmadd_ps(_mm512_set1_ps(kC6), r, _mm512_set1_ps(kC5));
-  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(kC4));
-  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(kC3));
-  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(kC2));
-  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(kC1));
-  q = _mm512_fmadd_ps(q, _mm512_mul_ps(r, r), _mm512_add_ps(r, one));
-  const __m512 d = _mm512_add_ps(_mm512_scalef_ps(q, k), one);  // 1 + exp(-x)
-  __m512 y = _mm512_rcp14_ps(d);
-  y = _mm512_fmadd_ps(_mm512_fnmadd_ps(d, y, one), y, y);
-  // sigmoid 0 below kZeroBelow (and for NaN): x · y is then -0, or NaN for -inf and NaN
-  return _mm512_mul_ps(x, _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(kZeroBelow), _CMP_GT_OQ), y));
+  const __m512 t = _mm512_fmadd_ps(n, _mm512_set1_ps(kMinusLn2), z);
+  __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(kC5), t, _mm512_set1_ps(kC4));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(kC3));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(kC2));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(kC1));
+  const __m512 e = _mm512_scalef_ps(_mm512_fmadd_ps(p, t, one), n);
+  const __m512 d = _mm512_add_ps(e, one);
+  __m512 r = _mm512_rcp14_ps(d);
+  r = _mm512_fmadd_ps(_mm512_fnmadd_ps(r, d, one), r, r);
+  __m512 f = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(z, _mm512_set1_ps(kDenormCutoff), _CMP_GE_OQ), e, r);
+  f = _mm512_mask_sub_ps(f, _mm512_testn_epi32_mask(_mm512_castps_si512(x), sign), one, f);
+  return _mm512_mul_ps(x, f);  // NaN stays NaN (z, hence f, NaN); -inf · 0: NaN
 }
 
 __attribute__((target("avx512f"))) void silu_avx512(float* p, int64_t n) {
@@ -61,28 +65,28 @@ __attribute__((target("avx512f"))) void silu_avx512(float* p, int64_t n) {
 }
 #pragma GCC diagnostic pop
 
-// silu16's steps in AVX2 (2^k through the exponent field: no scalef there).
+// silu16's steps in AVX2: 2^n through the exponent field (no scalef), so
+// e = 2^n + (t · 2^n) · p with p's constant term left out.
 __attribute__((target("avx2,fma"))) inline __m256 silu8(__m256 x) {
-  const __m256 one = _mm256_set1_ps(1.f);
-  const __m256 t = _mm256_min_ps(_mm256_max_ps(_mm256_sub_ps(_mm256_setzero_ps(), x), _mm256_set1_ps(-kClamp)),
-                                 _mm256_set1_ps(kClamp));
-  const __m256 k = _mm256_round_ps(_mm256_mul_ps(t, _mm256_set1_ps(kLog2e)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(kLn2Hi), t);
-  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(kLn2Lo), r);
-  __m256 q = _mm256_fmadd_ps(_mm256_set1_ps(kC6), r, _mm256_set1_ps(kC5));
-  q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(kC4));
-  q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(kC3));
-  q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(kC2));
-  q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(kC1));
-  q = _mm256_fmadd_ps(q, _mm256_mul_ps(r, r), _mm256_add_ps(r, one));
-  // 2^k for k in [-127, 127]: the exponent field k + 127 (k = -127: 0, exp(-x) flushed to zero)
-  const __m256 pow2k = _mm256_castsi256_ps(
-      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23));
-  const __m256 d = _mm256_fmadd_ps(q, pow2k, one);  // 1 + exp(-x)
-  __m256 y = _mm256_rcp_ps(d);
-  y = _mm256_fmadd_ps(_mm256_fnmadd_ps(d, y, one), y, y);
-  return _mm256_mul_ps(x, _mm256_and_ps(_mm256_cmp_ps(x, _mm256_set1_ps(kZeroBelow), _CMP_GT_OQ), y));
+  const __m256 one = _mm256_set1_ps(1.f), magic = _mm256_set1_ps(kMagicBias);
+  const __m256 z = _mm256_or_ps(x, _mm256_set1_ps(-0.f));
+  __m256 n = _mm256_fmadd_ps(z, _mm256_set1_ps(kLog2e), magic);
+  const __m256 s = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(n), 23));  // 2^n
+  n = _mm256_sub_ps(n, magic);
+  __m256 t = _mm256_fmadd_ps(n, _mm256_set1_ps(kMinusLn2), z);
+  __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(kC5), t, _mm256_set1_ps(kC4));
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(kC3));
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(kC2));
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(kC1));
+  t = _mm256_mul_ps(t, s);
+  const __m256 e = _mm256_fmadd_ps(t, p, s);
+  const __m256 d = _mm256_add_ps(e, one);
+  __m256 r = _mm256_rcp_ps(d);
+  r = _mm256_fmadd_ps(_mm256_fnmadd_ps(r, d, one), r, r);
+  __m256 f = _mm256_mul_ps(e, r);
+  f = _mm256_andnot_ps(_mm256_cmp_ps(z, _mm256_set1_ps(kDenormCutoff), _CMP_LT_OS), f);
+  f = _mm256_blendv_ps(_mm256_sub_ps(one, f), f, x);  // by x's sign bit
+  return _mm256_mul_ps(x, f);
 }
 
 __attribute__((target("avx2,fma"))) void silu_avx2(float* p, int64_t n) {
