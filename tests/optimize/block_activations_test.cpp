@@ -297,6 +297,7 @@ TEST(BlockActivations, SmallDeepConvolutionsRunAsAGemmBelowAvx512) {
                                 {{1, 16, 14, 13}, {24, 16, 3, 3}, {2, 2}, {1, 1}, false, true, false, A::Clip},
                                 {{3, 8, 6, 5}, {16, 8, 2, 3}, {1, 1}, {0, 1}, true, true, true, A::Silu},
                                 {{1, 24, 5, 5}, {16, 24, 3, 3}, {1, 1}, {1, 1}, false, false, false, A::None},
+                                {{1, 16, 6, 6}, {24, 16, 3, 3}, {1, 1}, {1, 1}, true, true, false, A::None},
                                 // 1x1: 49 pixels (an NHWC input is the GEMM's own), 32 after a stride of 2, 16
                                 {{1, 64, 7, 7}, {96, 64, 1, 1}, {1, 1}, {0, 0}, true, false, false, A::Clip},
                                 {{2, 64, 8, 8}, {48, 64, 1, 1}, {2, 2}, {0, 0}, false, true, true, A::Silu},
