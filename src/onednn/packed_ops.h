@@ -98,8 +98,8 @@ class PackedConv : public PackedOp {
   /// thread, where the pass is the faster (efficientnet_b0, AMD EPYC Zen 5,
   /// paired runs: 0.86x / 0.89x the time at batch 1 / 8, held at AVX2 0.95x
   /// / 0.93x), and on more for outputs of kSiluPassValues or more; smaller
-  /// ones keep the fused swish (with the pass on every layer, two threads
-  /// at batch 1 were 3% slower held at AVX2).
+  /// ones keep the fused swish (with the pass on every layer, 2^14, two
+  /// threads at batch 1 took 0.995 of 2^17's time held at AVX2: no gain).
   bool silu_after(at::IntArrayRef out) const;
   /// Whether a convolution into an output of sizes `out` runs on the calling
   /// thread alone (OneThread), its kernel made so: fewer than kOneThreadMacs
