@@ -5,6 +5,7 @@
 // nothing changes. ctest's optimize_isa_AVX2 and emulated_avx2_optimize run
 // this suite on AVX2 kernels whatever the machine.
 #include "../common/error_of.h"
+#include "onednn/gemm_kernel.h"
 #include "optimize_test_util.h"
 
 #include <fx/error.h>
@@ -273,6 +274,32 @@ TEST(BlockActivations, BlockedConvolutionAndPoolEqualTheChannelsLastOnes) {
                                                                      std::vector<int64_t>{2, 2}, std::vector<int64_t>{1, 1}});
   const at::Tensor pooled = call1("fxcpp::from_blocked", pool_blocked);
   EXPECT_TRUE(pooled.equal(at::max_pool2d(call1("fxcpp::from_blocked", blocked), {3, 3}, {2, 2}, {1, 1})));
+}
+
+// The GEMM convolutions' pass after the GEMM applies ReLU and clip to a row
+// as ATen's relu and clamp do: every length of the 4-wide loop and its
+// tail, NaN kept, +-inf and -0 as ATen has them.
+TEST(BlockActivations, ActivateRowIsATensReluAndClampOnEveryLengthAndOnNaN) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  fx::onednn::PostOps relu, clip;
+  relu.activation = fx::onednn::Activation::Relu;
+  clip.activation = fx::onednn::Activation::Clip;
+  clip.alpha = -1.5f;
+  clip.beta = 6.f;
+  const std::vector<float> values{nan, -inf, inf, -0.f, 0.f, -3.f, 2.f, 7.f, -1.f, 5.5f, -2e-38f, 1e30f, nan};
+  for (int64_t n = 0; n <= static_cast<int64_t>(values.size()); ++n) {
+    const at::Tensor x = at::tensor(std::vector<float>(values.begin(), values.begin() + n));
+    for (const auto& [post, want] : {std::pair{relu, at::relu(x)}, std::pair{clip, at::clamp(x, -1.5, 6)}}) {
+      at::Tensor got = x.clone();
+      fx::onednn::detail::activate_row(got.data_ptr<float>(), n, post);
+      for (int64_t i = 0; i < n; ++i) {
+        const float g = got[i].item<float>(), w = want[i].item<float>();
+        EXPECT_TRUE(std::isnan(w) ? std::isnan(g) : g == w && std::signbit(g) == std::signbit(w))
+            << (post.activation == fx::onednn::Activation::Relu ? "relu" : "clip") << ", n " << n << ", x[" << i
+            << "] = " << x[i].item<float>() << ": " << g << ", ATen " << w;
+      }
+    }
+  }
 }
 
 // Below AVX-512 a float32 convolution with a kernel larger than 1x1 and an
