@@ -166,9 +166,10 @@ std::shared_ptr<const PackedConv::Kernel> PackedConv::kernel(at::IntArrayRef siz
     std::shared_ptr<const GemmKernel> gemm;
     const char* gemm_impl = nullptr;
     if (GemmConv::fits(params_, kh_, kw_, out, in, float32)) {
-      gemm = std::make_shared<const GemmConv>(weights_->plain({out_channels_, in_channels_, kh_, kw_}), params_,
-                                              sizes, out);
-      gemm_impl = "gemm:packed";
+      auto conv = std::make_shared<const GemmConv>(weights_->plain({out_channels_, in_channels_, kh_, kw_}),
+                                                   params_, sizes, out);
+      gemm_impl = conv->implementation();
+      gemm = std::move(conv);
     } else if (GemmWinograd::fits(params_, kh_, kw_, sizes, out, in, float32)) {
       gemm = std::make_shared<const GemmWinograd>(weights_->plain({out_channels_, in_channels_, kh_, kw_}),
                                                   params_, sizes, out);

@@ -47,6 +47,9 @@ GemmConv::GemmConv(const at::Tensor& weight, const ConvParams& params, at::IntAr
   // Made on the kernel's first run: outside ATen's allocator (unplanned_empty).
   weight_ = unplanned_empty({oc_, kh_, kw_, c_}, at::kFloat);
   weight_.copy_(weight.permute({0, 2, 3, 1}));
+  if (kh_ * kw_ == 1 && stride_ == std::vector<int64_t>{1, 1} && padding_ == std::vector<int64_t>{0, 0} &&
+      PanelGemm::available())
+    panel_ = std::make_unique<const PanelGemm>(weight_.view({oc_, depth_}));
 }
 
 void GemmConv::im2col_row(const float* src, bool blocked, int64_t r, float* row) const {
@@ -73,6 +76,14 @@ void GemmConv::run(const float* src, Layout in_layout, at::Tensor& dst, bool blo
                    const PostOps& post_ops) const {
   if (rows_ == 0) return;
   check_run_args(dst, blocked_out, bias, oc_, "GEMM");
+  const float* b = bias.defined() ? bias.data_ptr<float>() : nullptr;
+  if (panel_) {  // input pixels are output pixels
+    const int64_t pixels = oh_ * ow_;
+    panel_->run({src, pixels, c_, in_layout == Layout::Blocked},
+                {dst.data_ptr<float>(), pixels, oc_, blocked_out}, rows_, b, post_ops);
+    if (!activates_by_row(post_ops)) apply_activation_(dst, post_ops);
+    return;
+  }
   auto gemm = gemms_.get(at::get_num_threads(),
                          [&] { return PackedGemm(weight_.view({oc_, depth_}), rows_, "onednn_conv2d"); });
   // A 1×1 kernel of stride 1 on an NHWC input reads its rows as they are.
@@ -87,7 +98,6 @@ void GemmConv::run(const float* src, Layout in_layout, at::Tensor& dst, bool blo
   const int64_t pixels = oh_ * ow_, blocks = oc_ / 8;
   float* out = dst.data_ptr<float>();
   float* y = blocked_out ? static_cast<float*>(scratchpad(rows_ * oc_ * sizeof(float), 2)) : out;
-  const float* b = bias.defined() ? bias.data_ptr<float>() : nullptr;
   const bool sum = post_ops.sum;
   // Output pixel r's first 8 channels in the blocked dst; block k is k·OH·OW·8 further.
   auto blocked_pixel = [&](int64_t r) {

@@ -21,10 +21,15 @@
 // threads (AMD EPYC Zen 5 held at AVX2, 2 threads, [1, 160, 7, 7] → 960:
 // 92 us against 73 as a GEMM; mobilenet_v2's last ten 1×1 layers 1.34 →
 // 1.26 ms in the model), and at batch 8 the copies in and out cost more
-// than the GEMM saves (mobilenet_v2 4% slower).
+// than the GEMM saves (mobilenet_v2 4% slower). Such a 1×1 convolution (of
+// stride 1, no padding) runs on fxcpp's own GEMM where the CPU has AVX2 and
+// FMA (panel_gemm.h): no im2col of a blocked input, no pass before or after.
 #include "onednn/gemm_kernel.h"
 #include "onednn/packed_gemm.h"
 #include "onednn/packed_ops.h"
+#include "onednn/panel_gemm.h"
+
+#include <memory>
 
 namespace fx::onednn::detail {
 
@@ -43,6 +48,9 @@ class GemmConv : public GemmKernel {
   GemmConv(const at::Tensor& weight, const ConvParams& params, at::IntArrayRef in, at::IntArrayRef out);
   void run(const float* src, Layout in_layout, at::Tensor& dst, bool blocked_out, const at::Tensor& bias,
            const PostOps& post_ops) const override;
+  /// "gemm:panel" (a 1×1 convolution on PanelGemm) or "gemm:packed" (im2col
+  /// and oneDNN's packed sgemm).
+  const char* implementation() const { return panel_ ? "gemm:panel" : "gemm:packed"; }
 
  private:
   /// Row r of im2col: output pixel r's receptive field, [kh·kw·IC] channels
@@ -54,6 +62,7 @@ class GemmConv : public GemmKernel {
   int64_t rows_, depth_;                      // N·OH·OW, kh·kw·IC
   at::Tensor weight_;                         // [OC, kh, kw, IC] contiguous: the GEMM's rows
   mutable KernelCache<int, PackedGemm> gemms_;  // by thread count (the packing splits the work)
+  std::unique_ptr<const PanelGemm> panel_;      // a 1×1 convolution of stride 1 without padding, on AVX2
 };
 
 }  // namespace fx::onednn::detail

@@ -8,7 +8,7 @@
 # (FX_EXPECT_ONEDNN_ISA: OnednnCpu checks that oneDNN saw the CPU it was meant to.)
 set(FX_ISA_HELD_ENV "OMP_NUM_THREADS=1;ONEDNN_MAX_CPU_ISA=AVX2;DNNL_MAX_CPU_ISA=AVX2;ATEN_CPU_CAPABILITY=avx2"
                     "FX_EXPECT_ONEDNN_ISA=avx2")
-set(FX_ISA_OPTIMIZE_SUITES OnednnCpu.*:OptimizeForInference.*:LowerToOneDnn.*:OptimizeLayout.*:LinearKernel.*:BlockActivations.*:SiluKernel.*:GemmWinograd.*:OneThread.*)
+set(FX_ISA_OPTIMIZE_SUITES OnednnCpu.*:OptimizeForInference.*:LowerToOneDnn.*:OptimizeLayout.*:LinearKernel.*:BlockActivations.*:SiluKernel.*:PanelGemm.*:GemmWinograd.*:OneThread.*)
 add_test(NAME optimize_isa_AVX2 COMMAND test_optimize --gtest_filter=${FX_ISA_OPTIMIZE_SUITES})
 add_test(NAME passes_minimizer_isa_AVX2 COMMAND test_passes --gtest_filter=MinimizerBase.*)
 set_tests_properties(optimize_isa_AVX2 passes_minimizer_isa_AVX2 PROPERTIES TIMEOUT 600 ENVIRONMENT "${FX_ISA_HELD_ENV}")
