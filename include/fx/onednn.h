@@ -149,7 +149,10 @@ std::string describe(const c10::IValue& packed);
 /// The name of the oneDNN implementation the kernel of `packed` (pack_conv2d
 /// / pack_linear) uses for a float32 input of `sizes` ("brgconv:avx512_core",
 /// "jit_wino_4x3:avx512_core", …; the kernel is made if needed; a float32
-/// linear layer below AVX-512: "gemm:packed", oneDNN's packed sgemm; "… +
+/// linear layer below AVX-512: "gemm:packed", oneDNN's packed sgemm, and
+/// for one row "gemv", fxcpp's matrix-vector product; a small deep
+/// convolution there "gemm:packed" too, its 1×1 ones "gemm:panel", fxcpp's
+/// own AVX2 GEMM, src/onednn/panel_gemm.h; "… +
 /// silu": a float32 SiLU runs after the kernel, not as its post-op, as it
 /// does on one thread). Throws
 /// fx::Error if `packed` is not a packed operator or `sizes` do not fit it.

@@ -1,7 +1,9 @@
 // fxcpp::onednn_linear: y = x W^T + b through oneDNN matmul with packed
 // weights and fused residual sum / activation (GELU for transformers);
 // below AVX-512, float32 layers through oneDNN's packed GEMM (packed_gemm.h),
-// the bias and residual summed by the GEMM and the activation applied in place.
+// or for one row a matrix-vector product (gemv.h), the bias and residual
+// summed by the product and the activation applied in place.
+#include "onednn/gemv.h"
 #include "onednn/packed_ops.h"
 
 #include <fx/error.h>
@@ -83,9 +85,6 @@ bool PackedLinear::on_packed_gemm() const {
 
 void PackedLinear::run_packed_gemm(const at::Tensor& x, at::Tensor& out, int64_t rows) const {
   if (rows == 0) return;
-  auto gemm = gemms_.get({rows, at::get_num_threads()}, [&] {
-    return PackedGemm(weights_->plain({out_features_, in_features_}), rows);
-  });
   at::Tensor y = out.view({rows, out_features_});
   float beta = 0;
   if (post_ops_.sum) {  // out holds the residual (make_output)
@@ -95,7 +94,15 @@ void PackedLinear::run_packed_gemm(const at::Tensor& x, at::Tensor& out, int64_t
     y.copy_(bias_.expand({rows, out_features_}));
     beta = 1;
   }
-  gemm->compute(x.data_ptr<float>(), y.data_ptr<float>(), beta);
+  if (rows == 1) {  // a matrix-vector product, on the plain weights (gemv.h)
+    gemv(weights_->plain({out_features_, in_features_}).data_ptr<float>(), out_features_, in_features_,
+         x.data_ptr<float>(), y.data_ptr<float>(), beta);
+  } else {
+    auto gemm = gemms_.get({rows, at::get_num_threads()}, [&] {
+      return PackedGemm(weights_->plain({out_features_, in_features_}), rows);
+    });
+    gemm->compute(x.data_ptr<float>(), y.data_ptr<float>(), beta);
+  }
   apply_activation_(y, post_ops_);
 }
 
@@ -105,8 +112,8 @@ std::string PackedLinear::implementation(at::IntArrayRef sizes) const {
     os << "onednn_linear: expected an input [..., " << in_features_ << "], got " << sizes;
     throw Error(os.str());
   }
-  if (on_packed_gemm()) return "gemm:packed";
   const int64_t rows = c10::multiply_integers(sizes.begin(), sizes.end() - 1);
+  if (on_packed_gemm()) return rows == 1 ? "gemv" : "gemm:packed";
   return rows == 0 ? "none (no rows)" : kernel(rows, dtype_)->impl;
 }
 

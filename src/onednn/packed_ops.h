@@ -139,7 +139,8 @@ class PackedLinear : public PackedOp {
   /// Whether this layer runs on oneDNN's packed GEMM (packed_gemm.h): a float32
   /// kernel with a float32 output where packed_gemm_available().
   bool on_packed_gemm() const;
-  /// run() on the packed GEMM: `out` (residual included) = activation(x W^T + bias + out).
+  /// run() on the packed GEMM (one row: gemv.h): `out` (residual included) =
+  /// activation(x W^T + bias + out).
   void run_packed_gemm(const at::Tensor& x, at::Tensor& out, int64_t rows) const;
 
   int64_t out_features_, in_features_;

@@ -3,6 +3,7 @@
 // by the pass (onednn::time_linear). The ctest run optimize_isa_AVX2 holds
 // oneDNN at AVX2, so an AVX-512 machine runs the timed branch too.
 #include "../common/error_of.h"
+#include "onednn/gemv.h"
 #include "optimize_test_util.h"
 
 #include <fx/error.h>
@@ -16,6 +17,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <limits>
 
 namespace {
 
@@ -244,10 +246,10 @@ at::Tensor run_linear(const at::Tensor& x, const c10::IValue& packed, const c10:
 
 // Below AVX-512 a float32 linear layer runs on oneDNN's packed GEMM (its
 // weights packed per row count and thread count, the bias and residual
-// summed by the GEMM, the activation after it); on AVX-512 on oneDNN's
-// matmul. Either way: ATen's values, every post-op, any row count (0
-// included), 1 and 2 threads, the residual overwritten only when allowed,
-// and the packed state rebuilding the same kernel.
+// summed by the GEMM, the activation after it; one row on gemv); on
+// AVX-512 on oneDNN's matmul. Either way: ATen's values, every post-op, any
+// row count (0 included), 1 and 2 threads, the residual overwritten only
+// when allowed, and the packed state rebuilding the same kernel.
 TEST(LinearKernel, PackedGemmComputesWhatAtenDoes) {
   torch::manual_seed(3);
   const ThreadsGuard guard;
@@ -270,6 +272,7 @@ TEST(LinearKernel, PackedGemmComputesWhatAtenDoes) {
     const c10::IValue again = fx::onednn::pack(fx::onednn::packed_state(packed));
     const std::string what = fx::onednn::describe(packed);
     EXPECT_EQ(fx::onednn::implementation(packed, {15, 37}) == "gemm:packed", !avx512()) << what;
+    EXPECT_EQ(fx::onednn::implementation(packed, {1, 1, 37}) == "gemv", !avx512()) << what;
     for (int t : {1, 2}) {
       at::set_num_threads(t);
       for (const std::vector<int64_t>& sizes : {std::vector<int64_t>{3, 5, 37}, {1, 37}, {0, 37}}) {
@@ -295,6 +298,28 @@ TEST(LinearKernel, PackedGemmComputesWhatAtenDoes) {
         }
         const at::Tensor rerun = run_linear(x, again, c.sum ? c10::optional<at::Tensor>(r.clone()) : c10::nullopt);
         EXPECT_TRUE(rerun.equal(got)) << where;
+      }
+    }
+  }
+}
+
+// gemv (src/onednn/gemv.h), one-row linear layers' kernel below AVX-512:
+// every tail of its 32- and 8-float steps, rows split between threads or
+// not, y added (beta 1) or never read (beta 0: NaN there stays unread).
+TEST(LinearKernel, GemvIsAMatrixVectorProduct) {
+  torch::manual_seed(8);
+  const ThreadsGuard guard;
+  for (int64_t k : {1, 7, 8, 31, 32, 45, 77, 1000}) {
+    for (int64_t n : {1, 3, 700}) {
+      const at::Tensor w = at::randn({n, k}), x = at::randn({k}), y0 = at::randn({n});
+      for (int t : {1, 2}) {
+        at::set_num_threads(t);
+        for (float beta : {0.f, 1.f}) {
+          at::Tensor y = beta != 0.f ? y0.clone() : at::full({n}, std::numeric_limits<float>::quiet_NaN());
+          fx::onednn::detail::gemv(w.data_ptr<float>(), n, k, x.data_ptr<float>(), y.data_ptr<float>(), beta);
+          const at::Tensor want = at::mv(w, x) + (beta != 0.f ? y0 : at::zeros({n}));
+          EXPECT_LE(relative_error(y, want), 1e-5) << n << " x " << k << ", beta " << beta << ", " << t << " threads";
+        }
       }
     }
   }
