@@ -27,6 +27,9 @@ dnnl::stream& stream();
 void* scratchpad(size_t bytes, int slot = 0);
 /// How many slots scratchpad() has.
 constexpr int kScratchpadSlots = 6;
+/// Whether the CPU itself (not oneDNN's effective ISA) has AVX2 and FMA: what
+/// fxcpp's own AVX2 kernels (SiLU, Winograd, the panel GEMM, gemv) need.
+bool cpu_has_avx2_fma();
 
 /// While alive and `when` holds, the calling thread runs the kernels it
 /// makes and runs on itself alone: OpenMP's thread count for it is 1, so

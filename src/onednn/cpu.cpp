@@ -91,6 +91,11 @@ bool has_winograd_kernels() {
 
 bool has_gemm_winograd() { return detail::gemm_winograd_available(); }
 
+bool detail::cpu_has_avx2_fma() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+}
+
 bool has_int8_dot_product() {
   using isa = dnnl::cpu_isa;
   const isa i = dnnl::get_effective_cpu_isa();

@@ -115,8 +115,8 @@ __attribute__((target("avx2,fma"))) void output_tile(const float* m, int64_t str
 }  // namespace
 
 bool gemm_winograd_available() {
-  static const bool yes = packed_gemm_available() && dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx2 &&
-                          __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  static const bool yes =
+      packed_gemm_available() && dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx2 && cpu_has_avx2_fma();
   return yes;
 }
 

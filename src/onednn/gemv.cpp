@@ -3,6 +3,8 @@
 // each thread streams one contiguous block of rows.
 #include "onednn/gemv.h"
 
+#include "onednn/context.h"
+
 #include <ATen/Parallel.h>
 
 #include <immintrin.h>
@@ -40,8 +42,7 @@ float dot_plain(const float* w, const float* x, int64_t k) {
 }  // namespace
 
 void gemv(const float* w, int64_t n, int64_t k, const float* x, float* y, float beta) {
-  static const auto dot =
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? dot_avx2 : dot_plain;
+  static const auto dot = cpu_has_avx2_fma() ? dot_avx2 : dot_plain;
   // At least 64K weights per task: a smaller product stays on the calling thread.
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(k, 1));
   at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {

@@ -123,10 +123,7 @@ constexpr Tile kTiles[kTileRows + 1] = {nullptr, tile<1>, tile<2>, tile<3>, tile
 
 }  // namespace
 
-bool PanelGemm::available() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return yes;
-}
+bool PanelGemm::available() { return cpu_has_avx2_fma(); }
 
 PanelGemm::PanelGemm(const at::Tensor& weight) {
   if (weight.scalar_type() != at::kFloat || weight.dim() != 2 || !weight.is_contiguous())

@@ -7,6 +7,8 @@
 // as 0 where z is below ln(2^-126) (e would be denormal, and rcp does not
 // give it reliably) and replaced by 1 - f where x's sign bit is clear.
 #include "onednn/silu.h"
+
+#include "onednn/context.h"
 #include "onednn/silu_vec.h"
 
 #include <fx/onednn.h>
@@ -73,7 +75,7 @@ using Kernel = void (*)(float*, int64_t);
 
 Kernel pick() {
   if (has_avx512_core()) return silu_avx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return silu_avx2;
+  if (cpu_has_avx2_fma()) return silu_avx2;
   return silu_plain;
 }
 
