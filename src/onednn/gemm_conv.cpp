@@ -44,12 +44,15 @@ GemmConv::GemmConv(const at::Tensor& weight, const ConvParams& params, at::IntAr
   if (weight.scalar_type() != at::kFloat || weight.size(0) != oc_ || weight.size(1) != c_)
     throw Error("onednn_conv2d: the GEMM convolution takes float32 weights [" + std::to_string(oc_) + ", " +
                 std::to_string(c_) + ", kh, kw], got " + sizes_str(weight.sizes()));
+  // The panel GEMM packs its own copy: the permuted weights are only the packed GEMM's.
+  if (kh_ * kw_ == 1 && stride_ == std::vector<int64_t>{1, 1} && padding_ == std::vector<int64_t>{0, 0} &&
+      PanelGemm::available()) {
+    panel_ = std::make_unique<const PanelGemm>(weight.reshape({oc_, c_}));
+    return;
+  }
   // Made on the kernel's first run: outside ATen's allocator (unplanned_empty).
   weight_ = unplanned_empty({oc_, kh_, kw_, c_}, at::kFloat);
   weight_.copy_(weight.permute({0, 2, 3, 1}));
-  if (kh_ * kw_ == 1 && stride_ == std::vector<int64_t>{1, 1} && padding_ == std::vector<int64_t>{0, 0} &&
-      PanelGemm::available())
-    panel_ = std::make_unique<const PanelGemm>(weight_.view({oc_, depth_}));
 }
 
 void GemmConv::im2col_row(const float* src, bool blocked, int64_t r, float* row) const {

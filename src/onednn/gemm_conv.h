@@ -60,7 +60,7 @@ class GemmConv : public GemmKernel {
   int64_t n_, c_, h_, w_, oc_, oh_, ow_, kh_, kw_;
   std::vector<int64_t> stride_, padding_;
   int64_t rows_, depth_;                      // N·OH·OW, kh·kw·IC
-  at::Tensor weight_;                         // [OC, kh, kw, IC] contiguous: the GEMM's rows
+  at::Tensor weight_;                         // [OC, kh, kw, IC] contiguous: the GEMM's rows (none with panel_)
   mutable KernelCache<int, PackedGemm> gemms_;  // by thread count (the packing splits the work)
   std::unique_ptr<const PanelGemm> panel_;      // a 1×1 convolution of stride 1 without padding, on AVX2
 };
