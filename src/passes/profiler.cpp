@@ -2,6 +2,8 @@
 // the ATen operators of each node (RecordFunction callbacks).
 #include <fx/passes/profiler.h>
 
+#include "execution/memory_plan.h"
+
 #include <ATen/record_function.h>
 #include <nlohmann/json.hpp>
 
@@ -82,7 +84,20 @@ c10::IValue ProfilingInterpreter::profile_run(std::vector<c10::IValue> args, boo
       OpRecorder::node = nullptr;
     }
   } recording(*this, record);
+  if (!module().memory_planning()) {
+    planner_.reset();
+    return run(std::move(args));
+  }
+  if (!planner_) {
+    planner_ = std::make_shared<detail::MemoryPlanner>();
+    plan_key_ = std::make_shared<int>(0);
+  }
+  auto scope = planner_->begin(plan_key_, args);  // the run's buffers come from the plan, as the forward's do
   return run(std::move(args));
+}
+
+MemoryPlanStats ProfilingInterpreter::memory_plan_stats() const {
+  return planner_ ? planner_->stats() : MemoryPlanStats{};
 }
 
 c10::IValue ProfilingInterpreter::run_node(Node* n) {

@@ -145,4 +145,30 @@ TEST(Profiler, ReportKeepsItsColumnsWithLongNames) {
   while (std::getline(lines, row) && !row.empty()) EXPECT_EQ(row.size(), header.size()) << row;
 }
 
+TEST(Profiler, PlannedModuleRunsOnAMemoryPlanOfItsOwn) {
+  auto gm = conv_relu_module();
+  at::Tensor x = at::randn({1, 2, 5, 5});
+  const at::Tensor expected = gm->forward({x}).toTensor();
+  fx::ProfilingInterpreter plain(gm);
+  plain.profile_run({x});
+  EXPECT_EQ(plain.memory_plan_stats().plans, 0u);  // no planning asked for: none
+
+  gm->set_memory_planning(true);
+  fx::ProfilingInterpreter p(gm);
+  EXPECT_TRUE(p.profile_run({x}, /*record=*/false).toTensor().equal(expected));  // records the plan
+  for (int i = 0; i < 2; ++i) EXPECT_TRUE(p.profile_run({x}).toTensor().equal(expected));
+  fx::MemoryPlanStats s = p.memory_plan_stats();
+  EXPECT_TRUE(s.active);
+  EXPECT_EQ(s.plans, 1u);
+  EXPECT_EQ(s.replayed_forwards, 2u);
+  EXPECT_EQ(s.fallbacks, 0u);
+  EXPECT_GE(s.planned_buffers, 2u);  // conv's and relu's outputs die inside the run
+  EXPECT_EQ(gm->memory_plan_stats().replayed_forwards, 0u);  // the module's own plans are untouched
+
+  gm->set_memory_planning(false);  // off again: the profiler's plan goes with it
+  p.profile_run({x});
+  EXPECT_EQ(p.memory_plan_stats().plans, 0u);
+  EXPECT_EQ(p.runs(), 3);
+}
+
 }  // namespace

@@ -16,11 +16,15 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 namespace fx {
+namespace detail {
+class MemoryPlanner;
+}  // namespace detail
 
 /// Times run_node for every node; runs accumulate until reset().
 class ProfilingInterpreter : public Interpreter {
@@ -68,6 +72,9 @@ class ProfilingInterpreter : public Interpreter {
   void write_chrome_trace(const std::string& path) const;
   /// The Chrome trace JSON of `events` (what write_chrome_trace writes).
   static std::string chrome_trace(const std::vector<Event>& events);
+  /// What the profiler's memory plan did so far (all runs, warm-ups too);
+  /// `active` false when the module plans no memory.
+  MemoryPlanStats memory_plan_stats() const;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -78,6 +85,11 @@ class ProfilingInterpreter : public Interpreter {
   bool record_ = false;
   bool record_ops_ = true;
   uint64_t ops_callback_ = 0;  // at::CallbackHandle while recording operators
+  /// The plan of the runs while module().memory_planning(), and the key it
+  /// is kept under (the planner's plans belong to one compiled forward; here
+  /// to this profiler).
+  std::shared_ptr<detail::MemoryPlanner> planner_;
+  std::shared_ptr<const void> plan_key_;
   friend struct OpRecorder;
 };
 
