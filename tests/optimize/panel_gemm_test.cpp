@@ -13,6 +13,7 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
 
 namespace {
@@ -45,16 +46,20 @@ TEST(PanelGemm, MatchesATenOnEveryTileTailLayoutAndEpilogue) {
   };
   // Rows: 14 (two images of 7: the second starts inside the second tile), 5
   // (one short tile), 49 (eight tiles and one row), 1. K: whole 8-channel
-  // blocks and NHWC's leftovers. OC: whole and half panels, and NHWC's
-  // partial 8-lane stores.
+  // blocks and NHWC's leftovers; 600 and 521, panels of 38 and 33 KB (more
+  // than a Zen 3's 32 KB L1). OC: whole and half panels, and NHWC's partial
+  // 8-lane stores.
   const std::vector<Shape> shapes{{21, 37, 2, 7, false, false}, {7, 1, 1, 5, false, false},
                                   {64, 16, 1, 49, false, false}, {1, 9, 3, 1, false, false},
                                   {24, 40, 2, 7, true, true},     {8, 8, 1, 49, true, false},
-                                  {40, 24, 2, 7, false, true},    {16, 48, 1, 5, true, true}};
+                                  {40, 24, 2, 7, false, true},    {16, 48, 1, 5, true, true},
+                                  {600, 24, 2, 7, true, true},    {521, 20, 1, 9, false, false}};
   for (const Shape& s : shapes) {
     const int64_t rows = s.images * s.pixels;
-    const at::Tensor x = at::randn({rows, s.k}), w = at::randn({s.oc, s.k}) * 0.3, b = at::randn({s.oc}),
-                     r = at::randn({rows, s.oc});
+    // Weights scaled so that products are of order 1 at any K: clip's
+    // bounds then cut some, and the error is relative to values it keeps.
+    const at::Tensor x = at::randn({rows, s.k}), w = at::randn({s.oc, s.k}) * (1.2 / std::sqrt(double(s.k))),
+                     b = at::randn({s.oc}), r = at::randn({rows, s.oc});
     const PanelGemm gemm(w);
     const at::Tensor in = to_memory(x, s.images, s.blocked_in);
     for (int threads : {1, 2}) {
