@@ -152,6 +152,14 @@ GemmWinograd::GemmWinograd(const at::Tensor& weight, const ConvParams& params, a
   // few tiles) chunks of whole images, each in three parallel passes, whose
   // GEMMs are split between threads by ξ. Neither depends on the thread
   // count: the bits do not either.
+  //
+  // Not taken: an even number of blocks per image, for two threads at batch
+  // 1 (784 tiles at 56×56 make 17 blocks of 48, split 9 / 8; 18 of 44
+  // instead). resnet18 and resnet50 took 0.95-0.98 of their time at 2
+  // threads (AMD EPYC Zen 5 held at AVX2), but a row's bits then depend on
+  // its place in the block, so on the batch: oneDNN's packed sgemm computes
+  // some rows of a block of 44 (or 38, 32, 20, 8) differently from others,
+  // and ChunksOfImagesAndBlocksOfTilesGiveEachImagesOwnResult fails.
   block_rows_ = std::max<int64_t>(16, kBlockBytes / row_bytes);
   per_thread_blocks_ =
       kPositions * c_ * oc_ * int64_t(sizeof(float)) <= kBlockWeightBytes && rows_ >= kMinBlocks * block_rows_;
