@@ -30,6 +30,9 @@ constexpr int64_t kBlockBytes = int64_t(192) << 10;
 /// Blocks of one thread each only where the weights' transforms (read once
 /// per block) are at most this large, and the batch has kMinBlocks blocks.
 constexpr int64_t kBlockWeightBytes = int64_t(1) << 20, kMinBlocks = 4;
+/// Blocks of a multiple of this many rows are split in halves between
+/// threads (see run()).
+constexpr int64_t kHalvable = 24;
 /// Otherwise chunks of whole images whose V and M stay within this.
 constexpr int64_t kChunkBytes = int64_t(16) << 20;
 
@@ -159,7 +162,8 @@ GemmWinograd::GemmWinograd(const at::Tensor& weight, const ConvParams& params, a
   // threads (AMD EPYC Zen 5 held at AVX2), but a row's bits then depend on
   // its place in the block, so on the batch: oneDNN's packed sgemm computes
   // some rows of a block of 44 (or 38, 32, 20, 8) differently from others,
-  // and ChunksOfImagesAndBlocksOfTilesGiveEachImagesOwnResult fails.
+  // and ChunksOfImagesAndBlocksOfTilesGiveEachImagesOwnResult fails. run()
+  // shares an odd number of blocks by halving one instead.
   block_rows_ = std::max<int64_t>(16, kBlockBytes / row_bytes);
   per_thread_blocks_ =
       kPositions * c_ * oc_ * int64_t(sizeof(float)) <= kBlockWeightBytes && rows_ >= kMinBlocks * block_rows_;
@@ -176,7 +180,7 @@ GemmWinograd::GemmWinograd(const at::Tensor& weight, const ConvParams& params, a
   block_rows_ = std::min(block_rows_, rows_);
 }
 
-std::vector<PackedGemm> GemmWinograd::pack() const {
+std::vector<PackedGemm> GemmWinograd::pack(int64_t rows) const {
   // U_ξ[o][i] = (G g_oi Gᵀ)_ξ in double, then float32. Made on the
   // kernel's first run: outside ATen's allocator (unplanned_empty), whose
   // allocations in a forward the memory plan records.
@@ -201,7 +205,7 @@ std::vector<PackedGemm> GemmWinograd::pack() const {
   // run()'s loops, not by oneDNN.
   std::vector<std::optional<PackedGemm>> packed(kPositions);
   at::parallel_for(0, kPositions, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t xi = begin; xi < end; ++xi) packed[xi].emplace(u[xi], block_rows_, "onednn_conv2d");
+    for (int64_t xi = begin; xi < end; ++xi) packed[xi].emplace(u[xi], rows, "onednn_conv2d");
   });
   std::vector<PackedGemm> gemms;
   gemms.reserve(kPositions);
@@ -210,32 +214,44 @@ std::vector<PackedGemm> GemmWinograd::pack() const {
 }
 
 void GemmWinograd::input_rows(const float* src, bool blocked_in, int64_t row0, int64_t begin, int64_t end,
-                              float* v) const {
+                              int64_t slice, float* v) const {
   const int64_t tiles = tiles_h_ * tiles_w_;
   for (int64_t r = begin; r < end; ++r) {
     const int64_t n = (row0 + r) / tiles, t = (row0 + r) % tiles;
     for (int64_t block = 0; block < c_ / 8; ++block)
       input_tile(src, blocked_in, n, block, t / tiles_w_ * kOut - pad_h_, t % tiles_w_ * kOut - pad_w_, h_, w_, c_,
-                 v + r * c_ + block * 8, block_rows_ * c_);
+                 v + r * c_ + block * 8, slice * c_);
   }
 }
 
-void GemmWinograd::output_rows(const float* m, int64_t row0, int64_t begin, int64_t end, float* dst, bool blocked_out,
-                               const float* bias, bool sum, bool relu) const {
+void GemmWinograd::output_rows(const float* m, int64_t row0, int64_t begin, int64_t end, int64_t slice, float* dst,
+                               bool blocked_out, const float* bias, bool sum, bool relu) const {
   const int64_t tiles = tiles_h_ * tiles_w_;
   for (int64_t r = begin; r < end; ++r) {
     const int64_t n = (row0 + r) / tiles, t = (row0 + r) % tiles;
     for (int64_t block = 0; block < oc_ / 8; ++block)
-      output_tile(m + r * oc_ + block * 8, block_rows_ * oc_, dst, blocked_out, n, block, t / tiles_w_ * kOut,
+      output_tile(m + r * oc_ + block * 8, slice * oc_, dst, blocked_out, n, block, t / tiles_w_ * kOut,
                   t % tiles_w_ * kOut, oh_, ow_, oc_, bias, sum, relu);
   }
+}
+
+void GemmWinograd::block(const std::vector<PackedGemm>& gemms, const float* src, bool blocked_in, int64_t row0,
+                         int64_t rows, int64_t slice, float* v, float* m, float* dst, bool blocked_out,
+                         const float* bias, bool sum, bool relu) const {
+  input_rows(src, blocked_in, row0, 0, rows, slice, v);
+  // Rows past the end: zeros (the GEMMs read them; their results are not used).
+  if (rows < slice)
+    for (int xi = 0; xi < kPositions; ++xi)
+      std::memset(v + (xi * slice + rows) * c_, 0, (slice - rows) * c_ * sizeof(float));
+  for (int xi = 0; xi < kPositions; ++xi) gemms[xi].compute(v + xi * slice * c_, m + xi * slice * oc_, 0.f);
+  output_rows(m, row0, 0, rows, slice, dst, blocked_out, bias, sum, relu);
 }
 
 void GemmWinograd::run(const float* src, Layout in_layout, at::Tensor& dst, bool blocked_out, const at::Tensor& bias,
                        const PostOps& post_ops) const {
   if (n_ == 0 || oh_ <= 0 || ow_ <= 0) return;
   check_run_args(dst, blocked_out, bias, oc_, "Winograd");
-  const std::vector<PackedGemm>& gemms = *gemms_.get(0, [&] { return pack(); });
+  const std::vector<PackedGemm>& gemms = *gemms_.get(0, [&] { return pack(block_rows_); });
   const bool relu = post_ops.activation == Activation::Relu, blocked_in = in_layout == Layout::Blocked;
   float* out = dst.data_ptr<float>();
   const float* b = bias.defined() ? bias.data_ptr<float>() : nullptr;
@@ -244,19 +260,32 @@ void GemmWinograd::run(const float* src, Layout in_layout, at::Tensor& dst, bool
   if (per_thread_blocks_) {
     // Each block on one thread from its input tiles to its outputs, in that
     // thread's scratchpads: the transformed tiles stay in its core's caches.
-    at::parallel_for(0, (rows_ + block_rows_ - 1) / block_rows_, 1, [&](int64_t begin, int64_t end) {
+    // The work is counted in half blocks where block_rows_ is a multiple of
+    // 24 (kHalvable): a thread whose range starts or ends inside a block
+    // runs that half alone, on GEMMs packed for half as many rows, so two
+    // threads share an odd number of blocks equally (at 56×56 and 64
+    // channels, 17 blocks of 48 tiles: 9 and 8 whole ones before). oneDNN's
+    // packed sgemm gives a row the same bits in a GEMM of 24 rows as of 48
+    // (fxcpp run of resnet18, blocks of 48, 24 and 12: the same output,
+    // byte for byte; of 44: another), so the bits still do not depend on
+    // the thread count. Measured on the AMD EPYC Zen 5 held at AVX2, batch 1,
+    // 2 threads, paired fxcpp bench runs: resnet18 0.978-0.985 of its time
+    // (four series of 10-12 pairs), resnet50 0.997 (its 1×1 layers take
+    // most of its time).
+    const int64_t blocks = (rows_ + block_rows_ - 1) / block_rows_, half = block_rows_ / 2;
+    const bool halves = block_rows_ % kHalvable == 0 && blocks % 2 && at::get_num_threads() > 1;
+    const std::shared_ptr<const std::vector<PackedGemm>> half_gemms =
+        halves ? gemms_.get(1, [&] { return pack(half); }) : nullptr;
+    at::parallel_for(0, halves ? 2 * blocks : blocks, 1, [&](int64_t begin, int64_t end) {
       float* v = static_cast<float*>(scratchpad(v_bytes, 1));
       float* m = static_cast<float*>(scratchpad(m_bytes, 2));
-      for (int64_t row0 = begin * block_rows_; row0 < std::min(rows_, end * block_rows_); row0 += block_rows_) {
-        const int64_t rows = std::min(block_rows_, rows_ - row0);
-        input_rows(src, blocked_in, row0, 0, rows, v);
-        // The last block's rows past the end: zeros (the GEMMs read them; their results are not used).
-        if (rows < block_rows_)
-          for (int xi = 0; xi < kPositions; ++xi)
-            std::memset(v + (xi * block_rows_ + rows) * c_, 0, (block_rows_ - rows) * c_ * sizeof(float));
-        for (int xi = 0; xi < kPositions; ++xi)
-          gemms[xi].compute(v + xi * block_rows_ * c_, m + xi * block_rows_ * oc_, 0.f);
-        output_rows(m, row0, 0, rows, out, blocked_out, b, post_ops.sum, relu);
+      for (int64_t u = begin; u < end;) {
+        const bool whole = !halves || (u % 2 == 0 && u + 1 < end);  // else the half of a block the range cuts
+        const int64_t row0 = halves ? u * half : u * block_rows_, slice = whole ? block_rows_ : half;
+        if (row0 < rows_)
+          block(whole ? gemms : *half_gemms, src, blocked_in, row0, std::min(slice, rows_ - row0), slice, v, m, out,
+                blocked_out, b, post_ops.sum, relu);
+        u += whole && halves ? 2 : 1;
       }
     });
   } else {
@@ -264,14 +293,15 @@ void GemmWinograd::run(const float* src, Layout in_layout, at::Tensor& dst, bool
     float* v = static_cast<float*>(scratchpad(v_bytes, 1));
     float* m = static_cast<float*>(scratchpad(m_bytes, 2));
     for (int64_t row0 = 0; row0 < rows_; row0 += block_rows_) {
-      at::parallel_for(0, block_rows_, 4,
-                       [&](int64_t begin, int64_t end) { input_rows(src, blocked_in, row0, begin, end, v); });
+      at::parallel_for(0, block_rows_, 4, [&](int64_t begin, int64_t end) {
+        input_rows(src, blocked_in, row0, begin, end, block_rows_, v);
+      });
       at::parallel_for(0, kPositions, 1, [&](int64_t begin, int64_t end) {
         for (int64_t xi = begin; xi < end; ++xi)
           gemms[xi].compute(v + xi * block_rows_ * c_, m + xi * block_rows_ * oc_, 0.f);
       });
       at::parallel_for(0, block_rows_, 4, [&](int64_t begin, int64_t end) {
-        output_rows(m, row0, begin, end, out, blocked_out, b, post_ops.sum, relu);
+        output_rows(m, row0, begin, end, block_rows_, out, blocked_out, b, post_ops.sum, relu);
       });
     }
   }

@@ -52,16 +52,22 @@ class GemmWinograd : public GemmKernel {
            const PostOps& post_ops) const override;
 
  private:
-  /// The GEMMs of U_ξ [OC, IC], packed for `block_rows_` rows, one thread each.
-  std::vector<PackedGemm> pack() const;
+  /// The GEMMs of U_ξ [OC, IC], packed for `rows` rows, one thread each.
+  std::vector<PackedGemm> pack(int64_t rows) const;
   /// Rows begin .. end of the block (or chunk) of tiles from row `row0`
   /// (over the batch, image by image): their input transforms into v
-  /// (kPositions × [block_rows_, IC]).
-  void input_rows(const float* src, bool blocked_in, int64_t row0, int64_t begin, int64_t end, float* v) const;
+  /// (kPositions × [slice, IC]).
+  void input_rows(const float* src, bool blocked_in, int64_t row0, int64_t begin, int64_t end, int64_t slice,
+                  float* v) const;
   /// The outputs of those rows from the GEMMs' results m (kPositions ×
-  /// [block_rows_, OC]) into dst, + bias (+ dst when `sum`), ReLU when `relu`.
-  void output_rows(const float* m, int64_t row0, int64_t begin, int64_t end, float* dst, bool blocked_out,
-                   const float* bias, bool sum, bool relu) const;
+  /// [slice, OC]) into dst, + bias (+ dst when `sum`), ReLU when `relu`.
+  void output_rows(const float* m, int64_t row0, int64_t begin, int64_t end, int64_t slice, float* dst,
+                   bool blocked_out, const float* bias, bool sum, bool relu) const;
+  /// Rows [row0, row0 + rows) of the batch (rows <= slice) from input to
+  /// output on the calling thread, with `gemms` packed for `slice` rows.
+  void block(const std::vector<PackedGemm>& gemms, const float* src, bool blocked_in, int64_t row0, int64_t rows,
+             int64_t slice, float* v, float* m, float* dst, bool blocked_out, const float* bias, bool sum,
+             bool relu) const;
 
   int64_t n_, c_, h_, w_, oc_, oh_, ow_, pad_h_, pad_w_;
   int64_t tiles_h_, tiles_w_;  // output tiles per column / row
@@ -69,7 +75,8 @@ class GemmWinograd : public GemmKernel {
   int64_t block_rows_;         // tiles per block (one thread's), or per chunk of whole images
   bool per_thread_blocks_;     // blocks of one thread each, or chunks in parallel passes
   at::Tensor weight_;          // [OC, IC, 3, 3] float32, the packed op's plain copy
-  /// The packed GEMMs, made on the first run (one set: key 0, see pack()).
+  /// The packed GEMMs, made on the first run: key 0 for block_rows_ rows
+  /// (see pack()), key 1 for half as many (half blocks, see run()).
   mutable KernelCache<int, std::vector<PackedGemm>> gemms_;
 };
 
