@@ -165,6 +165,12 @@ GemmWinograd::GemmWinograd(const at::Tensor& weight, const ConvParams& params, a
   // and ChunksOfImagesAndBlocksOfTilesGiveEachImagesOwnResult fails. run()
   // shares an odd number of blocks by halving one instead.
   block_rows_ = std::max<int64_t>(16, kBlockBytes / row_bytes);
+  // A multiple of 24 rows (kHalvable), for the bits: oneDNN's packed sgemm
+  // computes every row of such a block alike, and of half of one too (see
+  // run()), but not every row of a block of 32 (96 channels) or 38 (80),
+  // where a row's bits depended on its place in the block, so on the batch
+  // (ChunksOfImagesAndBlocksOfTilesGiveEachImagesOwnResult).
+  if (block_rows_ >= kHalvable) block_rows_ -= block_rows_ % kHalvable;
   per_thread_blocks_ =
       kPositions * c_ * oc_ * int64_t(sizeof(float)) <= kBlockWeightBytes && rows_ >= kMinBlocks * block_rows_;
   if (!per_thread_blocks_) {

@@ -88,12 +88,13 @@ TEST(GemmWinograd, AgreesWithAtenInEveryLayout) {
 // pass 16 MiB in several: 3 images of 256 channels at 56×56 (12.8 MiB each),
 // one per chunk. Shallow ones in blocks of tiles, one thread each, a block
 // spanning two images (64 channels at 30×30: 225 tiles per image, 48 per
-// block).
+// block; 96 and 80 channels: 24, where 32 and 38 gave some rows other bits
+// in the batch than alone).
 TEST(GemmWinograd, ChunksOfImagesAndBlocksOfTilesGiveEachImagesOwnResult) {
   fx::onednn::register_ops();
   torch::manual_seed(8);
   const ThreadsGuard guard;
-  for (auto [channels, size] : {std::pair<int64_t, int64_t>{256, 56}, {64, 30}}) {
+  for (auto [channels, size] : {std::pair<int64_t, int64_t>{256, 56}, {64, 30}, {96, 30}, {80, 30}}) {
     const at::Tensor x = at::randn({3, channels, size, size}),
                      w = at::randn({channels, channels, 3, 3}) / (3 * std::sqrt(channels)), b = at::randn({channels});
     fx::onednn::ConvParams p;
