@@ -14,7 +14,10 @@
 // of tiles, one thread each from input to output (their data stays in its
 // core's caches); deep ones in chunks of whole images, each pass parallel
 // and the GEMMs split by ξ. Every GEMM runs on one thread, so the bits do
-// not depend on the thread count, the layouts or the batch.
+// not depend on the thread count, the layouts or, in blocks of tiles, the
+// batch. A chunk of several images is one GEMM over all their tiles, and
+// oneDNN's packed sgemm does not compute every row of it alike: an image in
+// a chunk of three (160 channels at 30×30) can get other bits than alone.
 //
 // F(4×4, 3×3) (36 products where the direct kernel has 144) was about twice
 // as fast again on these layers (held at AVX2 on an AMD EPYC Zen 5, 1 thread,
