@@ -155,21 +155,16 @@ GemmWinograd::GemmWinograd(const at::Tensor& weight, const ConvParams& params, a
   // few tiles) chunks of whole images, each in three parallel passes, whose
   // GEMMs are split between threads by ξ. Neither depends on the thread
   // count: the bits do not either.
-  //
-  // Not taken: an even number of blocks per image, for two threads at batch
-  // 1 (784 tiles at 56×56 make 17 blocks of 48, split 9 / 8; 18 of 44
-  // instead). resnet18 and resnet50 took 0.95-0.98 of their time at 2
-  // threads (AMD EPYC Zen 5 held at AVX2), but a row's bits then depend on
-  // its place in the block, so on the batch: oneDNN's packed sgemm computes
-  // some rows of a block of 44 (or 38, 32, 20, 8) differently from others,
-  // and ChunksOfImagesAndBlocksOfTilesGiveEachImagesOwnResult fails. run()
-  // shares an odd number of blocks by halving one instead.
   block_rows_ = std::max<int64_t>(16, kBlockBytes / row_bytes);
-  // A multiple of 24 rows (kHalvable), for the bits: oneDNN's packed sgemm
-  // computes every row of such a block alike, and of half of one too (see
-  // run()), but not every row of a block of 32 (96 channels) or 38 (80),
-  // where a row's bits depended on its place in the block, so on the batch
-  // (ChunksOfImagesAndBlocksOfTilesGiveEachImagesOwnResult).
+  // ... rounded down to a multiple of 24 rows (kHalvable), for the bits:
+  // oneDNN's packed sgemm computes every row of such a block alike, and of
+  // half of one too (run() shares an odd number of blocks by halving one),
+  // but not every row of a block of 32 (96 channels), 38 (80) or 44, where a
+  // row's bits depended on its place in the block, so on the batch
+  // (ChunksOfImagesAndBlocksOfTilesGiveEachImagesOwnResult). So blocks are
+  // not resized to an even number per image either (18 of 44 tiles at 56×56
+  // in place of 17 of 48: resnet18 and resnet50 0.95-0.98 of their time at
+  // 2 threads, AMD EPYC Zen 5 held at AVX2, but other bits by batch).
   if (block_rows_ >= kHalvable) block_rows_ -= block_rows_ % kHalvable;
   per_thread_blocks_ =
       kPositions * c_ * oc_ * int64_t(sizeof(float)) <= kBlockWeightBytes && rows_ >= kMinBlocks * block_rows_;

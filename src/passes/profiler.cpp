@@ -88,11 +88,10 @@ c10::IValue ProfilingInterpreter::profile_run(std::vector<c10::IValue> args, boo
     planner_.reset();
     return run(std::move(args));
   }
-  if (!planner_) {
-    planner_ = std::make_shared<detail::MemoryPlanner>();
-    plan_key_ = std::make_shared<int>(0);
-  }
-  auto scope = planner_->begin(plan_key_, args);  // the run's buffers come from the plan, as the forward's do
+  if (!planner_) planner_ = std::make_shared<detail::MemoryPlanner>();
+  // The run's buffers come from the plan, as the forward's do. A planner's
+  // plans belong to one compiled forward (its key); here to the planner itself.
+  auto scope = planner_->begin(planner_, args);
   return run(std::move(args));
 }
 

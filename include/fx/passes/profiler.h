@@ -85,11 +85,8 @@ class ProfilingInterpreter : public Interpreter {
   bool record_ = false;
   bool record_ops_ = true;
   uint64_t ops_callback_ = 0;  // at::CallbackHandle while recording operators
-  /// The plan of the runs while module().memory_planning(), and the key it
-  /// is kept under (the planner's plans belong to one compiled forward; here
-  /// to this profiler).
+  /// The plan of the runs while module().memory_planning().
   std::shared_ptr<detail::MemoryPlanner> planner_;
-  std::shared_ptr<const void> plan_key_;
   friend struct OpRecorder;
 };
 
