@@ -4,7 +4,7 @@
 // (16 × [rows, OC]). Shallow layers take blocks of rows, each on one thread
 // from the input transform through the 16 GEMMs to the output transform;
 // deep ones take chunks of whole images, each in three parallel passes (the
-// GEMMs split between threads by ξ). Every GEMM is packed and run on one
+// GEMMs, one per image and ξ, split between threads). Every GEMM is packed and run on one
 // thread. The transforms are AVX2 + FMA code (the functions' target
 // attribute), called only where gemm_winograd_available().
 #include "onednn/gemm_winograd.h"
@@ -153,8 +153,8 @@ GemmWinograd::GemmWinograd(const at::Tensor& weight, const ConvParams& params, a
   // where the weights' transforms are small enough to be read once per
   // block and there are blocks enough for the threads; else (deep layers,
   // few tiles) chunks of whole images, each in three parallel passes, whose
-  // GEMMs are split between threads by ξ. Neither depends on the thread
-  // count: the bits do not either.
+  // GEMMs (one per image and ξ) are split between threads. Neither depends
+  // on the thread count: the bits do not either.
   block_rows_ = std::max<int64_t>(16, kBlockBytes / row_bytes);
   // ... rounded down to a multiple of 24 rows (kHalvable), for the bits:
   // oneDNN's packed sgemm computes every row of such a block alike, and of
@@ -252,7 +252,9 @@ void GemmWinograd::run(const float* src, Layout in_layout, at::Tensor& dst, bool
                        const PostOps& post_ops) const {
   if (n_ == 0 || oh_ <= 0 || ow_ <= 0) return;
   check_run_args(dst, blocked_out, bias, oc_, "Winograd");
-  const std::vector<PackedGemm>& gemms = *gemms_.get(0, [&] { return pack(block_rows_); });
+  const int64_t tiles = tiles_h_ * tiles_w_;
+  // Packed for a block's rows, or (chunks) for one image's: see below.
+  const std::vector<PackedGemm>& gemms = *gemms_.get(0, [&] { return pack(per_thread_blocks_ ? block_rows_ : tiles); });
   const bool relu = post_ops.activation == Activation::Relu, blocked_in = in_layout == Layout::Blocked;
   float* out = dst.data_ptr<float>();
   const float* b = bias.defined() ? bias.data_ptr<float>() : nullptr;
@@ -290,16 +292,25 @@ void GemmWinograd::run(const float* src, Layout in_layout, at::Tensor& dst, bool
       }
     });
   } else {
-    // Chunks of whole images (rows_ a multiple of block_rows_), each pass parallel.
+    // Chunks of whole images (rows_ a multiple of block_rows_), each pass
+    // parallel. The GEMMs run image by image, each on its own tiles as if
+    // the image were alone: oneDNN's packed sgemm does not compute every row
+    // of one GEMM over the chunk alike, so an image's bits then depended on
+    // its place in the batch (3 images of 160 channels at 30×30:
+    // ChunksOfImagesAndBlocksOfTilesGiveEachImagesOwnResult). A thread's
+    // GEMMs share their ξ where they can, so its packed weights stay in cache.
     float* v = static_cast<float*>(scratchpad(v_bytes, 1));
     float* m = static_cast<float*>(scratchpad(m_bytes, 2));
+    const int64_t images = block_rows_ / tiles;
     for (int64_t row0 = 0; row0 < rows_; row0 += block_rows_) {
       at::parallel_for(0, block_rows_, 4, [&](int64_t begin, int64_t end) {
         input_rows(src, blocked_in, row0, begin, end, block_rows_, v);
       });
-      at::parallel_for(0, kPositions, 1, [&](int64_t begin, int64_t end) {
-        for (int64_t xi = begin; xi < end; ++xi)
-          gemms[xi].compute(v + xi * block_rows_ * c_, m + xi * block_rows_ * oc_, 0.f);
+      at::parallel_for(0, kPositions * images, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t q = begin; q < end; ++q) {
+          const int64_t xi = q / images, first = xi * block_rows_ + q % images * tiles;
+          gemms[xi].compute(v + first * c_, m + first * oc_, 0.f);
+        }
       });
       at::parallel_for(0, block_rows_, 4, [&](int64_t begin, int64_t end) {
         output_rows(m, row0, begin, end, block_rows_, out, blocked_out, b, post_ops.sum, relu);

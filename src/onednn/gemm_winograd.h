@@ -13,11 +13,12 @@
 // residual and applying ReLU on the way out. Shallow layers run in blocks
 // of tiles, one thread each from input to output (their data stays in its
 // core's caches); deep ones in chunks of whole images, each pass parallel
-// and the GEMMs split by ξ. Every GEMM runs on one thread, so the bits do
-// not depend on the thread count, the layouts or, in blocks of tiles, the
-// batch. A chunk of several images is one GEMM over all their tiles, and
-// oneDNN's packed sgemm does not compute every row of it alike: an image in
-// a chunk of three (160 channels at 30×30) can get other bits than alone.
+// and the GEMMs, one per image and ξ, split between threads. Every GEMM runs
+// on one thread and over the tiles of one block or one image, so the bits
+// do not depend on the thread count, the layouts or the batch. (One GEMM
+// over a chunk of several images gave an image in a chunk of three, 160
+// channels at 30×30, other bits than alone: oneDNN's packed sgemm does not
+// compute every row of a GEMM alike.)
 //
 // F(4×4, 3×3) (36 products where the direct kernel has 144) was about twice
 // as fast again on these layers (held at AVX2 on an AMD EPYC Zen 5, 1 thread,
@@ -55,7 +56,8 @@ class GemmWinograd : public GemmKernel {
            const PostOps& post_ops) const override;
 
  private:
-  /// The GEMMs of U_ξ [OC, IC], packed for `rows` rows, one thread each.
+  /// The GEMMs of U_ξ [OC, IC], packed for `rows` rows (a block's, or in
+  /// chunks one image's), one thread each.
   std::vector<PackedGemm> pack(int64_t rows) const;
   /// Rows begin .. end of the block (or chunk) of tiles from row `row0`
   /// (over the batch, image by image): their input transforms into v

@@ -86,7 +86,8 @@ TEST(GemmWinograd, AgreesWithAtenInEveryLayout) {
 // Deep layers (weights' transforms above 1 MiB) run in chunks of whole
 // images, their GEMMs split between threads; a batch whose transformed tiles
 // pass 16 MiB in several: 3 images of 256 channels at 56×56 (12.8 MiB each),
-// one per chunk. Shallow ones in blocks of tiles, one thread each, a block
+// one per chunk; 3 of 160 channels at 30×30 in one chunk (one GEMM over all
+// its tiles gave the third image other bits than alone: a GEMM per image). Shallow ones in blocks of tiles, one thread each, a block
 // spanning two images (64 channels at 30×30: 225 tiles per image, 48 per
 // block; 96 and 80 channels: 24, where 32 and 38 gave some rows other bits
 // in the batch than alone).
@@ -94,7 +95,7 @@ TEST(GemmWinograd, ChunksOfImagesAndBlocksOfTilesGiveEachImagesOwnResult) {
   fx::onednn::register_ops();
   torch::manual_seed(8);
   const ThreadsGuard guard;
-  for (auto [channels, size] : {std::pair<int64_t, int64_t>{256, 56}, {64, 30}, {96, 30}, {80, 30}}) {
+  for (auto [channels, size] : {std::pair<int64_t, int64_t>{256, 56}, {160, 30}, {64, 30}, {96, 30}, {80, 30}}) {
     const at::Tensor x = at::randn({3, channels, size, size}),
                      w = at::randn({channels, channels, 3, 3}) / (3 * std::sqrt(channels)), b = at::randn({channels});
     fx::onednn::ConvParams p;
