@@ -12,8 +12,10 @@ are loaded, checked against the eager PyTorch output and warmed up; then this
 driver interleaves them: one forward of each engine per round, the engine that
 goes first rotating, each process waiting on its pipe while the other runs
 (and a short pause, --gap-ms, between two requests, so that one runtime's
-spinning pool threads are asleep before the other starts). Medians of the
-rounds; fxcpp-opt / ORT is the median of the per-round ratios.
+spinning pool threads are asleep before the other starts). At 1 thread both
+processes are pinned to one CPU (--cpu): unpinned, each stayed on the CPU it
+last ran on, and a VM's vCPUs can differ in speed. Medians of the rounds;
+fxcpp-opt / ORT is the median of the per-round ratios.
 
 Models: torchvision resnet18, resnet50, mobilenet_v2, efficientnet_b0,
 vit_b_16 with honest random weights (python/export_onnx.py), 224x224;
@@ -21,7 +23,7 @@ batch 1 and 8, 1 and 2 threads (--quick: batch 1, 1 thread). Writes
 SAVE_DIR/bench_ort.md and SAVE_DIR/bench_ort.json (--save-dir, default the build
 dir; `make bench` saves into docs/bench/; --render re-prints the markdown).
 
-    /usr/bin/python3 scripts/bench_ort.py [--build build] [--save-dir DIR] [--quick] [--models ...] [--render]
+    /usr/bin/python3 scripts/bench_ort.py [--build build] [--save-dir DIR] [--quick] [--models ...] [--cpu N] [--render]
 """
 import argparse
 import datetime
@@ -51,6 +53,22 @@ def child_env(held=False):
     return env
 
 
+def pin(cpu):
+    """A preexec_fn that pins a child process to CPU `cpu` (None: no pinning)."""
+    return None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
+
+
+def one_thread_cpu(requested):
+    """The CPU both processes of a 1-thread row are pinned to: `requested` (-1: none), by default the first
+    this process may run on. Unpinned, the scheduler kept each process on the CPU it had last run on, and the
+    two vCPUs of a VM can run at different speeds (an AMD EPYC Zen 5, held at AVX2: resnet18's fxcpp-opt
+    took 28 ms on one and 35 on the other, three times each, `taskset -c N fxcpp bench`): the ratio was then
+    of two CPUs."""
+    if requested is not None:
+        return None if requested < 0 else requested
+    return min(os.sched_getaffinity(0))
+
+
 def cpu():
     """(this CPU's name with its family and model, the flags of ISA_FLAGS it has)."""
     info = cpu_info()
@@ -78,11 +96,11 @@ def part_name(isa):
 class Worker:
     """A child process answering 'run ENGINE K' with one JSON line (fxcpp bench-worker, ort_bench.js)."""
 
-    def __init__(self, label, cmd, held=False):
-        log("+ " + " ".join(cmd))
+    def __init__(self, label, cmd, held=False, cpu=None):
+        log("+ " + ("taskset -c %d " % cpu if cpu is not None else "") + " ".join(cmd))
         self.label = label
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, env=child_env(held), bufsize=1)
+                                     text=True, env=child_env(held), bufsize=1, preexec_fn=pin(cpu))
         self.ready = self.read()
         if not self.ready.get("ready"):
             raise RuntimeError("%s: not ready: %s" % (label, self.ready))
@@ -124,16 +142,18 @@ def bench_config(fxcpp, ort_pkg, models, cfg, args):
     onnxruntime-node package directory; args.hold_avx2: fxcpp's process held at AVX2 too)."""
     name, threads, batch = cfg["model"], cfg["threads"], cfg["batch"]
     stem = os.path.join(models, "%s.b%d" % (name, batch))
+    pinned = args.cpu if threads == 1 else None  # at 1 thread both processes on one CPU
     workers = []
     try:
         fx = Worker("fxcpp bench-worker", [fxcpp, "bench-worker", os.path.join(models, name + ".pt"), "--input",
                                            os.path.join(models, name + ".input.pt"), "--threads", str(threads),
-                                           "--batch", str(batch)], held=args.hold_avx2)
+                                           "--batch", str(batch)], held=args.hold_avx2, cpu=pinned)
         workers.append(fx)
         ort = Worker("ort_bench.js", ["node", os.path.join(ROOT, "bench", "ort", "ort_bench.js"), "--ort",
                                       os.path.abspath(ort_pkg),
                                       "--model", stem + ".onnx", "--input", stem + ".input.bin", "--output",
-                                      stem + ".output.bin", "--info", stem + ".json", "--threads", str(threads)])
+                                      stem + ".output.bin", "--info", stem + ".json", "--threads", str(threads)],
+                     cpu=pinned)
         workers.append(ort)
         by_engine = {"ort": ort, "fxcpp_opt": fx, "torchscript_opt": fx}
         keys = [k for k, _ in ENGINES]
@@ -185,6 +205,14 @@ def bench_config(fxcpp, ort_pkg, models, cfg, args):
             w.close()
 
 
+def pinned_note(data):
+    """How a run placed its 1-thread processes (runs before the field: unpinned)."""
+    cpu = data.get("one_thread_cpu")
+    if cpu is None:
+        return ""
+    return " (at 1 thread both pinned to CPU %d: two vCPUs can run at different speeds)" % cpu
+
+
 def render(data):
     roof = {int(k): v for k, v in data["roofline"].items()}
     isa = ", ".join(data["isa"]) or "none of " + ", ".join(ISA_FLAGS)
@@ -206,12 +234,13 @@ def render(data):
              "Two processes per row, both loaded, checked and warmed up, then interleaved: one forward of each "
              "engine per round at 1 thread, a block of forwards (about 150 ms) then a 100 ms pause at 2 threads "
              "(a runtime's pool threads spin after their last task and took the cores of the other process) "
-             "(the first engine rotating), each process idle on its pipe while the other runs; "
+             "(the first engine rotating), each process idle on its pipe while the other runs%s; "
              "medians of at least %d rounds; fxcpp-opt / ORT is the median of the rounds' ratios (a burst of load from elsewhere hits both engines of a round alike), fxcpp-opt / TS-opt the ratio of the medians. ORT: ONNX Runtime on torch.onnx.export's opset-14 file (static "
              "shapes), sequential, N intra-op threads, 1 inter-op thread, graph optimisation 'all'; fxcpp-opt: "
              "`fx::optimize_for_inference` (fp32); TS-opt: `torch::jit::optimize_for_inference(freeze(...))`. "
              "torchvision models with honest random weights (python/export_onnx.py), 224×224, batch = the input "
-             "repeated along dim 0. Max diff: max |engine − eager PyTorch| / max |eager|." % data["min_rounds"],
+             "repeated along dim 0. Max diff: max |engine − eager PyTorch| / max |eager|." % (
+                 pinned_note(data), data["min_rounds"]),
              "Matmul roofline (1024³, `fxcpp bench --roofline`, same run): %s." % "; ".join(
                  "%d thread%s fp32 %.0f GFLOP/s" % (t, "" if t == 1 else "s", r["fp32_gflops"])
                  for t, r in sorted(roof.items())), "",
@@ -283,6 +312,9 @@ def main():
                     help="with several threads: a turn runs forwards for about this long (default 150)")
     ap.add_argument("--block-pause-ms", type=float, default=100.0,
                     help="with several threads: pause after each turn (default 100)")
+    ap.add_argument("--cpu", type=int, default=None,
+                    help="at 1 thread, pin both processes to this CPU (default: the first this process may run "
+                         "on; -1: not pinned)")
     add_save_args(ap, "bench_ort")
     ap.add_argument("--hold-avx2", action="store_true",
                     help="on an AVX-512 CPU, everything held at AVX2: fxcpp and TorchScript by the environment "
@@ -332,10 +364,12 @@ def main():
     data = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "cpu": name,
             "isa": isa, "held_avx2": args.hold_avx2, "cpus": os.cpu_count(), "torch": torch.__version__, "min_rounds": args.min_rounds,
             "command": "/usr/bin/python3 scripts/bench_ort.py" + " ".join([""] + sys.argv[1:]),
-            "load_start": load_average(), "roofline": {}, "results": []}
+            "load_start": load_average(), "roofline": {}, "results": [],
+            "one_thread_cpu": one_thread_cpu(args.cpu)}
     for t in threads:
         p = subprocess.run([fxcpp, "bench", "--roofline", "--size", "1024", "--threads", str(t), "--json"],
-                           capture_output=True, text=True, env=child_env(args.hold_avx2), timeout=300)
+                           capture_output=True, text=True, env=child_env(args.hold_avx2), timeout=300,
+                           preexec_fn=pin(data["one_thread_cpu"] if t == 1 else None))
         if p.returncode == 0:
             data["roofline"][t] = json.loads(p.stdout)
     cfgs = [{"model": m, "threads": t, "batch": b} for m in args.models for t in threads for b in batches]
@@ -346,7 +380,8 @@ def main():
         try:
             opts = argparse.Namespace(warmup=args.warmup, min_rounds=args.min_rounds, max_rounds=args.max_rounds,
                                       seconds=seconds, gap_ms=args.gap_ms, block_ms=args.block_ms,
-                                      block_pause_ms=args.block_pause_ms, hold_avx2=args.hold_avx2)
+                                      block_pause_ms=args.block_pause_ms, hold_avx2=args.hold_avx2,
+                                      cpu=data["one_thread_cpu"])
             try:
                 entry["result"] = bench_config(fxcpp, ort_pkg, models, cfg, opts)
             except (RuntimeError, OSError) as e:  # once more: fxcpp may have been relinking (Permission denied)

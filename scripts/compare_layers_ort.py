@@ -18,7 +18,7 @@ profiled process, one runtime after the other: per-layer shapes, not the
 interleaved whole-model ratios of bench_ort.py.
 
     /usr/bin/python3 scripts/compare_layers_ort.py resnet18 [--build build] [--threads 1] [--batch 1]
-                     [--runs 30] [--hold-avx2]
+                     [--runs 30] [--hold-avx2] [--cpu N]
 """
 import argparse
 import json
@@ -30,7 +30,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from bench_markdown import cpu_name  # noqa: E402
-from bench_ort import child_env, median  # noqa: E402
+from bench_ort import child_env, median, one_thread_cpu, pin  # noqa: E402
 
 ORT_CONV_OPS = {"Conv", "FusedConv", "NchwcConv"}
 FX_CONV_TARGETS = {"fxcpp::onednn_conv2d", "fxcpp::onednn_qconv2d"}
@@ -110,7 +110,11 @@ def main():
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--hold-avx2", action="store_true", help="both held at AVX2 (an AVX-512 CPU; a proxy)")
+    ap.add_argument("--cpu", type=int, default=None,
+                    help="at 1 thread, run both on this CPU (default: the first this process may run on; -1: "
+                         "not pinned), as bench_ort.py does")
     args = ap.parse_args()
+    cpu = one_thread_cpu(args.cpu) if args.threads == 1 else None
     models = os.path.join(args.build, "ort", "models")
     stem = os.path.join(models, "%s.b%d" % (args.model, args.batch))
     needed = [os.path.join(models, args.model + ".pt"), os.path.join(models, args.model + ".input.pt"),
@@ -130,7 +134,7 @@ def main():
         p = subprocess.run(["node", os.path.join(ROOT, "bench", "ort", "ort_profile.js"), "--ort", os.path.abspath(pkg),
                             "--model", stem + ".onnx", "--input", stem + ".input.bin", "--info", stem + ".json",
                             "--prefix", os.path.join(tmp, "ort"), "--threads", str(args.threads),
-                            "--runs", str(args.runs)], capture_output=True, text=True)
+                            "--runs", str(args.runs)], capture_output=True, text=True, preexec_fn=pin(cpu))
         if p.returncode != 0:
             sys.exit((p.stderr.strip().splitlines() or ["ort_profile.js failed"])[-1])
         with open(p.stdout.strip()) as f:
@@ -139,13 +143,14 @@ def main():
         p = subprocess.run([os.path.join(args.build, "fxcpp"), "profile", needed[0], "--input", needed[1], "--optimize",
                             "--threads", str(args.threads), "--batch", str(args.batch), "--runs", str(args.runs),
                             "--warmup", "1", "--trace", trace], capture_output=True, text=True,
-                           env=child_env(args.hold_avx2))
+                           env=child_env(args.hold_avx2), preexec_fn=pin(cpu))
         if p.returncode != 0:
             sys.exit((p.stderr.strip().splitlines() or ["fxcpp profile failed"])[-1])
         with open(trace) as f:
             fx = fx_nodes(json.load(f))
-    title = "%s, batch %d, %d thread%s, on %s%s; %d runs each (`%s`)" % (
-        args.model, args.batch, args.threads, "" if args.threads == 1 else "s", cpu_name(),
+    title = "%s, batch %d, %d thread%s%s, on %s%s; %d runs each (`%s`)" % (
+        args.model, args.batch, args.threads, "" if args.threads == 1 else "s",
+        "" if cpu is None else " (both on CPU %d)" % cpu, cpu_name(),
         " held at AVX2 (a proxy)" if args.hold_avx2 else "", args.runs,
         "/usr/bin/python3 scripts/compare_layers_ort.py " + " ".join(sys.argv[1:]))
     try:

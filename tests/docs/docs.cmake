@@ -16,3 +16,6 @@ set_tests_properties(docs.ort_hold_avx2 PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRE
 # on made-up ones.
 add_test(NAME docs.compare_layers_ort COMMAND /usr/bin/python3 ${FX_SRC}/tests/docs/check_compare_layers_ort.py)
 set_tests_properties(docs.compare_layers_ort PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "^compare_layers_ort ok\n$")
+# bench_ort.py's (and compare_layers_ort.py's) pinning of a 1-thread row's two processes to one CPU.
+add_test(NAME docs.bench_ort_pinning COMMAND /usr/bin/python3 ${FX_SRC}/tests/docs/check_bench_ort_pinning.py)
+set_tests_properties(docs.bench_ort_pinning PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "^bench_ort_pinning ok\n$")
