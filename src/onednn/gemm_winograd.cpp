@@ -4,9 +4,9 @@
 // (16 × [rows, OC]). Shallow layers take blocks of rows, each on one thread
 // from the input transform through the 16 GEMMs to the output transform;
 // deep ones take chunks of whole images, each in three parallel passes (the
-// GEMMs, one per image and ξ, split between threads). Every GEMM is packed and run on one
-// thread. The transforms are AVX2 + FMA code (the functions' target
-// attribute), called only where gemm_winograd_available().
+// GEMMs, one per image and ξ, split between threads). Every GEMM is packed
+// and run on one thread. The transforms are AVX2 + FMA code (the functions'
+// target attribute), called only where gemm_winograd_available().
 #include "onednn/gemm_winograd.h"
 
 #include <fx/error.h>

@@ -25,6 +25,7 @@ def child_cpus(cpu):
 last = max(allowed)
 assert child_cpus(last) == str([last]), child_cpus(last)
 assert child_cpus(None) == str(sorted(allowed)), child_cpus(None)
-assert pinned_note({"one_thread_cpu": 1}) == " (at 1 thread both pinned to CPU 1: two vCPUs can run at different speeds)"
+assert pinned_note({"one_thread_cpu": 1}) == (" (at 1 thread both pinned to CPU 1: two vCPUs can run at different "
+                                              "speeds)")
 assert pinned_note({"one_thread_cpu": None}) == "" and pinned_note({}) == ""
 print("bench_ort_pinning ok")

@@ -87,10 +87,11 @@ TEST(GemmWinograd, AgreesWithAtenInEveryLayout) {
 // images, their GEMMs split between threads; a batch whose transformed tiles
 // pass 16 MiB in several: 3 images of 256 channels at 56×56 (12.8 MiB each),
 // one per chunk; 3 of 160 channels at 30×30 in one chunk (one GEMM over all
-// its tiles gave the third image other bits than alone: a GEMM per image). Shallow ones in blocks of tiles, one thread each, a block
-// spanning two images (64 channels at 30×30: 225 tiles per image, 48 per
-// block; 96 and 80 channels: 24, where 32 and 38 gave some rows other bits
-// in the batch than alone).
+// its tiles gave the third image other bits than alone: a GEMM per image).
+// Shallow ones in blocks of tiles, one thread each, a block spanning two
+// images (64 channels at 30×30: 225 tiles per image, 48 per block; 96 and 80
+// channels: 24, where 32 and 38 gave some rows other bits in the batch than
+// alone).
 TEST(GemmWinograd, ChunksOfImagesAndBlocksOfTilesGiveEachImagesOwnResult) {
   fx::onednn::register_ops();
   torch::manual_seed(8);
