@@ -81,7 +81,8 @@ class GemmWinograd : public GemmKernel {
   bool per_thread_blocks_;     // blocks of one thread each, or chunks in parallel passes
   at::Tensor weight_;          // [OC, IC, 3, 3] float32, the packed op's plain copy
   /// The packed GEMMs, made on the first run: key 0 for block_rows_ rows
-  /// (see pack()), key 1 for half as many (half blocks, see run()).
+  /// (chunks: one image's tiles; see pack()), key 1 for half a block (half
+  /// blocks, see run()).
   mutable KernelCache<int, std::vector<PackedGemm>> gemms_;
 };
 
