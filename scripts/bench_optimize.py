@@ -30,7 +30,9 @@ getrusage's ru_maxrss would carry over a parent's peak across execve)
 (--memory-only: this table alone, nothing written).
 
 Prints one markdown document (the fp32 table, the bf16 table, geomeans of
-the ratios, the memory table) and writes it to SAVE_DIR/bench_optimize.md, with
+the ratios, the memory table; on a CPU without oneDNN bf16 kernels the bf16
+engine keeps float32 ones, and the bf16 table says so with the optimiser's
+warning) and writes it to SAVE_DIR/bench_optimize.md, with
 the raw results in SAVE_DIR/bench_optimize.json (--save-dir, default the build
 dir; `make bench` saves into docs/bench/; --render re-prints the markdown
 from it).
@@ -302,6 +304,13 @@ def roofline_paths(r):
     return "; ".join(parts)
 
 
+def bf16_fallback(res):
+    """The optimiser's warning when the row's bf16 engine kept float32 kernels (a CPU without oneDNN bf16
+    kernels: `fxcpp bench --bf16` warns "bf16: ... float32 kernels", issue 39), else None. The row's report is
+    the bf16 engine's: it is optimised last."""
+    return next((w for w in (res.get("optimize") or {}).get("warnings", []) if w.startswith("bf16:")), None)
+
+
 def fmt_pyfx(py):
     if py is None:
         return "—"
@@ -366,16 +375,23 @@ def render(data):
                   "| model | TS-opt ms (fp32) | fxcpp-opt fp32 ms | fxcpp-opt bf16 ms | bf16 / TS-opt | GFLOP/s "
                   "| % of bf16 roofline | optimise ms | max diff |",
                   "|---|---|---|---|---|---|---|---|---|"]
-        bf16_ratios = []
+        bf16_ratios, fallbacks = [], {}
         for r in bf16:
             res = r["result"]
             tso, opt, b = (engine(res, k) for k in ("torchscript_opt", "fxcpp_opt", "fxcpp_opt_bf16"))
             bf16_ratios.append(b["ratio"])
+            fallback = bf16_fallback(res)
+            if fallback:
+                fallbacks.setdefault(fallback, []).append(r["config"]["model"])
+            of_peak = "— (float32 kernels)" if fallback else "%.0f%%" % (100 * b["gflops"] / peak) if peak else "—"
             lines.append("| %s | %s | %s | %s | %s | %.1f | %s | %s | %.1e |" % (
                 r["config"]["model"], fmt_ms(tso["median_ms"]), fmt_ms(opt["median_ms"]), fmt_ms(b["median_ms"]),
-                fmt_ratio(b["ratio"]), b["gflops"], "%.0f%%" % (100 * b["gflops"] / peak) if peak else "—",
-                fmt_prepare(b["prepare_ms"]), b["max_rel_diff"]))
+                fmt_ratio(b["ratio"]), b["gflops"], of_peak, fmt_prepare(b["prepare_ms"]), b["max_rel_diff"]))
         lines += ["", "Geomean of fxcpp-opt bf16 / TS-opt: %s." % fmt_ratio(geomean(bf16_ratios))]
+        for warning, models in fallbacks.items():
+            lines += ["", "Asked for bf16, fxcpp-opt kept float32 kernels in %d of %d rows (%s), as the optimiser "
+                      "warned: \"%s\". Those rows' bf16 column is float32 timing." %
+                      (len(models), len(bf16), ", ".join(models), warning)]
     if data.get("avx2_held"):
         lines += [""] + render_avx2_held(data["avx2_held"])
     if data.get("memory"):
