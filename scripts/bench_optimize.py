@@ -307,7 +307,7 @@ def roofline_paths(r):
 def bf16_fallback(res):
     """The optimiser's warning when the row's bf16 engine kept float32 kernels (a CPU without oneDNN bf16
     kernels: `fxcpp bench --bf16` warns "bf16: ... float32 kernels", issue 39), else None. The row's report is
-    the bf16 engine's: it is optimised last."""
+    the fp32 engine's with the warnings of the other optimised engines added (tools/fxcpp/bench.cpp)."""
     return next((w for w in (res.get("optimize") or {}).get("warnings", []) if w.startswith("bf16:")), None)
 
 
