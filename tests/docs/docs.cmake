@@ -21,4 +21,5 @@ add_test(NAME docs.bench_ort_pinning COMMAND /usr/bin/python3 ${FX_SRC}/tests/do
 set_tests_properties(docs.bench_ort_pinning PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "^bench_ort_pinning ok\n$")
 # bench_optimize.py's bf16 table where the bf16 engine kept float32 kernels (no oneDNN bf16 kernels on the CPU).
 add_test(NAME docs.bench_optimize_bf16 COMMAND /usr/bin/python3 ${FX_SRC}/tests/docs/check_bench_optimize_bf16.py)
-set_tests_properties(docs.bench_optimize_bf16 PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "^bench_optimize_bf16 ok\n$")
+set_tests_properties(docs.bench_optimize_bf16 PROPERTIES TIMEOUT 60
+                     PASS_REGULAR_EXPRESSION "^bench_optimize_bf16 ok\n$")
