@@ -7,6 +7,7 @@
 
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
 
 #include <cctype>
 #include <mutex>
@@ -65,6 +66,14 @@ c10::IValue JitLeafModule::forward(std::vector<c10::IValue> args) {
                 ") has no forward method: torch.jit.trace keeps forward only for the submodules the traced call "
                 "ran, so this one cannot be called; script the model (torch.jit.script) or trace a call that uses it");
   args.insert(args.begin(), module_._ivalue());
+  // The scripted forward runs as eager PyTorch runs the module: without
+  // TorchScript's graph optimizer. With it, the profiling executor rewrites
+  // the graph after its first calls (in grad mode, dropout becomes a
+  // differentiable aten::native_dropout, which draws other masks), and its
+  // state belongs to the class's compiled method, shared by every instance:
+  // a second fxcpp module holding the same class, or a make_fx trace of it,
+  // then computed something else than the first call did (issue 66).
+  torch::jit::GraphOptimizerEnabledGuard eager_semantics(false);
   if (forwards_.size() == 1) return (*forwards_[0])(std::move(args));
   for (torch::jit::Function* f : forwards_)
     if (accepts(f->getSchema(), args)) return (*f)(std::move(args));

@@ -35,7 +35,9 @@ class JitLeafModule : public torch::nn::Module {
   /// Wraps `module`, whose class name is `type_name`.
   JitLeafModule(torch::jit::Module module, const std::string& type_name);
   /// Calls the scripted forward (or the matching forward__N) with `args`
-  /// (self is added). Throws fx::Error when the module has no forward.
+  /// (self is added), TorchScript's graph optimizer off: every call, of
+  /// every instance of the class, computes what eager PyTorch computes.
+  /// Throws fx::Error when the module has no forward.
   c10::IValue forward(std::vector<c10::IValue> args);
   /// The wrapped TorchScript module.
   const torch::jit::Module& jit_module() const { return module_; }
