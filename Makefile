@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all setup configure build demo test bench bench-optimize goldens install docs fuzz check-sanitize clean
+.PHONY: all setup configure build demo test test-long bench bench-optimize goldens install docs fuzz check-sanitize clean
 .PHONY: check-emulated
 
 all: build
@@ -28,7 +28,11 @@ install: build
 	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
 
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE long
+
+# The long sweeps (label `long`: the training compiler's rewrites on six models at every batch and size).
+test-long: build
+	cd $(BUILD) && ctest --output-on-failure -L long
 
 # QUICK=1: the short versions (bench_table.py --quick; one configuration per model).
 # The last table, fxcpp vs ONNX Runtime, is optional (scripts/setup_ort.sh installs

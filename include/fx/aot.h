@@ -183,8 +183,10 @@ size_t conv_weight_grad_as_matmul(Graph& g, int64_t max_positions = 16);
 /// becomes im2col and one matrix product, and the input gradient of
 /// aten::convolution_backward one matrix product and col2im (oneDNN's
 /// kernels lose to the product on 2x2 maps, not on 4x4 ones). Every value
-/// keeps the layout it had. Returns how many it rewrote.
-size_t conv_as_matmul(Graph& g, int64_t max_positions = 4);
+/// keeps the layout it had. With `forward` false the forward convolutions
+/// are left to ATen (only input gradients are rewritten). Returns how many
+/// it rewrote.
+size_t conv_as_matmul(Graph& g, int64_t max_positions = 4, bool forward = true);
 
 /// Rewrites float32 3x3 convolutions (stride 1, dilation 1, one group, no
 /// bias) whose output has at least `min_positions` positions over the
@@ -195,8 +197,10 @@ size_t conv_as_matmul(Graph& g, int64_t max_positions = 4);
 /// where it has them (AVX-512: onednn::has_winograd_conv2d). Values keep
 /// their layouts and agree to rounding (~2e-6 of the largest). Measured on
 /// an AMD EPYC Zen 5, 1 thread: resnet18's 3x3 convolutions 0.56-0.74x
-/// ATen's time where they pass the rule. Returns how many it rewrote.
-size_t conv_as_winograd(Graph& g, int64_t min_positions = 512);
+/// ATen's time where they pass the rule. With `forward` false only the
+/// backward's convolution_backward nodes are rewritten. Returns how many it
+/// rewrote.
+size_t conv_as_winograd(Graph& g, int64_t min_positions = 512, bool forward = true);
 
 /// Replaces every float aten::bmm with fxcpp::onednn_matmul (fx/onednn.h):
 /// one oneDNN primitive for the whole batch, reading the operands through
@@ -234,6 +238,16 @@ struct TrainingCompileOptions {
   int64_t conv_weight_grad_matmul_max_positions = 16;
   /// conv_as_matmul's max_positions (0: no rewrite).
   int64_t conv_matmul_max_positions = 4;
+  /// Whether conv_as_matmul and conv_as_winograd also rewrite the forward's
+  /// convolutions. Off by default: a training step's forward then computes
+  /// eager's values to the bit, and its gradients differ from eager's only
+  /// by the backward's rounding. A forward rewrite rounds the activations
+  /// otherwise (~2e-6 of the largest), and where a pre-activation is that
+  /// close to zero a ReLU's mask flips: the gradient is discontinuous there,
+  /// so one flipped element moved resnet18's layer3.0.conv2.weight gradient
+  /// by 37% of its largest value (batch 8, 64x64; issue 66), as eager's own
+  /// gradients move between NCHW and channels-last (10% at 224x224).
+  bool conv_forward_rewrites = false;
   /// Run float aten::bmm as fxcpp::onednn_matmul (bmm_as_onednn_matmul).
   bool bmm_as_onednn_matmul = true;
   /// Draw dropout's masks with fxcpp::bernoulli_ (bernoulli_as_fxcpp).
@@ -251,6 +265,28 @@ struct TrainingCompileOptions {
   /// first: the large maps are its, the small ones conv_as_matmul's.
   int64_t conv_winograd_min_positions = 512;
 };
+
+/// How many nodes each of training_compiler's rewrites replaced in one graph.
+struct TrainingRewrites {
+  size_t conv_as_winograd = 0;
+  size_t conv_weight_grad_as_matmul = 0;
+  size_t conv_as_matmul = 0;
+  size_t bmm_as_onednn_matmul = 0;
+  size_t bernoulli_as_fxcpp = 0;
+  size_t fuse_batch_norm_activation = 0;
+  /// Each rewrite's name (its function's) and count, in the order they run.
+  std::vector<std::pair<std::string, size_t>> items() const;
+  /// The sum of the counts.
+  size_t total() const;
+};
+
+/// Rewrites `g` (a forward or backward graph of a partition, with
+/// tensor_meta) for speed as training_compiler does: conv_as_winograd,
+/// conv_weight_grad_as_matmul, conv_as_matmul, bmm_as_onednn_matmul,
+/// bernoulli_as_fxcpp, fuse_batch_norm_activation, as `options` says.
+/// Each computes what it replaces to rounding; run on a copy of a graph, it
+/// lets a test compare the two on the same inputs and see what fired.
+TrainingRewrites rewrite_for_training(Graph& g, const TrainingCompileOptions& options = {});
 
 /// The default compiler of aot_function / aot_module: rewrites a copy of the
 /// graph for speed (conv_as_winograd, conv_weight_grad_as_matmul, conv_as_matmul,

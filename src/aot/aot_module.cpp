@@ -420,16 +420,38 @@ CompiledGraph graph_module_compiler(const std::shared_ptr<GraphModule>& gm, cons
   };
 }
 
+std::vector<std::pair<std::string, size_t>> TrainingRewrites::items() const {
+  return {{"conv_as_winograd", conv_as_winograd},
+          {"conv_weight_grad_as_matmul", conv_weight_grad_as_matmul},
+          {"conv_as_matmul", conv_as_matmul},
+          {"bmm_as_onednn_matmul", bmm_as_onednn_matmul},
+          {"bernoulli_as_fxcpp", bernoulli_as_fxcpp},
+          {"fuse_batch_norm_activation", fuse_batch_norm_activation}};
+}
+
+size_t TrainingRewrites::total() const {
+  size_t n = 0;
+  for (const auto& item : items()) n += item.second;
+  return n;
+}
+
+TrainingRewrites rewrite_for_training(Graph& g, const TrainingCompileOptions& options) {
+  TrainingRewrites r;
+  // Winograd first: it takes the large maps, the products the small ones.
+  r.conv_as_winograd = conv_as_winograd(g, options.conv_winograd_min_positions, options.conv_forward_rewrites);
+  r.conv_weight_grad_as_matmul = conv_weight_grad_as_matmul(g, options.conv_weight_grad_matmul_max_positions);
+  r.conv_as_matmul = conv_as_matmul(g, options.conv_matmul_max_positions, options.conv_forward_rewrites);
+  if (options.bmm_as_onednn_matmul) r.bmm_as_onednn_matmul = bmm_as_onednn_matmul(g);
+  if (options.bernoulli_as_fxcpp) r.bernoulli_as_fxcpp = bernoulli_as_fxcpp(g);
+  if (options.fuse_batch_norm_activation)
+    r.fuse_batch_norm_activation = fuse_batch_norm_activation(g, options.fuse_batch_norm_backward);
+  return r;
+}
+
 AotCompiler training_compiler(TrainingCompileOptions options) {
   return [options](const std::shared_ptr<GraphModule>& gm, const std::vector<c10::IValue>& example_inputs) {
     auto copy = std::make_shared<GraphModule>(gm, passes_detail::copy_graph(gm->graph()), gm->class_name());
-    conv_as_winograd(copy->graph(), options.conv_winograd_min_positions);  // first: it takes the large maps
-    conv_weight_grad_as_matmul(copy->graph(), options.conv_weight_grad_matmul_max_positions);
-    conv_as_matmul(copy->graph(), options.conv_matmul_max_positions);
-    if (options.bmm_as_onednn_matmul) bmm_as_onednn_matmul(copy->graph());
-    if (options.bernoulli_as_fxcpp) bernoulli_as_fxcpp(copy->graph());
-    if (options.fuse_batch_norm_activation)
-      fuse_batch_norm_activation(copy->graph(), options.fuse_batch_norm_backward);
+    rewrite_for_training(copy->graph(), options);
     return graph_module_compiler(copy, example_inputs);
   };
 }

@@ -218,13 +218,13 @@ size_t conv_weight_grad_as_matmul(Graph& g, int64_t max_positions) {
   return rewritten;
 }
 
-size_t conv_as_matmul(Graph& g, int64_t max_positions) {
+size_t conv_as_matmul(Graph& g, int64_t max_positions, bool forward) {
   if (max_positions <= 0) return 0;
   size_t rewritten = 0;
   // Forward: y = cols @ W^T (+ bias), [N*L, Co] viewed as NHWC.
   std::vector<Node*> convolutions;
   for (Node* n : g.nodes())
-    if (n->op() == Opcode::CallFunction && n->target() == "aten::convolution" && n->args().size() == 9)
+    if (forward && n->op() == Opcode::CallFunction && n->target() == "aten::convolution" && n->args().size() == 9)
       convolutions.push_back(n);
   for (Node* conv : convolutions) {
     const TensorMetadata* out = meta_of(Argument(conv));

@@ -79,7 +79,7 @@ void replace(Graph& g, Node* old, const char* target, ArgList args) {
 
 }  // namespace
 
-size_t conv_as_winograd(Graph& g, int64_t min_positions) {
+size_t conv_as_winograd(Graph& g, int64_t min_positions, bool forward) {
   if (min_positions <= 0 || !onednn::has_winograd_kernels()) return 0;
   onednn::register_ops();
   std::vector<std::pair<Node*, std::vector<int64_t>>> forwards, backwards;
@@ -87,6 +87,7 @@ size_t conv_as_winograd(Graph& g, int64_t min_positions) {
     if (n->op() != Opcode::CallFunction || !n->kwargs().empty()) continue;
     const ArgList& a = n->args();
     if (n->target() == "aten::convolution" && a.size() == 9 && a[2].is_none()) {
+      if (!forward) continue;
       if (auto padding = winograd_padding(a, 0, tensor_meta_of(n), min_positions, true))
         forwards.emplace_back(n, *padding);
     } else if (n->target() == "aten::convolution_backward" && a.size() == 11 && a[0].is_node()) {

@@ -4,9 +4,11 @@
 // libtorch's own engine, so loss.backward() from Python runs fxcpp's
 // backward graph and accumulates into the module's parameters (the tensors
 // python/fxcpp/training.py's AotModule gives the optimizer).
+#include "passes/graph_copy.h"
 #include "python/bindings.h"
 
 #include <fx/aot.h>
+#include <fx/onednn.h>
 
 namespace fx::python {
 
@@ -39,13 +41,43 @@ void bind_training(py::module_& m) {
       .def("backward_graph", &AotModule::backward_graph, "The backward GraphModule of the last traced signature.")
       .def("joint_graph", &AotModule::joint_graph, "The joint GraphModule of the last traced signature.");
   m.def(
+      "_rewrite_for_training",
+      [](const std::shared_ptr<GraphModule>& gm, int64_t winograd_min_positions, int64_t matmul_max_positions,
+         int64_t weight_grad_matmul_max_positions, bool conv_forward_rewrites) {
+        TrainingCompileOptions options;
+        options.conv_forward_rewrites = conv_forward_rewrites;
+        if (winograd_min_positions >= 0) options.conv_winograd_min_positions = winograd_min_positions;
+        if (matmul_max_positions >= 0) options.conv_matmul_max_positions = matmul_max_positions;
+        if (weight_grad_matmul_max_positions >= 0)
+          options.conv_weight_grad_matmul_max_positions = weight_grad_matmul_max_positions;
+        auto copy = std::make_shared<GraphModule>(gm, passes_detail::copy_graph(gm->graph()), gm->class_name());
+        TrainingRewrites r;
+        {
+          py::gil_scoped_release release;
+          r = rewrite_for_training(copy->graph(), options);
+          copy->recompile();
+        }
+        py::dict counts;
+        for (const auto& [name, n] : r.items()) counts[py::str(name)] = n;
+        return py::make_tuple(copy, counts);
+      },
+      py::arg("gm"), py::arg("winograd_min_positions") = -1, py::arg("matmul_max_positions") = -1,
+      py::arg("weight_grad_matmul_max_positions") = -1, py::arg("conv_forward_rewrites") = false,
+      "fx::rewrite_for_training on a copy of gm (a forward or backward graph of aot_module): (the copy, how many "
+      "nodes each rewrite replaced). A threshold of -1 keeps TrainingCompileOptions' default, 0 turns it off.");
+  m.def("_has_winograd_kernels", &onednn::has_winograd_kernels,
+        "Whether oneDNN has its Winograd convolutions on this CPU (conv_as_winograd can fire).");
+  m.def(
       "_aot_module",
-      [](const std::shared_ptr<GraphModule>& gm, const std::string& partition) {
+      [](const std::shared_ptr<GraphModule>& gm, const std::string& partition, bool conv_forward_rewrites) {
         AotOptions options;
         options.partition_fn = partition_named(partition);
+        TrainingCompileOptions compile;
+        compile.conv_forward_rewrites = conv_forward_rewrites;
+        options.fw_compiler = options.bw_compiler = training_compiler(compile);
         return aot_module(gm, options);
       },
-      py::arg("gm"), py::arg("partition") = "default",
+      py::arg("gm"), py::arg("partition") = "default", py::arg("conv_forward_rewrites") = false,
       "fx::aot_module(gm): traced and compiled at the first forward (again for new shapes or train/eval).");
 }
 

@@ -155,12 +155,43 @@ TEST(BmmAsOnednnMatmul, ReplacesFloatBatchedProducts) {
   EXPECT_EQ(count_target(dbl->graph(), "aten::bmm"), 1u);
 }
 
+// rewrite_for_training counts what each rewrite replaced; by default the
+// forward graph keeps eager's convolutions (conv_forward_rewrites), so the
+// compiled forward computes eager's values to the bit.
+TEST(TrainingCompiler, RewriteForTrainingCountsEachRewriteAndKeepsTheForward) {
+  torch::manual_seed(0);
+  auto net = small_map_net();
+  auto aot = fx::aot_module(net.ptr());
+  const at::Tensor x = torch::randn({2, 3, 8, 8});
+  aot->forward(x).sum().backward();
+  auto fw = graph_copy_of(aot->forward_graph()), bw = graph_copy_of(aot->backward_graph());
+  const fx::TrainingRewrites fr = fx::rewrite_for_training(fw->graph());
+  EXPECT_EQ(fr.total(), 0u);
+  EXPECT_EQ(count_target(fw->graph(), "aten::convolution"), 4u);
+  const fx::TrainingRewrites br = fx::rewrite_for_training(bw->graph());
+  EXPECT_EQ(br.conv_weight_grad_as_matmul, 3u);
+  EXPECT_EQ(br.conv_as_matmul, 3u);
+  EXPECT_EQ(br.total(), 6u);
+  EXPECT_EQ(br.items().size(), 6u);
+  EXPECT_EQ(br.items()[1], (std::pair<std::string, size_t>{"conv_weight_grad_as_matmul", 3}));
+  expect_same_outputs(*aot->backward_graph(), *bw, 1e-5);
+
+  fx::TrainingCompileOptions forward_too;
+  forward_too.conv_forward_rewrites = true;
+  auto fw2 = graph_copy_of(aot->forward_graph());
+  EXPECT_EQ(fx::rewrite_for_training(fw2->graph(), forward_too).conv_as_matmul, 3u);
+  EXPECT_EQ(count_target(fw2->graph(), "aten::convolution"), 1u);
+  expect_same_outputs(*aot->forward_graph(), *fw2, 1e-5);
+}
+
 TEST(TrainingCompiler, TrainsAsEagerWithTheRewrites) {
   torch::manual_seed(0);
   auto eager = small_map_net();
   auto compiled = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(eager->clone());
   fx::AotOptions options;
-  options.fw_compiler = options.bw_compiler = fx::training_compiler({16, 4});
+  fx::TrainingCompileOptions rewrites{16, 4};
+  rewrites.conv_forward_rewrites = true;  // the forward's convolutions on 2x2 maps too
+  options.fw_compiler = options.bw_compiler = fx::training_compiler(rewrites);
   auto aot = fx::aot_module(torch::nn::Sequential(compiled).ptr(), options);
   torch::optim::SGD se(eager->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
   torch::optim::SGD sc(compiled->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));

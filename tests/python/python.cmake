@@ -5,11 +5,19 @@
 # python.models_all (opt-in) runs every torchvision classifier torch.fx traces.
 if(TARGET fxcpp_python)
   set(fx_pytest_env "PYTHONPATH=${FX_BIN}/python" "OMP_NUM_THREADS=1" "PYTHONDONTWRITEBYTECODE=1")
-  foreach(name convert passes api training)
+  foreach(name convert passes api training training_rewrites)
     add_test(NAME python.${name}
              COMMAND /usr/bin/python3 -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_LIST_DIR}/test_${name}.py)
     set_tests_properties(python.${name} PROPERTIES ENVIRONMENT "${fx_pytest_env}" TIMEOUT 600)
   endforeach()
+  # The long sweep of the training compiler's rewrites (issue 66: six torchvision models and the encoder, batch
+  # 1-32, inputs 32-224, both partitions; ~15 min on 2 cores): label `long`, which `make test` leaves out and
+  # `make test-long` (ctest -L long) runs.
+  add_test(NAME python.training_rewrites_long
+           COMMAND /usr/bin/python3 -m pytest -q -s -p no:cacheprovider ${CMAKE_CURRENT_LIST_DIR}/test_training_rewrites.py
+                   -k "every_rewrite")
+  set_tests_properties(python.training_rewrites_long PROPERTIES TIMEOUT 3600 LABELS long
+                       ENVIRONMENT "${fx_pytest_env};FXCPP_SWEEP=long")
   # fxcpp.quantize(weight_bits=7) where oneDNN has no VNNI (held at AVX2): all on int8 kernels.
   add_test(NAME python.api_quantize_AVX2
            COMMAND /usr/bin/python3 -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_LIST_DIR}/test_api.py
