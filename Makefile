@@ -1,26 +1,40 @@
-# fxcpp: `make demo` and `make test` do all the set-up on a fresh Debian 12 machine.
+# fxcpp: `make demo` and `make test` do all the set-up on a fresh Debian 12 machine (make demo
+# only the command line's packages, make test the rest).
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all setup configure build demo test test-long bench bench-optimize goldens install docs fuzz check-sanitize clean
-.PHONY: check-emulated
+.PHONY: all setup setup-demo configure configure-demo build demo test test-long bench bench-optimize goldens install docs
+.PHONY: fuzz check-sanitize clean check-emulated
 
 all: build
 
+# scripts/setup.sh's package groups: `make demo` installs only what configuring and
+# building the command line need (setup-demo), every other target all of them (setup).
 setup:
-	@bash scripts/setup.sh
+	@bash scripts/setup.sh all
 
-$(BUILD)/build.ninja: | setup
-	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+setup-demo:
+	@bash scripts/setup.sh demo
 
-configure: setup $(BUILD)/build.ninja
+# A build tree first configured with the demo's packages alone (marked by the file
+# .configured-demo in it) is configured again once setup has installed the rest, so that
+# CMake finds what it went without (pybind11: the Python module; qemu-x86_64).
+CONFIGURE = cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+configure: setup
+	@if [ ! -f $(BUILD)/build.ninja ] || [ -f $(BUILD)/.configured-demo ]; then \
+	  echo "$(CONFIGURE)" && $(CONFIGURE) && rm -f $(BUILD)/.configured-demo; fi
+
+configure-demo: setup-demo
+	@if [ ! -f $(BUILD)/build.ninja ]; then \
+	  echo "$(CONFIGURE)" && $(CONFIGURE) && touch $(BUILD)/.configured-demo; fi
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The demo needs only the command line: no tests or benchmarks are built first.
-demo: configure
+# The demo needs only the command line: only its packages are installed, and no tests or
+# benchmarks are built first.
+demo: configure-demo
 	cmake --build $(BUILD) -j $(JOBS) --target fxcpp_cli
 	$(BUILD)/fxcpp demo
 
