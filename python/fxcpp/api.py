@@ -1,4 +1,6 @@
 """fxcpp.optimize, fxcpp.quantize, fxcpp.load / fxcpp.save: fxcpp's C++ modules as torch.nn.Modules."""
+import warnings
+
 import torch
 import torch.fx
 
@@ -39,9 +41,26 @@ def _traced(model):
     return model if isinstance(model, torch.fx.GraphModule) else torch.fx.symbolic_trace(model)
 
 
+def _captured(model, inputs, caller):
+    """The fxcpp.GraphModule of a model: torch.fx.symbolic_trace's graph through the bridge; where symbolic_trace
+    fails (Python that needs real values, as torchvision's shufflenet's `batch, channels, h, w = x.size()`),
+    torch.jit.trace's module on `inputs` through fxcpp's TorchScript importer, said in one warning."""
+    try:
+        gm = _traced(model)
+    except Exception as e:  # noqa: BLE001 - torch.fx's TraceError, or the model's Python failing on a Proxy
+        reason = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+        with torch.no_grad():
+            traced = torch.jit.trace(model, inputs)
+        warnings.warn("fxcpp.%s: torch.fx.symbolic_trace failed (%s); used torch.jit.trace and fxcpp's TorchScript "
+                      "importer instead" % (caller, reason), stacklevel=3)
+        return _C._import_torchscript(traced._c, inputs)
+    return from_fx(gm, inputs)
+
+
 def optimize(model_or_gm, example_inputs, *, dtype=None, threads=None, linear_kernel="auto"):
     """fx::optimize_for_inference of a model (traced by torch.fx.symbolic_trace unless it is a GraphModule, in
-    eval mode): a torch.nn.Module running oneDNN kernels with packed weights, batch norm folded, activations and
+    eval mode; where symbolic_trace fails, traced by torch.jit.trace on example_inputs and imported, with a
+    warning saying so): a torch.nn.Module running oneDNN kernels with packed weights, batch norm folded, activations and
     residual adds fused, a static memory plan. Kernels are made and weights packed for example_inputs' shapes
     now. dtype: None / torch.float32, or torch.bfloat16 (bf16 kernels where the CPU has them). threads: sets
     libtorch's intra-op threads (process-wide, as torch.set_num_threads). The model is not changed; folded and
@@ -52,7 +71,7 @@ def optimize(model_or_gm, example_inputs, *, dtype=None, threads=None, linear_ke
     inputs = _inputs(example_inputs)
     if dtype not in (None, torch.float32, torch.bfloat16):
         raise ValueError("fxcpp.optimize: dtype must be None, torch.float32 or torch.bfloat16, not %r" % (dtype,))
-    cgm = from_fx(_traced(model_or_gm), inputs)
+    cgm = _captured(model_or_gm, inputs, "optimize")
     out, report = _C._optimize(cgm, inputs, "bfloat16" if dtype == torch.bfloat16 else "float32", threads or 0,
                                linear_kernel)
     return Module(out, report)

@@ -21,7 +21,8 @@ namespace py = pybind11;
 void bind_errors(py::module_& m);
 /// fx::Node, fx::Graph, fx::GraphModule (callable) as read-only Python views.
 void bind_graph(py::module_& m);
-/// Documents in memory: torch.fx GraphModule <-> fx::GraphModule (python/fxcpp/convert.py drives them).
+/// Documents in memory: torch.fx GraphModule <-> fx::GraphModule (python/fxcpp/convert.py drives them);
+/// a TorchScript module through the importer.
 void bind_convert(py::module_& m);
 /// The passes toolkit (ShapeProp, CSE, constant folding, split_module, the rewriter, PassManager).
 void bind_passes(py::module_& m);

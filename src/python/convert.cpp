@@ -3,8 +3,11 @@
 // bridge's target-mapping rules; here the document becomes the module (and
 // back) with fx::from_document / fx::to_document: tensors are handed over
 // as they are, so parameters are shared between Python torch and fxcpp.
+// And the other way in: a TorchScript module (torch.jit.trace's, where
+// torch.fx.symbolic_trace fails) through fxcpp's importer, sharing its tensors.
 #include "python/bindings.h"
 
+#include <fx/import.h>
 #include <fx/serialize.h>
 
 #include <torch/csrc/jit/python/pybind_utils.h>
@@ -44,6 +47,13 @@ py::tuple to_document(const GraphModule& gm) {
   return py::make_tuple(text, doc.tensors, leaves);
 }
 
+std::shared_ptr<GraphModule> import_module(const torch::jit::Module& module, const py::sequence& example_inputs) {
+  ImportOptions options;
+  options.example_inputs = to_ivalues(example_inputs);
+  py::gil_scoped_release release;
+  return fx::import_torchscript(module, options);
+}
+
 }  // namespace
 
 void bind_convert(py::module_& m) {
@@ -54,6 +64,10 @@ void bind_convert(py::module_& m) {
   m.def("_to_document", &to_document, py::arg("gm"),
         "(document JSON text, tensors, TorchScript leaves module or None) of an fx::GraphModule; the tensors are "
         "the module's own.");
+  m.def("_import_torchscript", &import_module, py::arg("module"), py::arg("example_inputs"),
+        "fx::import_torchscript of a loaded TorchScript module (torch._C.ScriptModule: a torch.jit.trace / "
+        "torch.jit.script result's ._c), its forward's inputs example_inputs (their ranks and dtypes fold); the "
+        "GraphModule shares the module's tensors.");
 }
 
 }  // namespace fx::python

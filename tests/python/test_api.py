@@ -68,6 +68,20 @@ def test_optimize_linear_kernel(rel):
         fxcpp.optimize(m, x, linear_kernel="blas")
 
 
+def test_optimize_shufflenet_through_torch_jit_trace(rel):
+    # torch.fx cannot trace shufflenet's channel_shuffle (`batch, channels, h, w = x.size()`: TraceError, Proxy
+    # object cannot be iterated): optimize goes through torch.jit.trace and the importer, and says so once.
+    m, x = classifier("shufflenet_v2_x1_0")
+    with pytest.warns(UserWarning) as caught:
+        fast = fxcpp.optimize(m, (x,))
+    said = [str(w.message) for w in caught if "symbolic_trace failed" in str(w.message)]
+    assert len(said) == 1 and "Proxy object cannot be iterated" in said[0], [str(w.message) for w in caught]
+    assert "used torch.jit.trace and fxcpp's TorchScript importer instead" in said[0]
+    assert fast.report["onednn_convs"] > 0
+    with torch.no_grad():
+        assert rel(fast(x), m(x)) < 1e-4
+
+
 def test_optimize_refuses_training_mode():
     m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4)).train()
     with pytest.raises(fxcpp.FxError):
