@@ -19,6 +19,13 @@
 /// its buffers were freed, so outputs, and anything a caller keeps, are never
 /// overwritten. Concurrent forwards each take their own arena.
 ///
+/// An arena's memory (its backing) comes from one process-wide pool when a
+/// forward starts on it and goes back when that forward ends with none of
+/// its buffers alive: graph modules that run one after another (a training
+/// step's forward and backward graphs) share one region the size of the
+/// larger arena, as eager's allocator reuses for the backward what the
+/// forward freed (arena_pool_stats()).
+///
 /// Mechanism: the first planner installs a CPU allocator (c10::SetCPUAllocator)
 /// that delegates to the previous one except inside a planned forward on the
 /// calling thread; other threads (intra-op workers) and other code are served
@@ -58,5 +65,15 @@ struct MemoryPlanStats {
   /// allocator (its escaping buffers plus its fallbacks).
   uint64_t last_arena_allocations = 0, last_system_allocations = 0;
 };
+
+/// The process-wide pool of arena memory between forwards.
+struct ArenaPoolStats {
+  /// Backings no forward is running on now, and their bytes.
+  size_t idle_backings = 0;
+  size_t idle_bytes = 0;
+};
+
+/// What the pool of arena memory holds now.
+ArenaPoolStats arena_pool_stats();
 
 }  // namespace fx

@@ -71,6 +71,33 @@ TEST(MemoryPlan, SteadyStateForwardTakesOnlyItsOutputFromTheSystem) {
   EXPECT_EQ(st.arena_bytes, 2 * buffer);
 }
 
+// Two planned graph modules run one after the other (a training step's
+// forward and backward) share one backing, the size of the larger arena,
+// where each kept its own before.
+TEST(MemoryPlan, GraphsRunOneAfterAnotherShareOneArenasMemory) {
+  auto small = chain(), large = chain();
+  small->set_memory_planning(true);
+  large->set_memory_planning(true);
+  const fx::ArenaPoolStats before = fx::arena_pool_stats();
+  for (int i = 0; i < 4; ++i) {
+    const at::Tensor xs = input(8, 1.0 + i), xl = input(32, 2.0 + i);
+    EXPECT_TRUE(at::allclose(small->forward(xs), expected(xs))) << i;
+    EXPECT_TRUE(at::allclose(large->forward(xl), expected(xl))) << i;
+  }
+  const auto ss = small->memory_plan_stats(), sl = large->memory_plan_stats();
+  ASSERT_EQ(ss.replayed_forwards, 3u);
+  ASSERT_EQ(sl.replayed_forwards, 3u);
+  EXPECT_EQ(ss.fallbacks + sl.fallbacks, 0u);
+  EXPECT_EQ(sl.arena_bytes, 4 * ss.arena_bytes);
+  // One backing between forwards: the large arena's (the small one's was
+  // given up when the large forward needed more). Earlier tests of this
+  // process may have left backings of their own, no larger than these.
+  const fx::ArenaPoolStats after = fx::arena_pool_stats();
+  EXPECT_LE(after.idle_backings, std::max<size_t>(before.idle_backings, 1));
+  EXPECT_GE(after.idle_bytes, sl.arena_bytes);
+  EXPECT_LE(after.idle_bytes - std::min(after.idle_bytes, before.idle_bytes), sl.arena_bytes);
+}
+
 TEST(MemoryPlan, OutputsKeptByTheCallerAreNeverOverwritten) {
   // The output is a view of an intermediate: that buffer escapes the forward.
   auto g = std::make_shared<Graph>();
