@@ -197,14 +197,32 @@ dnnl::memory::desc strided_desc(const at::Tensor& t) {
                             dnnl::memory::dims(t.strides().begin(), t.strides().end()));
 }
 
-void execute(const dnnl::primitive& p, std::unordered_map<int, dnnl::memory>& args, size_t scratchpad_bytes) {
+namespace {
+void run(const dnnl::primitive& p, std::unordered_map<int, dnnl::memory>& args, size_t scratchpad_bytes,
+         void* scratch) {
   if (scratchpad_bytes)
     args.emplace(DNNL_ARG_SCRATCHPAD,
                  dnnl::memory(dnnl::memory::desc({static_cast<int64_t>(scratchpad_bytes)}, dnnl::memory::data_type::u8,
                                                  dnnl::memory::format_tag::a),
-                              engine(), scratchpad(scratchpad_bytes)));
+                              engine(), scratch));
   p.execute(stream(), args);
   stream().wait();
+}
+}  // namespace
+
+void execute(const dnnl::primitive& p, std::unordered_map<int, dnnl::memory>& args, size_t scratchpad_bytes) {
+  run(p, args, scratchpad_bytes, scratchpad_bytes ? scratchpad(scratchpad_bytes) : nullptr);
+}
+
+void execute(const dnnl::primitive& p, std::unordered_map<int, dnnl::memory>& args, size_t scratchpad_bytes,
+             CallScratch& scratch) {
+  run(p, args, scratchpad_bytes, scratchpad_bytes ? scratch.get(scratchpad_bytes) : nullptr);
+}
+
+void* CallScratch::get(size_t bytes) {
+  // c10's CPU allocator aligns to 64 bytes (c10::gAlignment).
+  buffers_.push_back(at::empty({static_cast<int64_t>(std::max<size_t>(bytes, 1))}, at::TensorOptions().dtype(at::kByte)));
+  return buffers_.back().data_ptr();
 }
 
 at::Tensor make_output(at::IntArrayRef sizes, const at::TensorOptions& options, at::MemoryFormat format,

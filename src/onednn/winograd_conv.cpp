@@ -7,7 +7,7 @@
 // on AVX-512 (jit_wino_4x3: forward_training, backward_data,
 // backward_weights), in its blocked nChw16c layout. The activations arrive
 // as the graph keeps them (NHWC or NCHW), so each call reorders its inputs
-// into the blocked layout and its outputs back, in per-thread buffers;
+// into the blocked layout and its outputs back, in buffers of the call;
 // measured with those reorders on an AMD EPYC Zen 5, 1 thread, forward +
 // both gradients: 0.64x ATen's time for 64 channels on 16x16 maps at
 // batch 32, 0.66x for 128 on 8x8, 0.56x for 256 on 4x4, 0.74x for 64 on
@@ -86,33 +86,36 @@ std::shared_ptr<const std::optional<WinogradKernels>> kernels_for(at::IntArrayRe
   });
 }
 
-/// Per-thread buffers for the blocked copies (detail::scratchpad's slot 0
-/// is the primitives' own scratchpad).
-enum Buffer : int { kInput = 1, kGradOutput = 2, kOutput = 3, kWeights = 4, kGradWeights = 5 };
+/// The blocked copies and the primitives' scratchpads live as long as one
+/// call (detail::CallScratch): in a training step's memory plan they share
+/// the graph's arena with its other temporaries, where a per-thread
+/// scratchpad kept the largest (backward-weights' 14 MB at resnet18's batch
+/// 8) for good.
+using detail::CallScratch;
 
-/// `t` in layout `md`: t's own memory when it already is, else a reorder into buffer `slot`.
-dnnl::memory blocked(const at::Tensor& t, const dnnl::memory::desc& md, int slot) {
+/// `t` in layout `md`: t's own memory when it already is, else a reorder into a buffer of `scratch`.
+dnnl::memory blocked(const at::Tensor& t, const dnnl::memory::desc& md, CallScratch& scratch) {
   const dnnl::memory::desc plain = detail::strided_desc(t);
   if (plain == md) return detail::memory_of(md, t);
   dnnl::memory user = detail::memory_of(plain, t);
-  dnnl::memory packed(md, detail::engine(), detail::scratchpad(md.get_size(), slot));
+  dnnl::memory packed(md, detail::engine(), scratch.get(md.get_size()));
   dnnl::reorder(user, packed).execute(detail::stream(), user, packed);
   return packed;
 }
 
 /// A new tensor of `sizes` in `like`'s layout (channels_last or contiguous)
 /// and a memory that a primitive writing layout `md` fills: the tensor's own
-/// memory when md is that layout, else buffer `slot`, reordered into the
-/// tensor by finish().
+/// memory when md is that layout, else a buffer of `scratch`, reordered into
+/// the tensor by finish().
 struct Output {
   at::Tensor tensor;
   dnnl::memory user, primitive;
 
-  Output(at::IntArrayRef sizes, const at::Tensor& like, const dnnl::memory::desc& md, int slot) {
+  Output(at::IntArrayRef sizes, const at::Tensor& like, const dnnl::memory::desc& md, CallScratch& scratch) {
     tensor = at::empty(sizes, like.options(), like.suggest_memory_format());
     user = detail::memory_of(detail::strided_desc(tensor), tensor);
     primitive =
-        user.get_desc() == md ? user : dnnl::memory(md, detail::engine(), detail::scratchpad(md.get_size(), slot));
+        user.get_desc() == md ? user : dnnl::memory(md, detail::engine(), scratch.get(md.get_size()));
   }
   at::Tensor finish() {
     if (primitive != user) dnnl::reorder(primitive, user).execute(detail::stream(), primitive, user);
@@ -158,12 +161,13 @@ at::Tensor winograd_conv2d(const at::Tensor& input, const at::Tensor& weight, at
   if (input.is_meta()) return at::empty(out_sizes, input.options(), input.suggest_memory_format());
   std::shared_ptr<const std::optional<WinogradKernels>> holder;
   const WinogradKernels& k = kernels_or_throw("fxcpp::winograd_conv2d", input, weight, padding, holder);
+  CallScratch scratch;
   std::unordered_map<int, dnnl::memory> args{
-      {DNNL_ARG_SRC, blocked(input, k.forward_pd.src_desc(), kInput)},
-      {DNNL_ARG_WEIGHTS, blocked(weight, k.forward_pd.weights_desc(), kWeights)}};
-  Output out(out_sizes, input, k.forward_pd.dst_desc(), kOutput);
+      {DNNL_ARG_SRC, blocked(input, k.forward_pd.src_desc(), scratch)},
+      {DNNL_ARG_WEIGHTS, blocked(weight, k.forward_pd.weights_desc(), scratch)}};
+  Output out(out_sizes, input, k.forward_pd.dst_desc(), scratch);
   args.emplace(DNNL_ARG_DST, out.primitive);
-  detail::execute(k.forward, args, k.forward_pd.scratchpad_desc().get_size());
+  detail::execute(k.forward, args, k.forward_pd.scratchpad_desc().get_size(), scratch);
   return out.finish();
 }
 
@@ -188,24 +192,26 @@ std::tuple<at::Tensor, at::Tensor> winograd_conv2d_backward(const at::Tensor& gr
   std::shared_ptr<const std::optional<WinogradKernels>> holder;
   const WinogradKernels& k = kernels_or_throw(op, input, weight, padding, holder);
   if (!output_mask[0] && !output_mask[1]) return {grad_input, grad_weight};
-  const dnnl::memory dy = blocked(grad_output, k.backward_data_pd.diff_dst_desc(), kGradOutput);
+  CallScratch scratch;
+  const dnnl::memory dy = blocked(grad_output, k.backward_data_pd.diff_dst_desc(), scratch);
   if (output_mask[1]) {
+    CallScratch weights_scratch;  // gone before the input gradient's buffers are made
     const dnnl::memory dy_w = k.backward_weights_pd.diff_dst_desc() == dy.get_desc()
                                   ? dy
-                                  : blocked(grad_output, k.backward_weights_pd.diff_dst_desc(), kOutput);
-    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, blocked(input, k.backward_weights_pd.src_desc(), kInput)},
-                                               {DNNL_ARG_DIFF_DST, dy_w}};
-    Output dw(weight.sizes(), weight, k.backward_weights_pd.diff_weights_desc(), kGradWeights);
+                                  : blocked(grad_output, k.backward_weights_pd.diff_dst_desc(), weights_scratch);
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, blocked(input, k.backward_weights_pd.src_desc(), weights_scratch)}, {DNNL_ARG_DIFF_DST, dy_w}};
+    Output dw(weight.sizes(), weight, k.backward_weights_pd.diff_weights_desc(), weights_scratch);
     args.emplace(DNNL_ARG_DIFF_WEIGHTS, dw.primitive);
-    detail::execute(k.backward_weights, args, k.backward_weights_pd.scratchpad_desc().get_size());
+    detail::execute(k.backward_weights, args, k.backward_weights_pd.scratchpad_desc().get_size(), weights_scratch);
     grad_weight = dw.finish();
   }
   if (output_mask[0]) {
     std::unordered_map<int, dnnl::memory> args{
-        {DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, blocked(weight, k.backward_data_pd.weights_desc(), kWeights)}};
-    Output dx(input.sizes(), input, k.backward_data_pd.diff_src_desc(), kInput);  // the input's copy is done with
+        {DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, blocked(weight, k.backward_data_pd.weights_desc(), scratch)}};
+    Output dx(input.sizes(), input, k.backward_data_pd.diff_src_desc(), scratch);
     args.emplace(DNNL_ARG_DIFF_SRC, dx.primitive);
-    detail::execute(k.backward_data, args, k.backward_data_pd.scratchpad_desc().get_size());
+    detail::execute(k.backward_data, args, k.backward_data_pd.scratchpad_desc().get_size(), scratch);
     grad_input = dx.finish();
   }
   return {grad_input, grad_weight};
