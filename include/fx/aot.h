@@ -347,6 +347,10 @@ class AotModule : public torch::nn::Module, public GradientReadyHooks {
   const AotGraphs& graphs() const;
   /// How many signatures were traced.
   size_t num_traces() const;
+  /// How many backward runs added each gradient into its leaf's .grad as the
+  /// graph computed it (the leaves had a .grad: after zero_grad() without
+  /// set_to_none), instead of returning them all to autograd at the end.
+  size_t num_accumulating_backwards() const;
 
   /// Calls `hook(index, grad)` during every later backward, once for each
   /// joint-graph input that requires grad, the moment the backward graph has

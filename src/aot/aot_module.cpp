@@ -10,12 +10,17 @@
 #include <fx/error.h>
 
 #include <torch/autograd.h>
+#include <torch/csrc/autograd/graph_task.h>
 #include <torch/custom_class.h>
 
 #include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <sstream>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 namespace fx {
 namespace aot_impl {
@@ -78,6 +83,12 @@ struct Entry {
   std::shared_ptr<GradientHooks> hooks;
   HookedBackward hooked_backward;
   CompiledGraph compiled_hooked_backward;
+  /// The backward that adds each leaf's gradient into its .grad as soon as
+  /// it is computed (accumulating_leaves: which inputs), compiled on first use.
+  std::vector<bool> accumulating_leaves;
+  HookedBackward accumulating_backward;
+  CompiledGraph compiled_accumulating_backward;
+  std::atomic<size_t> accumulating_runs{0};
 };
 
 struct EntryHolder : torch::CustomClassHolder {
@@ -86,6 +97,17 @@ struct EntryHolder : torch::CustomClassHolder {
 };
 
 namespace {
+
+/// Gives the memory the C library holds free back to the system. A trace
+/// runs one whole training step on real tensors; glibc keeps most of what
+/// that step freed (its heap, and chunks it no longer maps), so without this
+/// the process stayed ~70 MB larger for good after tracing resnet18 at batch
+/// 8 (VmRSS 390 MB after the trace, 322 MB after malloc_trim).
+void release_freed_memory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
 
 std::vector<c10::IValue> flatten_result(const c10::IValue& r) {
   if (r.isList()) return r.toListRef().vec();
@@ -188,6 +210,44 @@ std::shared_ptr<Entry> trace_joint(const AotFunction& fn, const std::vector<at::
   return entry;
 }
 
+/// The leaves whose .grad the running accumulating backward adds into (by
+/// input index), for the hook its graph calls on this thread.
+thread_local const std::vector<at::Tensor>* tls_accumulate_into = nullptr;
+
+/// Which inputs of a backward about to run can take their gradient into
+/// .grad as the graph computes it, as AccumulateGrad would at the end: all
+/// of them or none (an empty vector). AccumulateGrad adds a new gradient
+/// into an existing dense .grad in place (`variable_grad += new_grad`, grad
+/// mode off); doing it right after the gradient's node frees each gradient
+/// there, where returning them all kept every parameter's gradient alive
+/// beside its .grad until the graph's end (resnet18: 45 MB). Only where
+/// nothing else could see the difference: a plain backward() (no
+/// autograd.grad, no inputs=, no create_graph), each input needing a
+/// gradient a leaf with a .grad of its own shape and dtype, no hook on it or
+/// on its accumulator. Otherwise (a first step after zero_grad(set_to_none),
+/// whose gradients AccumulateGrad takes over without a copy) the graph
+/// returns them as before.
+std::vector<bool> accumulate_in_place(const std::vector<at::Tensor>& leaves, const std::vector<bool>& needs_grad) {
+  if (at::GradMode::is_enabled()) return {};
+  const auto* exec_info = torch::autograd::get_current_graph_task_exec_info();
+  if (exec_info == nullptr || !exec_info->empty()) return {};
+  bool any = false;
+  for (size_t k = 0; k < needs_grad.size(); ++k) {
+    if (!needs_grad[k]) continue;
+    if (k >= leaves.size() || !leaves[k].defined()) return {};
+    const at::Tensor& v = leaves[k];
+    if (!v.requires_grad() || v.grad_fn() || !torch::autograd::impl::hooks(v).empty()) return {};
+    const std::shared_ptr<torch::autograd::Node> acc = torch::autograd::impl::try_get_grad_accumulator(v);
+    if (!acc || !acc->post_hooks().empty() || !acc->pre_hooks().empty()) return {};
+    const at::Tensor& g = v.grad();
+    if (!g.defined() || g.layout() != c10::kStrided || g.requires_grad() || g.sizes() != v.sizes() ||
+        g.scalar_type() != v.scalar_type() || g.device() != v.device())
+      return {};
+    any = true;
+  }
+  return any ? needs_grad : std::vector<bool>{};
+}
+
 class CompiledFunction : public torch::autograd::Function<CompiledFunction> {
  public:
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
@@ -214,6 +274,15 @@ class CompiledFunction : public torch::autograd::Function<CompiledFunction> {
     for (const at::Tensor& t : saved) keep.push_back(t.defined() ? t.detach() : t);
     ctx->saved_data["saved"] = std::move(keep);
     ctx->saved_data["entry"] = c10::IValue::make_capsule(c10::make_intrusive<EntryHolder>(e));
+    // The leaves needing a gradient (parameters, leaf inputs), for
+    // accumulate_in_place; nothing else is held (a non-leaf input's memory
+    // is its producer's to free).
+    c10::List<at::Tensor> leaves;
+    for (size_t i = 0; i < args.size(); ++i)
+      leaves.push_back(i < e->needs_grad.size() && e->needs_grad[i] && args[i].requires_grad() && !args[i].grad_fn()
+                           ? args[i]
+                           : at::Tensor());
+    ctx->saved_data["leaves"] = std::move(leaves);
     if (!non_differentiable.empty()) ctx->mark_non_differentiable(non_differentiable);
     return results;
   }
@@ -236,10 +305,35 @@ class CompiledFunction : public torch::autograd::Function<CompiledFunction> {
       in.emplace_back(g.defined() ? g.contiguous() : at::zeros(e->out_sizes[i], e->out_options[i]));
     }
     const bool hooked = e->hooks && e->hooks->any();
+    std::vector<at::Tensor> leaves;
+    {
+      auto lit = ctx->saved_data.find("leaves");
+      if (lit != ctx->saved_data.end()) leaves = lit->second.toTensorVector();
+    }
+    const std::vector<bool> accumulating = hooked ? std::vector<bool>{} : accumulate_in_place(leaves, e->needs_grad);
     CompiledGraph run;
+    bool accumulates = false;
     {
       std::lock_guard<std::mutex> lock(e->backward_mutex);
-      if (hooked) {
+      if (!accumulating.empty() &&
+          (e->accumulating_leaves.empty() || e->accumulating_leaves == accumulating)) {
+        if (!e->compiled_accumulating_backward) {
+          e->accumulating_leaves = accumulating;
+          e->accumulating_backward = insert_gradient_ready_hooks(
+              e->graphs.partitioned.backward, accumulating,
+              std::make_shared<GradientReadyHookModule>([](size_t index, const at::Tensor& grad) {
+                if (tls_accumulate_into == nullptr || !grad.defined()) return;
+                at::NoGradGuard no_grad;
+                at::Tensor into = tls_accumulate_into->at(index).mutable_grad();
+                into += grad;  // AccumulateGrad's in-place sum
+              }),
+              /*consume=*/true);
+          e->compiled_accumulating_backward = e->bw_compiler(e->accumulating_backward.module, in);
+        }
+        run = e->compiled_accumulating_backward;
+        accumulates = true;
+        ++e->accumulating_runs;
+      } else if (hooked) {
         if (!e->compiled_hooked_backward) {
           e->hooked_backward = insert_gradient_ready_hooks(
               e->graphs.partitioned.backward, e->needs_grad,
@@ -257,7 +351,22 @@ class CompiledFunction : public torch::autograd::Function<CompiledFunction> {
     // have nothing to wait for, a constant one is known when the graph returns.
     if (hooked)
       for (size_t k : e->hooked_backward.none_outputs) e->hooks->fire(k, at::Tensor());
-    std::vector<c10::IValue> out = run(in);
+    std::vector<c10::IValue> out;
+    if (accumulates) {
+      // Gradients of leaves the graph returns as constants (not computed by
+      // a node) are left to autograd; the rest went into .grad as computed.
+      const std::vector<at::Tensor>* previous = tls_accumulate_into;
+      tls_accumulate_into = &leaves;
+      try {
+        out = run(in);
+      } catch (...) {
+        tls_accumulate_into = previous;
+        throw;
+      }
+      tls_accumulate_into = previous;
+    } else {
+      out = run(in);
+    }
     if (hooked)
       for (size_t k : e->hooked_backward.constant_outputs)
         e->hooks->fire(k, out.at(k).isTensor() ? out[k].toTensor() : at::Tensor());
@@ -348,6 +457,7 @@ c10::IValue AotModule::forward(std::vector<c10::IValue> inputs) {
       std::vector<at::Tensor> params(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(num_params));
       std::vector<at::Tensor> rest(args.begin() + static_cast<std::ptrdiff_t>(num_params), args.end());
       e = trace_joint(state_->fn, params, rest, state_->options.memory_format);
+      release_freed_memory();  // the trace ran a whole step on real tensors
       e->graphs.partitioned = state_->options.partition_fn(e->graphs.joint);
       std::vector<c10::IValue> examples(args.begin(), args.end());
       e->graphs.compiled_forward = state_->options.fw_compiler(e->graphs.partitioned.forward, examples);
@@ -406,6 +516,13 @@ RemovableHandle AotModule::register_gradient_ready_hook(GradientReadyHook hook) 
 size_t AotModule::num_traces() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->cache.size();
+}
+
+size_t AotModule::num_accumulating_backwards() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  size_t n = 0;
+  for (const auto& [key, entry] : state_->cache) n += entry->accumulating_runs.load();
+  return n;
 }
 
 CompiledGraph graph_module_compiler(const std::shared_ptr<GraphModule>& gm, const std::vector<c10::IValue>&) {

@@ -38,7 +38,7 @@ void GradientReadyHookModule::forward(const at::Tensor& grad, int64_t index) con
 
 HookedBackward insert_gradient_ready_hooks(const std::shared_ptr<GraphModule>& backward,
                                            const std::vector<bool>& hooked,
-                                           std::shared_ptr<GradientReadyHookModule> hook) {
+                                           std::shared_ptr<GradientReadyHookModule> hook, bool consume) {
   register_hook_module();
   const Node* old_output = backward->graph().output_node();
   if (!old_output || old_output->args().empty())
@@ -46,7 +46,7 @@ HookedBackward insert_gradient_ready_hooks(const std::shared_ptr<GraphModule>& b
   auto graph = std::make_shared<Graph>();
   std::unordered_map<const Node*, Node*> copies;
   const Argument result = *graph->graph_copy(backward->graph(), copies);
-  graph->output(result);
+  Node* output = graph->output(result);
   HookedBackward out;
   out.module = std::make_shared<GraphModule>(backward, graph, backward->class_name());
   if (!out.module->add_submodule(kHookName, std::move(hook)))
@@ -77,6 +77,14 @@ HookedBackward insert_gradient_ready_hooks(const std::shared_ptr<GraphModule>& b
     auto it = after.find(anchor);
     auto guard = graph->inserting_after(it == after.end() ? anchor : it->second);
     after[anchor] = graph->call_module(kHookName, {grad, static_cast<int64_t>(k)});
+  }
+  if (consume) {
+    std::vector<Argument> returned = grads;
+    for (size_t k = 0; k < returned.size(); ++k)
+      if (hooked[k] && returned[k].is_node()) returned[k] = Argument();
+    output->update_arg(0, !result.is_sequence()                 ? returned.front()
+                          : result.kind() == Argument::Kind::Tuple ? Argument::tuple(std::move(returned))
+                                                                    : Argument::list(std::move(returned)));
   }
   graph->lint();
   return out;

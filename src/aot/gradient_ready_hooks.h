@@ -42,9 +42,12 @@ struct HookedBackward {
 
 /// The pass: `backward` (whose output is one gradient per input, a list or
 /// tuple) is left as it is; output k is hooked when hooked[k]. `hook` is
-/// installed in the copy as submodule "gradient_ready_hook".
+/// installed in the copy as submodule "gradient_ready_hook". With
+/// `consume`, the hook takes the gradient over: the copy returns None for
+/// each hooked output computed by a node, so the gradient dies right after
+/// its hook (nothing holds it to the end of the graph).
 HookedBackward insert_gradient_ready_hooks(const std::shared_ptr<GraphModule>& backward,
                                            const std::vector<bool>& hooked,
-                                           std::shared_ptr<GradientReadyHookModule> hook);
+                                           std::shared_ptr<GradientReadyHookModule> hook, bool consume = false);
 
 }  // namespace fx::aot_impl

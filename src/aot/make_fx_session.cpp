@@ -101,6 +101,12 @@ at::Tensor private_copy(const at::Tensor& t) {
   PauseRecording untraced;
   return t.detach().clone(at::MemoryFormat::Preserve);
 }
+
+/// `t` itself, as an untraced alias (its storage, no autograd history).
+at::Tensor alias_of(const at::Tensor& t) {
+  PauseRecording untraced;
+  return t.detach();
+}
 }  // namespace
 
 at::Tensor MakeFxSession::add_input(const at::Tensor& example, const std::string& name, bool requires_grad) {
@@ -128,10 +134,24 @@ at::Tensor MakeFxSession::add_late_input(const at::Tensor& example, const std::s
 void MakeFxSession::bind(const at::Tensor& t, const std::string& name) {
   Node* ph = graph_->placeholder(name);
   ph->meta()["tensor_meta"] = TensorMetadata::from_tensor(t);
-  at::Tensor example = private_copy(t);
-  bound_[t.unsafeGetTensorImpl()] = Bound{ph, example};
+  const bool shared = t.is_leaf() && t.requires_grad();
+  at::Tensor example = shared ? alias_of(t) : private_copy(t);
+  bound_[t.unsafeGetTensorImpl()] = Bound{ph, example, shared};
   inputs_.emplace_back(ph, t);
   track_storage(example, t);
+}
+
+void MakeFxSession::copy_on_write(const at::Tensor& t, const std::string& target) {
+  auto it = bound_.find(t.unsafeGetTensorImpl());
+  if (it == bound_.end() || !it->second.shared) return;
+  // Views of the caller's tensor made during the trace would read its
+  // storage, not the copy the write goes to.
+  if (aliased(t))
+    throw TraceError("make_fx: " + target + " writes parameter " + it->second.node->name() +
+                     " in place while views of it are live; the trace does not write the caller's tensors");
+  it->second.example = private_copy(it->second.example);
+  it->second.shared = false;
+  track_storage(it->second.example, t);
 }
 
 bool MakeFxSession::is_traced(const at::Tensor& t) const {
@@ -314,6 +334,7 @@ void MakeFxSession::handle(const c10::OperatorHandle& op, torch::jit::Stack* sta
   Node* node = graph_->call_function(node_target, std::move(pos), std::move(kw));
 
   // Run the original operator on the example values.
+  for (const Written& w : written) copy_on_write(w.tensor, target);
   for (size_t i = base; i < stack->size(); ++i) (*stack)[i] = unwrap((*stack)[i]);
   {
     PauseRecording untraced;

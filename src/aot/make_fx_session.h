@@ -40,8 +40,11 @@ class MakeFxSession final : public OpRecorder {
   /// A placeholder named `name` standing for the ordinary tensor `t` (a
   /// module's parameter or buffer): the function keeps using `t` itself
   /// (autograd sees the real leaf), the graph reads the placeholder, and
-  /// operators compute with a private copy of it. Before the first
-  /// recorded call: placeholders come first.
+  /// operators compute with a private copy of it - made when an operator
+  /// first writes it for a parameter (a leaf that requires grad, which a
+  /// training step only reads: no copy of the weights per trace), at once
+  /// for anything else. Before the first recorded call: placeholders come
+  /// first.
   void bind(const at::Tensor& t, const std::string& name);
   /// Like add_input, but the placeholder goes right after the last one
   /// (the tangents of a joint graph, made once the forward has run).
@@ -76,6 +79,9 @@ class MakeFxSession final : public OpRecorder {
   Node* current_node(const at::Tensor& t) const;
   void set_current(const at::Tensor& t, Node* n);
   void track_storage(const at::Tensor& example, const at::Tensor& owner);
+  /// Gives the bound tensor `t` its private copy before `target` writes it
+  /// (a no-op for tracers and bound tensors that have one).
+  void copy_on_write(const at::Tensor& t, const std::string& target);
   /// Wraps the operator's results (on the stack) as tracers of `node`.
   void wrap_results(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t base, Node* node,
                     const std::vector<Written>& written);
@@ -95,6 +101,7 @@ class MakeFxSession final : public OpRecorder {
   struct Bound {
     Node* node;
     at::Tensor example;
+    bool shared;  // example aliases the caller's tensor (until copy_on_write)
   };
   std::unordered_map<const c10::TensorImpl*, Bound> bound_;
   at::Tensor rng_state_;

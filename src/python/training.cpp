@@ -10,6 +10,8 @@
 #include <fx/aot.h>
 #include <fx/onednn.h>
 
+#include <algorithm>
+
 namespace fx::python {
 
 namespace {
@@ -39,17 +41,30 @@ void bind_training(py::module_& m) {
       .def("train", [](AotModule& aot, bool mode) { aot.train(mode); }, py::arg("mode") = true)
       .def("forward_graph", &AotModule::forward_graph, "The forward GraphModule of the last traced signature.")
       .def("backward_graph", &AotModule::backward_graph, "The backward GraphModule of the last traced signature.")
-      .def("joint_graph", &AotModule::joint_graph, "The joint GraphModule of the last traced signature.");
+      .def("joint_graph", &AotModule::joint_graph, "The joint GraphModule of the last traced signature.")
+      .def("num_traces", &AotModule::num_traces, "How many input signatures were traced.")
+      .def("num_accumulating_backwards", &AotModule::num_accumulating_backwards,
+           "How many backward runs added each gradient into its .grad as the graph computed it.");
   m.def(
       "_rewrite_for_training",
-      [](const std::shared_ptr<GraphModule>& gm, int64_t winograd_min_positions, int64_t matmul_max_positions,
-         int64_t weight_grad_matmul_max_positions, bool conv_forward_rewrites) {
+      [](const std::shared_ptr<GraphModule>& gm, bool conv_forward_rewrites, const std::vector<std::string>& only) {
         TrainingCompileOptions options;
         options.conv_forward_rewrites = conv_forward_rewrites;
-        if (winograd_min_positions >= 0) options.conv_winograd_min_positions = winograd_min_positions;
-        if (matmul_max_positions >= 0) options.conv_matmul_max_positions = matmul_max_positions;
-        if (weight_grad_matmul_max_positions >= 0)
-          options.conv_weight_grad_matmul_max_positions = weight_grad_matmul_max_positions;
+        if (!only.empty()) {
+          const std::vector<std::string> known = {"conv_as_winograd", "conv_weight_grad_as_matmul", "conv_as_matmul",
+                                                  "bmm_as_onednn_matmul", "bernoulli_as_fxcpp",
+                                                  "fuse_batch_norm_activation"};
+          for (const std::string& name : only)
+            if (std::find(known.begin(), known.end(), name) == known.end())
+              throw Error("_rewrite_for_training: no rewrite named '" + name + "'");
+          auto on = [&](const char* name) { return std::find(only.begin(), only.end(), name) != only.end(); };
+          if (!on("conv_as_winograd")) options.conv_winograd_min_positions = 0;
+          if (!on("conv_weight_grad_as_matmul")) options.conv_weight_grad_matmul_max_positions = 0;
+          if (!on("conv_as_matmul")) options.conv_matmul_max_positions = 0;
+          options.bmm_as_onednn_matmul = on("bmm_as_onednn_matmul");
+          options.bernoulli_as_fxcpp = on("bernoulli_as_fxcpp");
+          options.fuse_batch_norm_activation = on("fuse_batch_norm_activation");
+        }
         auto copy = std::make_shared<GraphModule>(gm, passes_detail::copy_graph(gm->graph()), gm->class_name());
         TrainingRewrites r;
         {
@@ -61,10 +76,10 @@ void bind_training(py::module_& m) {
         for (const auto& [name, n] : r.items()) counts[py::str(name)] = n;
         return py::make_tuple(copy, counts);
       },
-      py::arg("gm"), py::arg("winograd_min_positions") = -1, py::arg("matmul_max_positions") = -1,
-      py::arg("weight_grad_matmul_max_positions") = -1, py::arg("conv_forward_rewrites") = false,
-      "fx::rewrite_for_training on a copy of gm (a forward or backward graph of aot_module): (the copy, how many "
-      "nodes each rewrite replaced). A threshold of -1 keeps TrainingCompileOptions' default, 0 turns it off.");
+      py::arg("gm"), py::arg("conv_forward_rewrites") = false, py::arg("only") = std::vector<std::string>{},
+      "fx::rewrite_for_training on a copy of gm (a forward or backward graph of aot_module) with "
+      "TrainingCompileOptions' defaults, or only the rewrites named in `only`: (the copy, how many nodes each "
+      "rewrite replaced).");
   m.def("_has_winograd_kernels", &onednn::has_winograd_kernels,
         "Whether oneDNN has its Winograd convolutions on this CPU (conv_as_winograd can fire).");
   m.def(

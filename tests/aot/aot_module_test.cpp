@@ -54,6 +54,106 @@ TEST(AotModule, TrainingStepEqualsEager) {
   EXPECT_EQ(aot->graphs().partitioned.saved.size(), 11u);
 }
 
+// The trace computes with the parameters themselves, not copies; one that
+// the forward writes (under NoGradGuard) is copied first, so the trace never
+// writes the caller's tensor: the compiled step doubles it once, as eager.
+TEST(AotModule, TraceReadsParametersInPlaceAndCopiesOneItWrites) {
+  struct Doubling : torch::nn::Module {
+    at::Tensor w = register_parameter("w", torch::full({3}, 1.5));
+    at::Tensor forward(const at::Tensor& x) {
+      {
+        torch::NoGradGuard no_grad;
+        w.mul_(2);
+      }
+      return x * w;
+    }
+  };
+  auto eager = std::make_shared<Doubling>(), compiled = std::make_shared<Doubling>();
+  auto aot_module = fx::aot_module(compiled, [compiled](std::vector<c10::IValue> a) -> c10::IValue {
+    return compiled->forward(a[0].toTensor());
+  });
+  const at::Tensor x = torch::ones({3});
+  eager->forward(x).sum().backward();
+  aot_module->forward(x).sum().backward();
+  EXPECT_TRUE(at::equal(compiled->w, eager->w)) << compiled->w;  // 3.0: doubled once
+  EXPECT_TRUE(at::equal(compiled->w.grad(), eager->w.grad()));
+
+  // A view of the parameter alive when it is written: the view would read
+  // the caller's tensor, not the copy: refused.
+  struct ViewThenWrite : torch::nn::Module {
+    at::Tensor w = register_parameter("w", torch::ones({2, 2}));
+    at::Tensor forward(const at::Tensor& x) {
+      at::Tensor row = w.select(0, 0);
+      {
+        torch::NoGradGuard no_grad;
+        w.add_(1);
+      }
+      return x * row;
+    }
+  };
+  auto vw = std::make_shared<ViewThenWrite>();
+  auto bad = fx::aot_module(vw, [vw](std::vector<c10::IValue> a) -> c10::IValue { return vw->forward(a[0].toTensor()); });
+  try {
+    bad->forward(torch::ones({2}));
+    FAIL() << "no error";
+  } catch (const fx::TraceError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "make_fx: aten::add_.Scalar writes parameter primals_1 in place while views of it are live; the trace "
+              "does not write the caller's tensors");
+  }
+  EXPECT_TRUE(at::equal(vw->w, torch::ones({2, 2})));
+}
+
+// Where every parameter has a .grad (torch::optim's zero_grad() zeroes it), the
+// backward adds each gradient into it as the graph computes it, freeing the
+// gradient there: the same sums as AccumulateGrad's. Not where autograd must
+// see them: autograd.grad, a hook on a parameter, the first step (no .grad).
+TEST(AotModule, BackwardAddsGradientsIntoGradAsComputed) {
+  torch::manual_seed(0);
+  auto eager = small_convnet();
+  auto compiled_net = copy_of(eager);
+  auto aot = fx::aot_module(compiled_net.ptr());
+  torch::optim::SGD se(eager->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  torch::optim::SGD sc(compiled_net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  for (int step = 0; step < 3; ++step) {
+    const at::Tensor x = torch::randn({2, 3, 8, 8});
+    se.zero_grad();
+    sc.zero_grad();
+    eager->forward(x).pow(2).sum().backward();
+    aot->forward(x).pow(2).sum().backward();
+    // Step 0: no .grad yet, autograd takes the gradients over; then in place.
+    EXPECT_EQ(aot->num_accumulating_backwards(), static_cast<size_t>(step)) << "step " << step;
+    auto pe = eager->named_parameters(), pc = compiled_net->named_parameters();
+    for (const auto& p : pe) expect_close(pc[p.key()].grad(), p.value().grad(), 1e-5, "grad of " + p.key());
+    se.step();
+    sc.step();
+  }
+  // Gradients accumulate over two backwards, as in eager mode.
+  const at::Tensor x = torch::randn({2, 3, 8, 8});
+  se.zero_grad();
+  sc.zero_grad();
+  for (int i = 0; i < 2; ++i) {
+    eager->forward(x).sum().backward();
+    aot->forward(x).sum().backward();
+  }
+  EXPECT_EQ(aot->num_accumulating_backwards(), 4u);
+  for (const auto& p : eager->named_parameters())
+    expect_close(compiled_net->named_parameters()[p.key()].grad(), p.value().grad(), 1e-5, "twice " + p.key());
+  // autograd.grad returns gradients and leaves .grad alone.
+  const at::Tensor w = compiled_net->named_parameters()["4.weight"];
+  const at::Tensor before = w.grad().clone();
+  const auto g = torch::autograd::grad({aot->forward(x).sum()}, {w});
+  EXPECT_TRUE(g[0].defined());
+  EXPECT_TRUE(at::equal(w.grad(), before));
+  EXPECT_EQ(aot->num_accumulating_backwards(), 4u);
+  // A hook on a parameter sees its gradient: returned to autograd.
+  int seen = 0;
+  w.register_hook([&seen](const at::Tensor&) { ++seen; });
+  aot->forward(x).sum().backward();
+  EXPECT_EQ(seen, 1);
+  EXPECT_EQ(aot->num_accumulating_backwards(), 4u);
+}
+
 }  // namespace
 
 namespace {
