@@ -60,6 +60,7 @@ bench: build
 	/usr/bin/python3 scripts/bench_quantize.py --build $(BUILD) $(if $(QUICK),,--save-dir docs/bench) $(if $(QUICK),--quick)  # int8: fxcpp vs Python's quantize_fx
 	/usr/bin/python3 scripts/bench_python.py --build $(BUILD) $(if $(QUICK),,--save-dir docs/bench) $(if $(QUICK),--quick)  # import fxcpp: Python's options, the C++ CLI, passes
 	/usr/bin/python3 scripts/bench_training.py --build $(BUILD) $(if $(QUICK),,--save-dir docs/bench) $(if $(QUICK),--quick)  # training steps: aot_module vs eager, functorch
+	/usr/bin/python3 scripts/bench_training_memory.py --build $(BUILD) $(if $(QUICK),,--save-dir docs/bench)  # resident memory of a training step: aot_module vs eager
 	/usr/bin/python3 scripts/bench_qat.py --build $(BUILD) $(if $(QUICK),,--save-dir docs/bench) $(if $(QUICK),--quick)  # quantization-aware training: prepare_qat vs prepare_qat_fx, QAT int8
 	/usr/bin/python3 scripts/bench_distributed_training.py --build $(BUILD) $(if $(QUICK),--quick)  # distributed training: data parallel (DDP's buckets), pipeline GPipe / 1F1B
 	/usr/bin/python3 scripts/bench_ort.py --build $(BUILD) $(if $(QUICK),,--save-dir docs/bench) $(if $(QUICK),--quick)  # optional: skipped, with the reason, without ONNX Runtime

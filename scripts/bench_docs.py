@@ -56,6 +56,7 @@ SECTIONS = [
     ("quantize_dynamic", "Dynamic int8 linear layers", None),
     ("bench_pipeline", "Pipeline and data parallelism", "bench_pipeline"),
     ("training", "Training steps", None),
+    ("training_memory", "Training steps: resident memory", None),
     ("qat", "Quantization-aware training", None),
     ("import_torchvision", "TorchScript import: torchvision models", None),
     ("import_families", "TorchScript import: model families", None),

@@ -11,7 +11,7 @@ if(TARGET fxcpp_python)
     set_tests_properties(python.${name} PROPERTIES ENVIRONMENT "${fx_pytest_env}" TIMEOUT 600)
   endforeach()
   # The long sweep of the training compiler's rewrites (issue 66: six torchvision models and the encoder, batch
-  # 1-32, inputs 32-224, both partitions; ~15 min on 2 cores): label `long`, which `make test` leaves out and
+  # 1-32, inputs 32-224, both partitions): label `long`, which `make test` leaves out and
   # `make test-long` (ctest -L long) runs.
   add_test(NAME python.training_rewrites_long
            COMMAND /usr/bin/python3 -m pytest -q -s -p no:cacheprovider ${CMAKE_CURRENT_LIST_DIR}/test_training_rewrites.py

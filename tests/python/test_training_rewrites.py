@@ -5,7 +5,8 @@ the forward and of the backward graph as the training compiler does (fxcpp._C._r
 many nodes each rewrite replaced) and runs each pair on the same inputs:
   - forward: the same parameters, buffers, batch and random seed -> the logits, every value saved for backward and
     the batch-norm running statistics written into the buffers;
-  - backward: the same saved values and output gradient -> the gradient of every parameter.
+  - backward: the same saved values and output gradient -> the gradient of every parameter (against the partition's
+    graph with its batch-norm recomputations made exact, fuse_batch_norm_activation: see prove()).
 Both graphs of a pair compute one function, so they must agree to rounding at every shape; a rewrite that computes
 something else shows up here, in the graph where it fired, whatever the rest of the model does. Each row prints what
 fired; a rewrite that fires nowhere in a sweep fails it (a row where nothing fired proves nothing).
@@ -19,8 +20,9 @@ largest gradient of the model (a gradient that is zero in exact arithmetic - mob
 another batch norm - is rounding noise in both, and only this term makes sense for it); a forward value within 1e-5
 of its largest element plus 1e-5 of the median largest element of the graph's outputs.
 
-FXCPP_SWEEP=long (make test-long: ctest -L long) runs the long sweep: resnet18 and mobilenet_v2 at batch 1-32 and
-64x64 / 224x224, resnet50, mobilenet_v3_small, efficientnet_b0, regnet_x_400mf, and the encoder.
+FXCPP_SWEEP=long (make test-long: ctest -L long) runs the long sweep: resnet18, resnet50, mobilenet_v2,
+mobilenet_v3_small, efficientnet_b0 and regnet_x_400mf at batch 1-32 and 32x32-224x224 with both partitions, and the
+encoder at four shapes.
 """
 import collections
 import copy
@@ -142,6 +144,11 @@ def prove(name, n, size, partition="default", forward_rewrites=False, counts=Non
     fw, bw = am.forward_graph(), am.backward_graph()
     fw_rw, fw_counts = _C._rewrite_for_training(fw, conv_forward_rewrites=forward_rewrites)
     bw_rw, bw_counts = _C._rewrite_for_training(bw, conv_forward_rewrites=forward_rewrites)
+    # The min-cut backward recomputes batch-norm outputs; the partition's own recomputation rounds otherwise than the
+    # forward did, so a ReLU / ReLU6 mask of it can differ from the forward's where a value sits within rounding of a
+    # kink (mobilenet_v2 at batch 8, 224x224: a gradient 22x the tolerance off). fuse_batch_norm_activation makes it
+    # the forward's values to the bit (the whole step above, eager's masks); the reference has that rewrite too.
+    bw_ref, _ = _C._rewrite_for_training(bw, only=["fuse_batch_norm_activation"])
     primals = [p.detach() for _, p in am.graph_module.named_parameters()]
     primals += [params0[k] for k, _ in am.graph_module.named_buffers()] + [x]
     assert len(primals) == len(placeholders(fw)), (len(primals), len(placeholders(fw)))
@@ -154,7 +161,7 @@ def prove(name, n, size, partition="default", forward_rewrites=False, counts=Non
     saved = fw_out[1:]
     bw_inputs = saved + [logits.grad]
     assert len(bw_inputs) == len(placeholders(bw))
-    _, pairs = compare_graph(bw, bw_rw, bw_inputs, 7, "%s backward" % name)
+    _, pairs = compare_graph(bw_ref, bw_rw, bw_inputs, 7, "%s backward" % name)
     excess, i = worst(pairs, RTOL_GRAD, lambda m: ATOL_GRAD * max(m))
     assert excess <= 1, "%s b%d %d: backward gradient %d off by %.2fx the tolerance" % (name, n, size, i, excess)
 
@@ -174,11 +181,9 @@ def rows(long):
     if not long:
         return quick
     out = []
-    for name in ("resnet18", "mobilenet_v2"):  # issue 66's two, at its batches and sizes
-        out += [(name, n, size, "default") for n, size in ((1, 64), (8, 64), (32, 64), (1, 224), (8, 224))]
-        out += [(name, n, size, "min-cut") for n, size in ((2, 96), (8, 64), (32, 64))]
-    for name in ("resnet50", "mobilenet_v3_small", "efficientnet_b0", "regnet_x_400mf"):
-        out += [(name, n, size, "default") for n, size in ((2, 96), (8, 32), (8, 64))] + [(name, 8, 64, "min-cut")]
+    for name in ("resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "regnet_x_400mf"):
+        for n, size in ((1, 64), (2, 96), (8, 32), (8, 64), (32, 64), (1, 224), (8, 224)):
+            out += [(name, n, size, partition) for partition in ("default", "min-cut")]
     out += [("encoder", n, t, p) for n, t in ((1, 8), (2, 8), (8, 32), (32, 16)) for p in ("default", "min-cut")]
     return out
 
