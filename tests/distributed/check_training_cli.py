@@ -3,7 +3,7 @@ torch.jit.script model, data saved with plain torch.save((inputs, labels))):
 
 - fxcpp train-dp under `fxcpp launch --nproc 2`: every step's loss equals one
   process training on the whole batch (1e-5); a run stopped after 2 steps with
-  --checkpoint and resumed with --resume prints the same losses for steps 3
+  --checkpoint and resumed with --steps 4 --resume prints the same losses for steps 3
   and 4 as the run that never stopped;
 - fxcpp train-pipeline, 2 stages 1F1B and 3 stages GPipe: every step's loss
   equals one process accumulating the same microbatches (1e-5); 2 stages
@@ -48,9 +48,7 @@ def same(a, b, what, tol=1e-5):
 def main():
     fxcpp, out = sys.argv[1], sys.argv[2]
     shutil.rmtree(out, ignore_errors=True)
-    os.makedirs(out)
-    sys.argv = ["make_training_data.py", out]
-    make_training_data.main()
+    make_training_data.write(out)
     model, data = out + "/net.pt", out + "/data.pt"
     common = ["--data", data, "--batch", "16", "--steps", "4"]
 
@@ -66,7 +64,7 @@ def main():
     first = run([fxcpp, "launch", "--nproc", "2", "--", "fxcpp", "train-dp", model, "--data", data, "--batch", "16",
                  "--steps", "2", "--checkpoint", ck])
     resumed = run([fxcpp, "launch", "--nproc", "2", "--", "fxcpp", "train-dp", model, "--data", data, "--batch", "16",
-                   "--steps", "2", "--checkpoint", ck, "--resume"])
+                   "--steps", "4", "--checkpoint", ck, "--resume"])
     if "resumed after step 2" not in resumed:
         sys.exit("not resumed:\n" + resumed)
     straight = losses(two)
@@ -85,9 +83,10 @@ def main():
         piped[stages] = losses(text)
 
     ck = out + "/pipeline_checkpoint"
-    half = ["--microbatches", "4", "--data", data, "--batch", "16", "--steps", "2", "--checkpoint", ck]
-    first = run([fxcpp, "launch", "--nproc", "2", "--", "fxcpp", "train-pipeline", model] + half)
-    resumed = run([fxcpp, "launch", "--nproc", "2", "--", "fxcpp", "train-pipeline", model] + half + ["--resume"])
+    until = ["launch", "--nproc", "2", "--", "fxcpp", "train-pipeline", model, "--microbatches", "4", "--data", data,
+             "--batch", "16", "--checkpoint", ck, "--steps"]
+    first = run([fxcpp] + until + ["2"])
+    resumed = run([fxcpp] + until + ["4", "--resume"])
     if "resumed after step 2" not in resumed or not os.path.exists(ck + "/model_1.fx"):
         sys.exit("not resumed:\n" + resumed)
     straight = piped["2"]

@@ -17,3 +17,22 @@ set_tests_properties(distributed_models_transformer_encoder PROPERTIES FIXTURES_
 add_test(NAME distributed.training_cli
          COMMAND /usr/bin/python3 ${FX_SRC}/tests/distributed/check_training_cli.py ${FX_CLI} ${FX_BIN}/training_cli)
 set_tests_properties(distributed.training_cli PROPERTIES TIMEOUT 300 PASS_REGULAR_EXPRESSION "training command line: ok")
+# --steps is the run's total: 3 steps with --checkpoint, then the same command with --steps 6 --resume runs
+# steps 4-6, and once more does nothing and says so (train-dp, train-pipeline; 2 ranks each).
+add_test(NAME distributed.training_steps_total
+         COMMAND /usr/bin/python3 ${FX_SRC}/tests/distributed/check_training_steps.py ${FX_CLI} ${FX_BIN}/training_steps)
+set_tests_properties(distributed.training_steps_total PROPERTIES TIMEOUT 300
+                     PASS_REGULAR_EXPRESSION "training steps are the run's total: ok")
+# Labels outside the model's classes are refused when the data loads: one line naming the file, the first bad
+# row and the number of classes, exit status 2 (make_training_data.py's bad_labels.pt: label 100 in row 37).
+add_test(NAME distributed.training_data COMMAND /usr/bin/python3 ${FX_SRC}/tests/distributed/make_training_data.py
+                                                 ${FX_BIN}/training_data)
+set_tests_properties(distributed.training_data PROPERTIES FIXTURES_SETUP fx_training_data TIMEOUT 120)
+foreach(command train-dp train-pipeline)
+  add_test(NAME distributed.${command}_bad_labels
+           COMMAND sh -c "out=$(\"$0\" launch --nproc 2 -- fxcpp $1 \"$2/net.pt\" --data \"$2/bad_labels.pt\" --batch 16 2>&1); s=$?; printf '%s\\n' \"$out\"; [ $s -eq 2 ] || echo fx-cli-bad"
+                   ${FX_CLI} ${command} ${FX_BIN}/training_data)
+  set_tests_properties(distributed.${command}_bad_labels PROPERTIES FIXTURES_REQUIRED fx_training_data TIMEOUT 60
+                       PASS_REGULAR_EXPRESSION "^fxcpp ${command}: [^\n]*/training_data/bad_labels.pt: row 37 has label 100, but the model has 10 classes \\(labels 0 to 9\\)\n$"
+                       FAIL_REGULAR_EXPRESSION "fx-cli-bad")
+endforeach()

@@ -1,9 +1,12 @@
 """Writes what the training command-line tests read, as a PyTorch user would:
 OUT/net.pt, a small CNN saved with torch.jit.script, and OUT/data.pt, its
-training data saved with plain torch.save((inputs, labels)).
+training data saved with plain torch.save((inputs, labels)), and
+OUT/bad_labels.pt, the same data with label 100 in row 37 (the model has 10
+classes).
 
 usage: python3 make_training_data.py OUT_DIR
 """
+import os
 import sys
 
 import torch
@@ -21,14 +24,17 @@ class Net(torch.nn.Module):
         return self.fc(torch.nn.functional.adaptive_avg_pool2d(h, 1).flatten(1))
 
 
-def main():
-    out = sys.argv[1]
+def write(out):
+    os.makedirs(out, exist_ok=True)
     torch.manual_seed(0)
     torch.jit.script(Net()).save(out + "/net.pt")
     inputs = torch.randn(64, 3, 12, 12)
     labels = torch.randint(0, 10, (64,))
     torch.save((inputs, labels), out + "/data.pt")
+    bad = labels.clone()
+    bad[37] = 100
+    torch.save((inputs, bad), out + "/bad_labels.pt")
 
 
 if __name__ == "__main__":
-    main()
+    write(sys.argv[1])

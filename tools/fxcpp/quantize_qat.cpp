@@ -26,6 +26,7 @@ std::shared_ptr<GraphModule> qat_train(const ModelArgs& args, fx::quantization::
   const c10::IValue example = c10::ivalue::Tuple::create({data.inputs.slice(0, 0, 1)});
   auto gm = import_model(args.model, nullptr, &example, false, path);
   model_inputs(*gm, example, path);
+  check_labels(*gm, data, path);
   const int epochs = args.get_int("epochs", 1);
   const int batch = args.get_int("batch", 32);
   const int freeze_bn_after = args.get_int("freeze-bn-after", epochs, 0);
@@ -51,12 +52,6 @@ std::shared_ptr<GraphModule> qat_train(const ModelArgs& args, fx::quantization::
       const at::Tensor x = data.inputs.index_select(0, idx), y = data.labels.index_select(0, idx);
       optimizer->zero_grad();
       const at::Tensor logits = qat->forward({x}).toTensor();
-      if (logits.dim() != 2) throw Error("the model's output is " + std::to_string(logits.dim()) +
-                                         "-d: --qat trains classifiers (logits [batch, classes])");
-      const int64_t bad = y.max().item<int64_t>();
-      if (y.min().item<int64_t>() < 0 || bad >= logits.size(1))
-        throw Error(path + ": label " + std::to_string(bad < 0 ? y.min().item<int64_t>() : bad) + " is out of range for " +
-                    std::to_string(logits.size(1)) + " classes");
       at::Tensor loss = torch::nn::functional::cross_entropy(logits, y);
       loss.backward();
       optimizer->step();

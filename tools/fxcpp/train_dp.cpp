@@ -1,10 +1,12 @@
 // fxcpp train-dp MODEL --data DATA.pt [--steps N] [--batch B] ...: data-
 // parallel training (fx::distributed::DataParallelTrainer, DDP's design)
 // with cross-entropy over WORLD_SIZE ranks, under `fxcpp launch --nproc N`
-// or torchrun's environment. Every rank loads the model and the data; step
-// k takes B rows from row k * B on (wrapping), each rank its B / WORLD_SIZE
-// of them. Rank 0 prints the loss of each step (the mean over the ranks)
-// and the throughput, and writes the checkpoint.
+// or torchrun's environment. Every rank loads the model and the data (its
+// labels checked against the model's classes); step k takes B rows from row
+// k * B on (wrapping), each rank its B / WORLD_SIZE of them. --steps is the
+// run's total: a run resumed from its checkpoint stops at the same step.
+// Rank 0 prints the loss of each step (the mean over the ranks) and the
+// throughput, and writes the checkpoint.
 #include "command.h"
 #include "distributed_io.h"
 #include "model_io.h"
@@ -103,12 +105,15 @@ int run_train_dp(const std::vector<std::string>& argv) {
     if (args.has("checkpoint") && ::mkdir(checkpoint.dir.c_str(), 0777) != 0 && errno != EEXIST)
       throw SharedError("--checkpoint " + checkpoint.dir + ": cannot make the directory (" + std::strerror(errno) + ")");
     join_ranks(rank, args, world, "train-dp", "train-dp");
+    const int64_t first = resume ? checkpoint.step() : 0;
+    if (nothing_left("train-dp", rank, checkpoint.dir, first, steps)) return 0;
 
     set_activity("reading " + (resume ? checkpoint.model_path() : args.model));
     std::shared_ptr<GraphModule> model = import_model(resume ? checkpoint.model_path() : args.model);
     model->train();
     set_activity("reading " + args.get("data"));
     const TrainingData data = load_training_data(args.get("data"));
+    check_labels(*model, data, args.get("data"));
     std::shared_ptr<dist::ProcessGroup> group = group_or_solo(rank);
     dist::DataParallelOptions ddp_options;
     ddp_options.bucket_cap_mb = args.get_positive("bucket-mb", 25);
@@ -116,11 +121,7 @@ int run_train_dp(const std::vector<std::string>& argv) {
     set_activity("checking the model against rank 0's");
     dist::DataParallelTrainer ddp(group, model, ddp_options);
     auto optimizer = make_optimizer(args, model->parameters());
-    int64_t first = 0;
-    if (resume) {
-      first = checkpoint.step();
-      checkpoint.load_optimizer(*optimizer);
-    }
+    if (resume) checkpoint.load_optimizer(*optimizer);
     const int64_t shard = batch / world;
     if (rank.rank == 0)
       std::cout << "train-dp: " << args.model << " on " << world << " rank" << (world > 1 ? "s" : "") << ", batch "
@@ -130,7 +131,7 @@ int run_train_dp(const std::vector<std::string>& argv) {
     set_activity("training");
     double total_s = 0, overlap_ms = 0, allreduce_ms = 0, backward_ms = 0;
     int64_t timed = 0;
-    for (int64_t step = first; step < first + steps; ++step) {
+    for (int64_t step = first; step < steps; ++step) {
       training_test_hooks(rank.rank, step + 1);
       const Clock::time_point t0 = Clock::now();
       const TrainingData b = step_batch(data, step, batch);
@@ -142,13 +143,13 @@ int run_train_dp(const std::vector<std::string>& argv) {
       at::Tensor mean = loss.detach().to(at::kDouble).reshape({1}).clone();
       if (world > 1) group->allreduce_sum(mean, "sharing step " + std::to_string(step + 1) + "'s loss").wait();
       const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-      if (step > first || steps == 1) {  // the first step warms up
+      if (step > first || steps - first == 1) {  // the first step warms up
         total_s += seconds, ++timed;
         overlap_ms += ddp.stats().overlap_ms, allreduce_ms += ddp.stats().allreduce_ms, backward_ms += ddp.stats().backward_ms;
       }
       if (rank.rank == 0) print_step(step + 1, mean.item<double>() / world, batch, seconds);
       const int64_t every = args.has("save-every") ? args.get_int("save-every", 1) : 0;
-      if (rank.rank == 0 && args.has("checkpoint") && ((every && (step + 1 - first) % every == 0) || step + 1 == first + steps))
+      if (rank.rank == 0 && args.has("checkpoint") && ((every && (step + 1) % every == 0) || step + 1 == steps))
         checkpoint.save(*model, *optimizer), checkpoint.save_step(step + 1);
     }
     if (rank.rank == 0 && timed > 0) {
@@ -162,7 +163,7 @@ int run_train_dp(const std::vector<std::string>& argv) {
                 << format_number(peak_resident_mib()) << " MiB)\n";
       print_simulation(bucket_bytes(ddp, *model), 1000.0 * total_s / n, backward_ms / n,
                        world > 1 ? std::max(0.0, (allreduce_ms - overlap_ms) / n) : 0.0, world, allreduce_ms / n);
-      if (args.has("checkpoint")) std::cout << "checkpoint: " << checkpoint.dir << " (step " << first + steps << ")\n";
+      if (args.has("checkpoint")) std::cout << "checkpoint: " << checkpoint.dir << " (step " << steps << ")\n";
     }
     if (group) group->barrier("the end of training");
     return 0;

@@ -8,6 +8,7 @@
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 #include <torch/serialize.h>
+#include <torch/utils.h>
 
 #include <unistd.h>
 
@@ -24,14 +25,14 @@ namespace fx::cli {
 
 std::vector<DistOption> training_options() {
   return {{"data", "DATA.pt", "training data: torch.save((inputs, labels)), labels class indices (int64)"},
-          {"steps", "N", "optimizer steps (default 10)"},
+          {"steps", "N", "the run's total optimizer steps, those before --resume included (default 10)"},
           {"batch", "B", "samples per step, all ranks together (default 32)"},
           {"optimizer", "NAME", "sgd (default) or adam"},
           {"lr", "LR", "learning rate (default 0.01)"},
           {"momentum", "M", "SGD momentum (default 0.9)"},
           {"checkpoint", "DIR", "write model.fx, optimizer.pt and step there at the end (and every --save-every steps)"},
           {"save-every", "K", "checkpoint every K steps too"},
-          {"resume", nullptr, "continue from the checkpoint in --checkpoint DIR when there is one"},
+          {"resume", nullptr, "continue from the checkpoint in --checkpoint DIR when there is one, up to --steps in all"},
           {"threads", "T", "intra-op threads per rank (default 1)"},
           {"timeout", "SECONDS", "how long a rank waits for a peer (default 300, FXCPP_DIST_TIMEOUT)"}};
 }
@@ -55,9 +56,39 @@ TrainingData load_training_data(const std::string& path) {
   return d;
 }
 
+void check_labels(GraphModule& model, const TrainingData& data, const std::string& path) {
+  c10::IValue out;
+  {
+    torch::NoGradGuard no_grad;
+    const bool training = model.is_training();
+    model.eval();
+    out = model.forward({data.inputs.narrow(0, 0, 1)});
+    model.train(training);
+  }
+  if (!out.isTensor() || out.toTensor().dim() != 2)
+    throw SharedError("the model's output is " + (out.isTensor() ? std::to_string(out.toTensor().dim()) + "-d" : "no tensor") +
+                      ": training with cross-entropy needs a classifier (logits [batch, classes])");
+  const int64_t classes = out.toTensor().size(1);
+  const at::Tensor bad = at::nonzero(data.labels.lt(0).logical_or(data.labels.ge(classes))).flatten();
+  if (bad.numel() == 0) return;
+  const int64_t row = bad[0].item<int64_t>();
+  throw SharedError(path + ": row " + std::to_string(row) + " has label " + std::to_string(data.labels[row].item<int64_t>()) +
+                    ", but the model has " + std::to_string(classes) + " classes (labels 0 to " +
+                    std::to_string(classes - 1) + ")");
+}
+
 TrainingData step_batch(const TrainingData& data, int64_t step, int64_t batch) {
   const at::Tensor rows = at::remainder(at::arange(step * batch, (step + 1) * batch, at::kLong), data.inputs.size(0));
   return {data.inputs.index_select(0, rows), data.labels.index_select(0, rows)};
+}
+
+bool nothing_left(const std::string& command, const RankInfo& rank, const std::string& dir, int64_t done, int64_t steps) {
+  if (done < steps) return false;
+  if (rank.rank == 0)
+    std::cout << command << ": nothing to do: " << dir << " holds step " << done << " and --steps " << steps
+              << " is the run's total\n";
+  if (rank.group) rank.group->barrier("the end of training");
+  return true;
 }
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const ModelArgs& args, const std::vector<at::Tensor>& params) {

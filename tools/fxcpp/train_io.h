@@ -26,9 +26,21 @@ struct TrainingData {
 /// hold (inputs, labels) with as many rows each and int64 labels.
 TrainingData load_training_data(const std::string& path);
 
+/// Checks the labels of `data` (read from `path`) against the classes of
+/// `model`: its output on the first row, run in eval mode without gradients
+/// (batch norm's running statistics stay), must be logits [1, classes].
+/// SharedError (one line) naming the file, the first bad row and the number
+/// of classes, or saying that the model is no classifier.
+void check_labels(GraphModule& model, const TrainingData& data, const std::string& path);
+
 /// The rows of step `step` (0-based): `batch` rows from row step * batch on,
 /// wrapping around the data.
 TrainingData step_batch(const TrainingData& data, int64_t step, int64_t batch);
+
+/// --steps N is the run's total, the steps before a --resume included: with
+/// `done` steps in the checkpoint `dir` and none left, rank 0 says so in one
+/// line ("COMMAND: nothing to do: ...") and this returns true.
+bool nothing_left(const std::string& command, const RankInfo& rank, const std::string& dir, int64_t done, int64_t steps);
 
 /// --optimizer sgd|adam, --lr, --momentum over `params`.
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const ModelArgs& args, const std::vector<at::Tensor>& params);

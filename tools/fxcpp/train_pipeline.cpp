@@ -4,7 +4,9 @@
 // under `fxcpp launch --nproc N`. Every rank loads the model and the data,
 // checks its parameters against rank 0's and takes rank 0's values, and
 // cuts the model the same way (balanced by FLOPs on one microbatch); rank
-// 0 prints the loss of each step and the throughput.
+// 0 prints the loss of each step and the throughput. The labels are checked
+// against the model's classes when the data loads; --steps is the run's
+// total: a run resumed from its checkpoint stops at the same step.
 #include "command.h"
 #include "distributed_io.h"
 #include "model_io.h"
@@ -51,12 +53,18 @@ int run_train_pipeline(const std::vector<std::string>& argv) {
     if (args.has("checkpoint") && ::mkdir(args.get("checkpoint").c_str(), 0777) != 0 && errno != EEXIST)
       throw SharedError("--checkpoint " + args.get("checkpoint") + ": cannot make the directory (" + std::strerror(errno) + ")");
     join_ranks(rank, args, world, "train-pipeline", "train-pipeline");
+    // Each rank checkpoints its own stage (model_RANK.fx, optimizer_RANK.pt); rank 0 writes the step last.
+    const Checkpoint checkpoint{args.get("checkpoint", ""), "_" + std::to_string(rank.rank)};
+    const bool resume = args.has("resume") && checkpoint.exists();
+    const int64_t first = resume ? checkpoint.step() : 0;
+    if (nothing_left("train-pipeline", rank, checkpoint.dir, first, steps)) return 0;
 
     set_activity("reading " + args.model);
     std::shared_ptr<GraphModule> model = import_model(args.model);
     model->train();
     set_activity("reading " + args.get("data"));
     const TrainingData data = load_training_data(args.get("data"));
+    check_labels(*model, data, args.get("data"));
     if (rank.group) {
       set_activity("checking the model against rank 0's");
       std::vector<std::pair<std::string, at::Tensor>> named;
@@ -84,10 +92,7 @@ int run_train_pipeline(const std::vector<std::string>& argv) {
     train_options.microbatches = microbatches;
     dist::PipelineTrainer trainer(group, plan.stages[static_cast<size_t>(rank.rank)], train_options);
     auto optimizer = make_optimizer(args, trainer.parameters());
-    // Each rank checkpoints its own stage (modelRANK.fx, optimizerRANK.pt); rank 0 writes the step last.
-    const Checkpoint checkpoint{args.get("checkpoint", ""), "_" + std::to_string(rank.rank)};
-    int64_t first = 0;
-    if (args.has("resume") && checkpoint.exists()) {
+    if (resume) {
       set_activity("reading " + checkpoint.model_path());
       auto saved = fx::load(checkpoint.model_path());
       std::map<std::string, at::Tensor> values;
@@ -101,7 +106,6 @@ int run_train_pipeline(const std::vector<std::string>& argv) {
         p.value().copy_(it->second);
       }
       checkpoint.load_optimizer(*optimizer);
-      first = checkpoint.step();
     }
     if (rank.rank == 0)
       std::cout << "train-pipeline: " << args.model << " in " << world << " stage" << (world > 1 ? "s" : "") << ", "
@@ -111,7 +115,7 @@ int run_train_pipeline(const std::vector<std::string>& argv) {
     set_activity("training stage " + std::to_string(rank.rank));
     double total_s = 0, forward_ms = 0, backward_ms = 0;
     int64_t timed = 0;
-    for (int64_t step = first; step < first + steps; ++step) {
+    for (int64_t step = first; step < steps; ++step) {
       training_test_hooks(rank.rank, step + 1);
       const Clock::time_point t0 = Clock::now();
       const TrainingData b = step_batch(data, step, batch);
@@ -119,13 +123,13 @@ int run_train_pipeline(const std::vector<std::string>& argv) {
       const double loss = trainer.train_step({b.inputs}, b.labels);
       optimizer->step();
       const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-      if (step > first || steps == 1) {
+      if (step > first || steps - first == 1) {
         total_s += seconds, ++timed;
         forward_ms += trainer.stats().forward_ms, backward_ms += trainer.stats().backward_ms;
       }
       if (rank.rank == 0) print_step(step + 1, loss, batch, seconds);
       const int64_t every = args.has("save-every") ? args.get_int("save-every", 1) : 0;
-      if (args.has("checkpoint") && ((every && (step + 1 - first) % every == 0) || step + 1 == first + steps)) {
+      if (args.has("checkpoint") && ((every && (step + 1) % every == 0) || step + 1 == steps)) {
         checkpoint.save(*trainer.stage().module, *optimizer);
         group->barrier("saving the checkpoint");
         if (rank.rank == 0) checkpoint.save_step(step + 1);
