@@ -78,6 +78,7 @@ std::unique_ptr<Trainer> make_trainer(int model, int engine_and_optimizer, int64
     fx::TrainingCompileOptions without;
     if (engine_and_optimizer == 7) without.fuse_batch_norm_activation = false;
     if (engine_and_optimizer == 8) without.conv_winograd_min_positions = 0;
+    if (engine_and_optimizer == 9) without.conv_forward_rewrites = true;  // the opt-in: forward convolutions too
     options.fw_compiler = options.bw_compiler = fx::training_compiler(without);
   }
   if (model == 0 || model == 1) {
@@ -129,12 +130,13 @@ void BM_TrainStep(benchmark::State& state) {
                                   "eager_fused_sgd",
                                   "aot_min_cut_nhwc_fused_sgd",
                                   "aot_min_cut_nhwc_fused_sgd_no_bn_fusion",
-                                  "aot_min_cut_nhwc_fused_sgd_no_winograd"};
+                                  "aot_min_cut_nhwc_fused_sgd_no_winograd",
+                                  "aot_min_cut_nhwc_fused_sgd_forward_rewrites"};
   state.SetLabel(std::string(models[state.range(0)]) + " " + engines[state.range(1)]);
 }
 
 BENCHMARK(BM_TrainStep)
-    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8}, {8, 32}})
+    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {8, 32}})
     ->ArgNames({"model", "engine", "batch"})
     ->Unit(benchmark::kMillisecond)
     ->MinTime(1.0);
@@ -201,7 +203,7 @@ void BM_TrainStepMemory(benchmark::State& state) {
 }
 
 BENCHMARK(BM_TrainStepMemory)
-    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8}, {8, 32}})
+    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {8, 32}})
     ->ArgNames({"model", "engine", "batch"})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);

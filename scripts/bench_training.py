@@ -41,7 +41,8 @@ from bench_markdown import cpu_info  # noqa: E402
 MODELS = ["resnet18", "mobilenet_v2", "encoder"]
 ENGINES = ["eager", "aot default", "aot functorch min-cut", "aot fxcpp min-cut", "aot fxcpp min-cut NHWC",
            "eager + FusedSGD", "aot fxcpp min-cut NHWC + FusedSGD",
-           "the same without fuse_batch_norm_activation", "the same without conv_as_winograd"]
+           "the same without fuse_batch_norm_activation", "the same without conv_as_winograd",
+           "the same with conv_forward_rewrites"]
 
 
 def cpu_name():
