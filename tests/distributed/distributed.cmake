@@ -36,3 +36,22 @@ foreach(command train-dp train-pipeline)
                        PASS_REGULAR_EXPRESSION "^fxcpp ${command}: [^\n]*/training_data/bad_labels.pt: row 37 has label 100, but the model has 10 classes \\(labels 0 to 9\\)\n$"
                        FAIL_REGULAR_EXPRESSION "fx-cli-bad")
 endforeach()
+# fxcpp launch --max-restarts N (torchrun's flag): a failed group is started again with the same command, one
+# line per restart naming the rank, its exit and the count; the run's exit status is the last attempt's. (A
+# semicolon would split a ctest regular expression: "." stands for it.)
+add_test(NAME distributed.launch_max_restarts_last_status
+         COMMAND sh -c "out=$(\"$0\" launch --nproc 2 --max-restarts 2 -- sh -c \"$1\" 2>&1); s=$?; printf '%s\\n' \"$out\"; [ $s -eq 3 ] || echo fx-cli-bad"
+                 ${FX_CLI} "[ \"$RANK\" = 1 ] && exit 3; exec sleep 30")
+set_tests_properties(distributed.launch_max_restarts_last_status PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
+                     "^fxcpp launch: rank 1 \\(pid [0-9]+\\) exited with status 3. restarting the group \\(restart 1 of 2\\)\nfxcpp launch: rank 1 \\(pid [0-9]+\\) exited with status 3. restarting the group \\(restart 2 of 2\\)\n$"
+                     FAIL_REGULAR_EXPRESSION "fx-cli-bad")
+# train-dp with --save-every 1: rank 1 killed (SIGKILL) at the start of step 3 of the first attempt; the
+# restarted group resumes from the checkpoint (step 1 or 2: rank 0 may be stopped while it writes step 2's)
+# and ends at step 4, as --steps says, exit status 0.
+add_test(NAME distributed.train-dp_restart_resumes
+         COMMAND sh -c "rm -rf \"$2\" && \"$0\" launch --nproc 2 --max-restarts 1 -- fxcpp train-dp \"$1/net.pt\" --data \"$1/data.pt\" --batch 16 --steps 4 --checkpoint \"$2\" --save-every 1 --resume 2>&1; echo \"exit status $?, checkpoint at step $(cat \"$2/step\")\""
+                 ${FX_CLI} ${FX_BIN}/training_data ${FX_BIN}/training_restart_checkpoint)
+set_tests_properties(distributed.train-dp_restart_resumes PROPERTIES FIXTURES_REQUIRED fx_training_data TIMEOUT 60
+                     ENVIRONMENT "FXCPP_TEST_KILL_RANK=1;FXCPP_TEST_KILL_AT=3;FXCPP_NO_PROGRESS=1" PASS_REGULAR_EXPRESSION
+                     "\nstep 2: loss [^\n]*\n(fxcpp train-dp: rank 0: lost rank 1 [^\n]*\n)?fxcpp launch: rank 1 \\(pid [0-9]+\\) was killed by signal 9 \\(Killed\\). restarting the group \\(restart 1 of 1\\)\n(fxcpp train-dp: rank 0: lost rank 1 [^\n]*\n)?train-dp: [^\n]*, resumed after step [12]\n(step [234]: loss [^\n]*\n)+throughput: .*\ncheckpoint: [^\n]* \\(step 4\\)\nexit status 0, checkpoint at step 4\n$"
+                     FAIL_REGULAR_EXPRESSION "restart 2|step 5")

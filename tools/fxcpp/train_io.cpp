@@ -176,6 +176,8 @@ void print_step(int64_t step, double loss, int64_t samples, double seconds) {
 }
 
 void training_test_hooks(int rank, int64_t step) {
+  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  if (restart && std::atoi(restart) > 0) return;  // a group `fxcpp launch --max-restarts` started again
   auto hit = [&](const char* rank_var, const char* step_var) {
     const char* r = std::getenv(rank_var);
     const char* s = std::getenv(step_var);

@@ -80,6 +80,8 @@ void print_step(int64_t step, double loss, int64_t samples, double seconds);
 /// Testing hooks: FXCPP_TEST_KILL_RANK=R with FXCPP_TEST_KILL_AT=S kills
 /// rank R (SIGKILL) at the start of step S (1-based); FXCPP_TEST_HANG_RANK=R
 /// with FXCPP_TEST_HANG_AT=S makes it sleep there instead (a hung peer).
+/// Only in a launcher's first attempt (TORCHELASTIC_RESTART_COUNT unset or
+/// 0): a group restarted by `fxcpp launch --max-restarts` runs on.
 void training_test_hooks(int rank, int64_t step);
 
 /// This process's peak resident memory (VmHWM), MiB; 0 if unknown.
