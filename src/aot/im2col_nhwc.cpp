@@ -105,7 +105,9 @@ at::Tensor col2im_nhwc(const at::Tensor& columns, at::IntArrayRef input_size, at
                 const int64_t iw = ow * g.sw - g.pw + j * g.dw;
                 if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) continue;
                 scalar_t* pixel = dst + ((b * g.h + ih) * g.w + iw) * g.c;
-                at::vec::map2([](auto a, auto v) { return a + v; }, pixel, pixel, row, g.c);
+                // By reference: a vector passed by value to a lambda made GCC
+                // print its note on the 32-byte alignment ABI of GCC 4.6.
+                at::vec::map2([](const auto& a, const auto& v) { return a + v; }, pixel, pixel, row, g.c);
               }
             }
           }
