@@ -17,6 +17,9 @@ from in its "// fuzz-seeds:" line (fuzz/README.md):
                     python/fxcpp_bridge.py): an ATen graph from make_fx, a
                     module graph with torch.nn leaves, and the two graphs of
                     python/test_fxcpp_bridge.py (RNN leaves; kwargs)
+  OUT/safetensors/  safetensors files (Hugging Face's format, written here
+                    with struct and json): every dtype fxcpp reads, a
+                    scalar, an empty tensor, metadata, an unpadded header
 Files stay small (a few KB) so that mutations hit structure, not weights.
 Deterministic; run with Debian's python3 (python3-torch).
 """
@@ -130,6 +133,42 @@ def main(out):
     for name, v in values.items():
         torch.save(v, os.path.join(tensors, name))
     fx_seeds(fx_dir)
+    safetensors_seeds(os.path.join(out, "safetensors"))
+
+
+def write_safetensors(path, tensors, metadata=None, pad=True):
+    """A safetensors file of (name, dtype, shape, raw bytes) tuples, as the Python library lays it out."""
+    import json
+    import struct
+    header, data = {}, b""
+    if metadata:
+        header["__metadata__"] = metadata
+    for name, dtype, shape, raw in tensors:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = json.dumps(header, separators=(",", ":")).encode()
+    if pad:
+        text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + data)
+
+
+def safetensors_seeds(out):
+    import struct
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    f32 = struct.pack("<6f", *range(6))
+    write_safetensors(os.path.join(out, "small.safetensors"),
+                      [("model.layers.0.weight", "F32", [2, 3], f32), ("bias", "F32", [3], struct.pack("<3f", 1, 2, 3))],
+                      {"format": "pt"})
+    write_safetensors(os.path.join(out, "dtypes.safetensors"),
+                      [("f64", "F64", [2], struct.pack("<2d", 1.5, -2)), ("f16", "F16", [2], b"\x00\x3c\x00\xc0"),
+                       ("bf16", "BF16", [2], b"\x80\x3f\x00\x40"), ("i64", "I64", [1], struct.pack("<q", -7)),
+                       ("i32", "I32", [2], struct.pack("<2i", 3, 4)), ("i16", "I16", [1], struct.pack("<h", 5)),
+                       ("i8", "I8", [2], b"\x01\xff"), ("u8", "U8", [3], b"abc"), ("bool", "BOOL", [2], b"\x01\x00"),
+                       ("scalar", "F32", [], struct.pack("<f", 2.5)), ("empty", "F32", [0, 4], b"")])
+    write_safetensors(os.path.join(out, "unpadded.safetensors"), [("x", "F32", [3], struct.pack("<3f", 1, 2, 3))],
+                      pad=False)
 
 
 def fx_seeds(out):
