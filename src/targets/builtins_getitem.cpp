@@ -1,6 +1,7 @@
 // The getitem / getattr builtins: operator.getitem on tensors, sequences,
 // strings and dicts (Python's indexing and slicing), and getattr.
 #include "targets/builtin_values.h"
+#include "targets/schema_match.h"
 
 #include <fx/argument.h>
 #include <fx/error.h>
