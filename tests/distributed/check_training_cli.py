@@ -87,7 +87,7 @@ def main():
              "--batch", "16", "--checkpoint", ck, "--steps"]
     first = run([fxcpp] + until + ["2"])
     resumed = run([fxcpp] + until + ["4", "--resume"])
-    if "resumed after step 2" not in resumed or not os.path.exists(ck + "/model_1.fx"):
+    if "resumed after step 2" not in resumed or not os.path.exists(ck + "/step-4/model_1.fx"):
         sys.exit("not resumed:\n" + resumed)
     straight = piped["2"]
     if losses(first) != {1: straight[1], 2: straight[2]} or losses(resumed) != {3: straight[3], 4: straight[4]}:

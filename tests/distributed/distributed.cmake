@@ -45,6 +45,18 @@ add_test(NAME distributed.launch_max_restarts_last_status
 set_tests_properties(distributed.launch_max_restarts_last_status PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
                      "^fxcpp launch: rank 1 \\(pid [0-9]+\\) exited with status 3. restarting the group \\(restart 1 of 2\\)\nfxcpp launch: rank 1 \\(pid [0-9]+\\) exited with status 3. restarting the group \\(restart 2 of 2\\)\n$"
                      FAIL_REGULAR_EXPRESSION "fx-cli-bad")
+# A run that loses a rank and is restarted (--max-restarts 1 --resume) ends with the same model, bit for bit, as
+# one never interrupted: a CNN with batch norm and dropout, --steps 6 --save-every 2, rank 1 killed at step 6 and
+# rank 0 killed while saving step 4 (its files written, the step file not yet); the checkpoint holds the
+# parameters, the optimizer, the data position and every rank's random generator (check_training_restart.py).
+foreach(config "train-dp" "train-pipeline_1f1b" "train-pipeline_gpipe")
+  string(REPLACE "_" ";" config_args "${config}")
+  add_test(NAME distributed.${config}_restart_same_model
+           COMMAND /usr/bin/python3 ${FX_SRC}/tests/distributed/check_training_restart.py ${FX_CLI}
+                   ${FX_BIN}/training_restart_${config} ${config_args})
+  set_tests_properties(distributed.${config}_restart_same_model PROPERTIES TIMEOUT 120
+                       PASS_REGULAR_EXPRESSION "restarted: the same model bit for bit")
+endforeach()
 # train-dp with --save-every 1: rank 1 killed (SIGKILL) at the start of step 3 of the first attempt; the
 # restarted group resumes from the checkpoint (step 1 or 2: rank 0 may be stopped while it writes step 2's)
 # and ends at step 4, as --steps says, exit status 0.

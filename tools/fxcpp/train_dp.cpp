@@ -100,16 +100,18 @@ int run_train_dp(const std::vector<std::string>& argv) {
       throw SharedError("--batch " + std::to_string(batch) + " cannot be shared by " + std::to_string(world) +
                         " ranks: use a multiple of " + std::to_string(world));
     Checkpoint checkpoint{args.get("checkpoint", ""), ""};
-    const bool resume = args.has("resume") && checkpoint.exists();
     if (args.has("resume") && !args.has("checkpoint")) throw SharedError("--resume needs --checkpoint DIR");
     if (args.has("checkpoint") && ::mkdir(checkpoint.dir.c_str(), 0777) != 0 && errno != EEXIST)
       throw SharedError("--checkpoint " + checkpoint.dir + ": cannot make the directory (" + std::strerror(errno) + ")");
     join_ranks(rank, args, world, "train-dp", "train-dp");
-    const int64_t first = resume ? checkpoint.step() : 0;
+    checkpoint.rank = rank.rank;
+    // Rank 0's step, on every rank: the set DIR/step names (rank 0 writes the model and the optimizer for all).
+    const int64_t first = checkpoint.agreed_step(rank.group.get(), args.has("resume"));
+    const bool resume = first > 0;
     if (nothing_left("train-dp", rank, checkpoint.dir, first, steps)) return 0;
 
-    set_activity("reading " + (resume ? checkpoint.model_path() : args.model));
-    std::shared_ptr<GraphModule> model = import_model(resume ? checkpoint.model_path() : args.model);
+    set_activity("reading " + (resume ? checkpoint.model_path(first) : args.model));
+    std::shared_ptr<GraphModule> model = import_model(resume ? checkpoint.model_path(first) : args.model);
     model->train();
     set_activity("reading " + args.get("data"));
     const TrainingData data = load_training_data(args.get("data"));
@@ -121,7 +123,12 @@ int run_train_dp(const std::vector<std::string>& argv) {
     set_activity("checking the model against rank 0's");
     dist::DataParallelTrainer ddp(group, model, ddp_options);
     auto optimizer = make_optimizer(args, model->parameters());
-    if (resume) checkpoint.load_optimizer(*optimizer);
+    // Where the data goes on and the random generator (dropout) as the uninterrupted run had them.
+    TrainingState state;
+    if (resume) {
+      checkpoint.load_optimizer(first, *optimizer);
+      state = checkpoint.load_state(first);
+    }
     const int64_t shard = batch / world;
     if (rank.rank == 0)
       std::cout << "train-dp: " << args.model << " on " << world << " rank" << (world > 1 ? "s" : "") << ", batch "
@@ -131,10 +138,13 @@ int run_train_dp(const std::vector<std::string>& argv) {
     set_activity("training");
     double total_s = 0, overlap_ms = 0, allreduce_ms = 0, backward_ms = 0;
     int64_t timed = 0;
+    state.start_generator(args.get_int("seed", 0, 0), rank.rank);
+    int64_t row = state.next_row;
     for (int64_t step = first; step < steps; ++step) {
       training_test_hooks(rank.rank, step + 1);
       const Clock::time_point t0 = Clock::now();
-      const TrainingData b = step_batch(data, step, batch);
+      const TrainingData b = batch_at(data, row, batch);
+      row = (row + batch) % data.inputs.size(0);
       optimizer->zero_grad();
       const at::Tensor out = ddp.forward({b.inputs.narrow(0, rank.rank * shard, shard)}).toTensor();
       const at::Tensor loss = torch::nn::functional::cross_entropy(out, b.labels.narrow(0, rank.rank * shard, shard));
@@ -149,8 +159,9 @@ int run_train_dp(const std::vector<std::string>& argv) {
       }
       if (rank.rank == 0) print_step(step + 1, mean.item<double>() / world, batch, seconds);
       const int64_t every = args.has("save-every") ? args.get_int("save-every", 1) : 0;
-      if (rank.rank == 0 && args.has("checkpoint") && ((every && (step + 1) % every == 0) || step + 1 == steps))
-        checkpoint.save(*model, *optimizer), checkpoint.save_step(step + 1);
+      if (args.has("checkpoint") && ((every && (step + 1) % every == 0) || step + 1 == steps))
+        checkpoint.save(*group, step + 1, rank.rank == 0 ? model.get() : nullptr,
+                        rank.rank == 0 ? optimizer.get() : nullptr, TrainingState::current(row));
     }
     if (rank.rank == 0 && timed > 0) {
       const double n = static_cast<double>(timed);
@@ -163,7 +174,7 @@ int run_train_dp(const std::vector<std::string>& argv) {
                 << format_number(peak_resident_mib()) << " MiB)\n";
       print_simulation(bucket_bytes(ddp, *model), 1000.0 * total_s / n, backward_ms / n,
                        world > 1 ? std::max(0.0, (allreduce_ms - overlap_ms) / n) : 0.0, world, allreduce_ms / n);
-      if (args.has("checkpoint")) std::cout << "checkpoint: " << checkpoint.dir << " (step " << steps << ")\n";
+      if (args.has("checkpoint")) std::cout << "checkpoint: " << checkpoint.set_dir(steps) << " (step " << steps << ")\n";
     }
     if (group) group->barrier("the end of training");
     return 0;

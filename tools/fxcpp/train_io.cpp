@@ -10,14 +10,23 @@
 #include <torch/serialize.h>
 #include <torch/utils.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -30,9 +39,10 @@ std::vector<DistOption> training_options() {
           {"optimizer", "NAME", "sgd (default) or adam"},
           {"lr", "LR", "learning rate (default 0.01)"},
           {"momentum", "M", "SGD momentum (default 0.9)"},
-          {"checkpoint", "DIR", "write model.fx, optimizer.pt and step there at the end (and every --save-every steps)"},
+          {"checkpoint", "DIR", "write DIR/step-K/ (model, optimizer, data position, random generators) and DIR/step at the end (and every --save-every steps)"},
           {"save-every", "K", "checkpoint every K steps too"},
           {"resume", nullptr, "continue from the checkpoint in --checkpoint DIR when there is one, up to --steps in all"},
+          {"seed", "S", "seeds rank R's random generator (dropout) with S + R when the run starts (default 0)"},
           {"threads", "T", "intra-op threads per rank (default 1)"},
           {"timeout", "SECONDS", "how long a rank waits for a peer (default 300, FXCPP_DIST_TIMEOUT)"}};
 }
@@ -77,8 +87,8 @@ void check_labels(GraphModule& model, const TrainingData& data, const std::strin
                     std::to_string(classes - 1) + ")");
 }
 
-TrainingData step_batch(const TrainingData& data, int64_t step, int64_t batch) {
-  const at::Tensor rows = at::remainder(at::arange(step * batch, (step + 1) * batch, at::kLong), data.inputs.size(0));
+TrainingData batch_at(const TrainingData& data, int64_t row, int64_t batch) {
+  const at::Tensor rows = at::remainder(at::arange(row, row + batch, at::kLong), data.inputs.size(0));
   return {data.inputs.index_select(0, rows), data.labels.index_select(0, rows)};
 }
 
@@ -109,52 +119,139 @@ std::string describe_optimizer(const ModelArgs& args) {
   return out + ")";
 }
 
-bool Checkpoint::exists() const {
-  return !dir.empty() && ::access((dir + "/step").c_str(), R_OK) == 0 && ::access(model_path().c_str(), R_OK) == 0 &&
-         ::access((dir + "/optimizer" + suffix + ".pt").c_str(), R_OK) == 0;
+TrainingState TrainingState::current(int64_t next_row) {
+  TrainingState s;
+  s.next_row = next_row;
+  at::Generator g = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(g.mutex());
+  s.cpu_generator = g.get_state();
+  return s;
 }
 
-int64_t Checkpoint::step() const {
+void TrainingState::start_generator(int64_t seed, int rank) const {
+  at::Generator g = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(g.mutex());
+  if (cpu_generator.defined()) g.set_state(cpu_generator);
+  else g.set_current_seed(static_cast<uint64_t>(seed + rank));
+}
+
+namespace {
+
+/// Makes `path` durable: its data, then (for a rename) its directory's entry.
+void sync_path(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+/// Writes `path` through `write(tmp)` to "path.tmp", syncs it and renames it into place.
+template <typename Write>
+void write_file(const std::string& path, Write write) {
+  const std::string tmp = path + ".tmp";
+  write(tmp);
+  sync_path(tmp);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw Error("cannot write the checkpoint " + path + " (" + std::strerror(errno) + ")");
+}
+
+void make_dir(const std::string& dir) {
+  if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST)
+    throw Error("cannot make the checkpoint directory " + dir + " (" + std::strerror(errno) + ")");
+}
+
+bool readable(const std::string& path) { return ::access(path.c_str(), R_OK) == 0; }
+
+}  // namespace
+
+int64_t Checkpoint::latest() const {
+  if (dir.empty() || !readable(dir + "/step")) return -1;
   std::ifstream in(dir + "/step");
   int64_t s = -1;
   if (!(in >> s) || s < 0) throw Error(dir + "/step: not a step count (a damaged checkpoint)");
   return s;
 }
 
-std::string Checkpoint::model_path() const { return dir + "/model" + suffix + ".fx"; }
+int64_t Checkpoint::agreed_step(distributed::ProcessGroup* group, bool resume) const {
+  int64_t step = 0;
+  if (resume && rank == 0) step = std::max<int64_t>(latest(), 0);
+  if (group && group->world_size() > 1) {
+    at::Tensor t = at::full({1}, rank == 0 ? step : 0, at::kLong);
+    group->allreduce_sum(t, "agreeing on the checkpoint's step").wait();
+    step = t.item<int64_t>();
+  }
+  if (step == 0) return 0;
+  for (const std::string& path : {model_path(step), set_dir(step) + "/optimizer" + suffix + ".pt",
+                                  set_dir(step) + "/state_" + std::to_string(rank) + ".pt"})
+    if (!readable(path))
+      throw Error(path + " is missing: rank 0 resumes from step " + std::to_string(step) +
+                  " (is --checkpoint a directory every rank shares?)");
+  return step;
+}
 
-void Checkpoint::load_optimizer(torch::optim::Optimizer& optimizer) const {
+std::string Checkpoint::set_dir(int64_t step) const { return dir + "/step-" + std::to_string(step); }
+
+std::string Checkpoint::model_path(int64_t step) const { return set_dir(step) + "/model" + suffix + ".fx"; }
+
+void Checkpoint::load_optimizer(int64_t step, torch::optim::Optimizer& optimizer) const {
+  const std::string path = set_dir(step) + "/optimizer" + suffix + ".pt";
   try {
-    torch::load(optimizer, dir + "/optimizer" + suffix + ".pt");
+    torch::load(optimizer, path);
   } catch (const std::exception& e) {
     std::string msg = e.what();
     msg = msg.substr(0, msg.find('\n'));
-    throw Error(dir + "/optimizer" + suffix + ".pt: cannot load the optimizer's state (" + msg + "): another optimizer or model?");
+    throw Error(path + ": cannot load the optimizer's state (" + msg + "): another optimizer or model?");
   }
 }
 
-namespace {
-
-void replace(const std::string& tmp, const std::string& path) {
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error("cannot write the checkpoint " + path);
+TrainingState Checkpoint::load_state(int64_t step) const {
+  const std::string path = set_dir(step) + "/state_" + std::to_string(rank) + ".pt";
+  TrainingState s;
+  try {
+    torch::serialize::InputArchive in;
+    in.load_from(path);
+    at::Tensor row;
+    in.read("next_row", row);
+    s.next_row = row.item<int64_t>();
+    in.read("cpu_generator", s.cpu_generator);
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    throw Error(path + ": cannot read the training state (" + msg.substr(0, msg.find('\n')) + ")");
+  }
+  return s;
 }
 
-}  // namespace
-
-void Checkpoint::save(const GraphModule& model, torch::optim::Optimizer& optimizer) const {
-  const std::string optimizer_path = dir + "/optimizer" + suffix + ".pt";
-  fx::save(model, model_path() + ".tmp");
-  torch::save(optimizer, optimizer_path + ".tmp");
-  replace(model_path() + ".tmp", model_path());
-  replace(optimizer_path + ".tmp", optimizer_path);
-}
-
-void Checkpoint::save_step(int64_t step) const {
-  {
-    std::ofstream out(dir + "/step.tmp");
+void Checkpoint::save(distributed::ProcessGroup& group, int64_t step, const GraphModule* model,
+                      torch::optim::Optimizer* optimizer, const TrainingState& state) const {
+  const std::string set = set_dir(step);
+  make_dir(set);
+  if (model) write_file(model_path(step), [&](const std::string& tmp) { fx::save(*model, tmp); });
+  if (optimizer)
+    write_file(set + "/optimizer" + suffix + ".pt", [&](const std::string& tmp) { torch::save(*optimizer, tmp); });
+  write_file(set + "/state_" + std::to_string(rank) + ".pt", [&](const std::string& tmp) {
+    torch::serialize::OutputArchive out;
+    out.write("next_row", at::full({1}, state.next_row, at::kLong));
+    out.write("cpu_generator", state.cpu_generator);
+    out.save_to(tmp);
+  });
+  sync_path(set);
+  group.barrier("writing the checkpoint of step " + std::to_string(step));  // every rank's files are in place
+  if (rank != 0) return;
+  training_save_hook(rank, step);
+  write_file(dir + "/step", [&](const std::string& tmp) {
+    std::ofstream out(tmp);
     out << step << "\n";
+    if (!out.flush()) throw Error("cannot write the checkpoint " + tmp);
+  });
+  sync_path(dir);
+  // The sets of other steps (older ones, or a later one a stopped attempt left half written).
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step-", 0) == 0 && name.size() > 5 && name.find_first_not_of("0123456789", 5) == std::string::npos &&
+        name != "step-" + std::to_string(step))
+      std::filesystem::remove_all(entry.path(), ec);
   }
-  replace(dir + "/step.tmp", dir + "/step");
 }
 
 std::shared_ptr<distributed::ProcessGroup> group_or_solo(const RankInfo& rank) {
@@ -186,6 +283,14 @@ void training_test_hooks(int rank, int64_t step) {
   if (hit("FXCPP_TEST_KILL_RANK", "FXCPP_TEST_KILL_AT")) ::kill(::getpid(), SIGKILL);
   if (hit("FXCPP_TEST_HANG_RANK", "FXCPP_TEST_HANG_AT"))
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
+void training_save_hook(int rank, int64_t step) {
+  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  if (restart && std::atoi(restart) > 0) return;
+  const char* r = std::getenv("FXCPP_TEST_KILL_RANK");
+  const char* s = std::getenv("FXCPP_TEST_KILL_SAVING");
+  if (r && s && std::atoi(r) == rank && std::atoll(s) == step) ::kill(::getpid(), SIGKILL);
 }
 
 double peak_resident_mib() {

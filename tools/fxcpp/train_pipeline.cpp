@@ -53,10 +53,11 @@ int run_train_pipeline(const std::vector<std::string>& argv) {
     if (args.has("checkpoint") && ::mkdir(args.get("checkpoint").c_str(), 0777) != 0 && errno != EEXIST)
       throw SharedError("--checkpoint " + args.get("checkpoint") + ": cannot make the directory (" + std::strerror(errno) + ")");
     join_ranks(rank, args, world, "train-pipeline", "train-pipeline");
-    // Each rank checkpoints its own stage (model_RANK.fx, optimizer_RANK.pt); rank 0 writes the step last.
-    const Checkpoint checkpoint{args.get("checkpoint", ""), "_" + std::to_string(rank.rank)};
-    const bool resume = args.has("resume") && checkpoint.exists();
-    const int64_t first = resume ? checkpoint.step() : 0;
+    // Each rank checkpoints its own stage (step-K/model_RANK.fx, optimizer_RANK.pt); rank 0 writes the step last
+    // and says from which step every rank resumes.
+    const Checkpoint checkpoint{args.get("checkpoint", ""), "_" + std::to_string(rank.rank), rank.rank};
+    const int64_t first = checkpoint.agreed_step(rank.group.get(), args.has("resume"));
+    const bool resume = first > 0;
     if (nothing_left("train-pipeline", rank, checkpoint.dir, first, steps)) return 0;
 
     set_activity("reading " + args.model);
@@ -92,20 +93,26 @@ int run_train_pipeline(const std::vector<std::string>& argv) {
     train_options.microbatches = microbatches;
     dist::PipelineTrainer trainer(group, plan.stages[static_cast<size_t>(rank.rank)], train_options);
     auto optimizer = make_optimizer(args, trainer.parameters());
+    TrainingState state;
     if (resume) {
-      set_activity("reading " + checkpoint.model_path());
-      auto saved = fx::load(checkpoint.model_path());
+      const std::string path = checkpoint.model_path(first);
+      set_activity("reading " + path);
+      auto saved = fx::load(path);
       std::map<std::string, at::Tensor> values;
       for (const auto& p : saved->named_parameters(true)) values[p.key()] = p.value();
+      for (const auto& b : saved->named_buffers(true)) values[b.key()] = b.value();
       torch::NoGradGuard no_grad;
-      for (const auto& p : trainer.stage().module->named_parameters(true)) {
-        auto it = values.find(p.key());
-        if (it == values.end() || !it->second.sizes().equals(p.value().sizes()))
-          throw Error(checkpoint.model_path() + " has no parameter '" + p.key() + "' of this stage's shape (a checkpoint "
-                      "of another model or split)");
-        p.value().copy_(it->second);
-      }
-      checkpoint.load_optimizer(*optimizer);
+      auto take = [&](const std::string& name, at::Tensor& t, const char* what) {
+        auto it = values.find(name);
+        if (it == values.end() || !it->second.sizes().equals(t.sizes()))
+          throw Error(path + " has no " + what + " '" + name + "' of this stage's shape (a checkpoint of another model or split)");
+        t.copy_(it->second);
+      };
+      // The parameters and the buffers (batch norm's running statistics).
+      for (auto& p : trainer.stage().module->named_parameters(true)) take(p.key(), p.value(), "parameter");
+      for (auto& b : trainer.stage().module->named_buffers(true)) take(b.key(), b.value(), "buffer");
+      checkpoint.load_optimizer(first, *optimizer);
+      state = checkpoint.load_state(first);
     }
     if (rank.rank == 0)
       std::cout << "train-pipeline: " << args.model << " in " << world << " stage" << (world > 1 ? "s" : "") << ", "
@@ -115,10 +122,14 @@ int run_train_pipeline(const std::vector<std::string>& argv) {
     set_activity("training stage " + std::to_string(rank.rank));
     double total_s = 0, forward_ms = 0, backward_ms = 0;
     int64_t timed = 0;
+    // Where the data goes on and the random generator (dropout) as the uninterrupted run had them.
+    state.start_generator(args.get_int("seed", 0, 0), rank.rank);
+    int64_t row = state.next_row;
     for (int64_t step = first; step < steps; ++step) {
       training_test_hooks(rank.rank, step + 1);
       const Clock::time_point t0 = Clock::now();
-      const TrainingData b = step_batch(data, step, batch);
+      const TrainingData b = batch_at(data, row, batch);
+      row = (row + batch) % data.inputs.size(0);
       optimizer->zero_grad();
       const double loss = trainer.train_step({b.inputs}, b.labels);
       optimizer->step();
@@ -129,11 +140,8 @@ int run_train_pipeline(const std::vector<std::string>& argv) {
       }
       if (rank.rank == 0) print_step(step + 1, loss, batch, seconds);
       const int64_t every = args.has("save-every") ? args.get_int("save-every", 1) : 0;
-      if (args.has("checkpoint") && ((every && (step + 1) % every == 0) || step + 1 == steps)) {
-        checkpoint.save(*trainer.stage().module, *optimizer);
-        group->barrier("saving the checkpoint");
-        if (rank.rank == 0) checkpoint.save_step(step + 1);
-      }
+      if (args.has("checkpoint") && ((every && (step + 1) % every == 0) || step + 1 == steps))
+        checkpoint.save(*group, step + 1, trainer.stage().module.get(), optimizer.get(), TrainingState::current(row));
     }
     if (rank.rank == 0 && timed > 0)
       std::cout << "throughput: " << format_number(static_cast<double>(batch * timed) / total_s) << " samples/s over "
