@@ -6,6 +6,7 @@
 #include <fx/tensor_file.h>
 
 #include "fx_paths.h"
+#include "llama_fixture.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -19,18 +20,8 @@ namespace {
 namespace fs = std::filesystem;
 using fx::decoders::LlamaForCausalLM;
 
-/// A fixture folder made by make_llama_fixture.py with `flags` (in the
-/// build tree; made again when the script is newer than it).
-std::string fixture(const std::string& name, const std::string& flags) {
-  const fs::path dir = fs::path(FX_BINARY_DIR) / "decoders_fixtures" / name;
-  const fs::path script = fs::path(FX_SOURCE_DIR) / "tests/decoders/make_llama_fixture.py";
-  if (!fs::exists(dir / "expected.pt") || fs::last_write_time(script) > fs::last_write_time(dir / "expected.pt")) {
-    fs::remove_all(dir);
-    const std::string cmd = "/usr/bin/python3 " + script.string() + " " + dir.string() + " " + flags;
-    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  }
-  return dir.string();
-}
+/// A fixture folder made by make_llama_fixture.py with `flags`.
+std::string fixture(const std::string& name, const std::string& flags) { return fx_test::llama_fixture(name, flags); }
 
 struct Expected {
   at::Tensor prompt, logits, generated;
