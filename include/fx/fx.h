@@ -8,6 +8,7 @@
 #include <fx/aot.h>
 #include <fx/argument.h>
 #include <fx/control_flow.h>
+#include <fx/decoders.h>
 #include <fx/distributed.h>
 #include <fx/error.h>
 #include <fx/export.h>
@@ -28,6 +29,7 @@
 #include <fx/optimize.h>
 #include <fx/passes.h>
 #include <fx/quantization.h>
+#include <fx/safetensors.h>
 #include <fx/serialize.h>
 #include <fx/shape_guard.h>
 #include <fx/target.h>
