@@ -20,7 +20,8 @@ add_custom_command(OUTPUT ${FX_FUZZ_SEEDS}/.done
                    COMMAND /usr/bin/python3 ${FX_SRC}/python/make_fuzz_seeds.py ${FX_FUZZ_SEEDS}
                    COMMAND ${CMAKE_COMMAND} -E touch ${FX_FUZZ_SEEDS}/.done
                    DEPENDS ${FX_SRC}/python/make_fuzz_seeds.py ${FX_SRC}/python/make_corrupt_files.py
-                           ${FX_SRC}/python/fxcpp_bridge.py ${FX_SRC}/python/test_fxcpp_bridge.py
+                           ${FX_SRC}/python/fxcpp_bridge.py ${FX_SRC}/python/fxcpp/_bridge_lowering.py
+                           ${FX_SRC}/python/fxcpp/_bridge_error.py ${FX_SRC}/python/test_fxcpp_bridge.py
                    COMMENT "Generating the seed corpus of the fuzz targets")
 add_custom_target(fuzz_seeds DEPENDS ${FX_FUZZ_SEEDS}/.done)
 
