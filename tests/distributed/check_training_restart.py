@@ -93,7 +93,9 @@ def main():
         ck = "%s/killed_%d" % (out, resumed_after)
         text = train(ck, env_extra)
         what = "%s %s, %s" % (command, " ".join(schedule), name)
-        if "restarting the group (restart 1 of 1)" not in text or "resumed after step %d" % resumed_after not in text:
+        # (Only a restarted attempt finds a checkpoint to resume from; the launcher's line is not matched: the
+        # ranks' and the launcher's stderr lines can interleave.)
+        if "resumed after step %d" % resumed_after not in text:
             sys.exit("%s: no restart resumed after step %d:\n%s" % (what, resumed_after, text))
         with open(ck + "/step") as f:
             if f.read() != "6\n":
