@@ -183,9 +183,14 @@ int64_t Checkpoint::agreed_step(distributed::ProcessGroup* group, bool resume) c
   if (step == 0) return 0;
   for (const std::string& path : {model_path(step), set_dir(step) + "/optimizer" + suffix + ".pt",
                                   set_dir(step) + "/state_" + std::to_string(rank) + ".pt"})
-    if (!readable(path))
+    if (!readable(path)) {
+      if (readable(dir + "/model" + suffix + ".fx") && !readable(set_dir(step)))  // fxcpp before DIR/step-K/
+        throw SharedError(dir + " holds a checkpoint of an earlier fxcpp (model" + suffix + ".fx beside step, no step-" +
+                          std::to_string(step) + "/): train without --resume" +
+                          (suffix.empty() ? ", or from " + dir + "/model.fx as the model" : std::string()));
       throw Error(path + " is missing: rank 0 resumes from step " + std::to_string(step) +
                   " (is --checkpoint a directory every rank shares?)");
+    }
   return step;
 }
 
