@@ -68,12 +68,22 @@ const std::map<std::string, std::string>& descriptions() {
                       "on CPUs without VNNI (8-bit weights compute in float32 there)"},
       {"int8-torchscript", "Python's quantized TorchScript of the model, for --engine python_int8 "
                            "(python/quantize_baseline.py)"},
+      {"prompt-ids", "generate: the prompt's token ids, comma-separated"},
+      {"prompt", "generate: the prompt as text (needs a tokenizer: not yet)"},
+      {"max-new-tokens", "generate: new tokens at most (default 32)"},
+      {"temperature", "generate: 0 greedy (default), else sampled at this temperature"},
+      {"top-k", "generate: sample among the k most likely tokens (0: all)"},
+      {"top-p", "generate: sample among the most likely tokens whose probability reaches p (default 1: all)"},
+      {"repetition-penalty", "generate: Hugging Face's repetition penalty (default 1: off)"},
+      {"seed", "generate: the sampling seed (default 0)"},
+      {"stop-ids", "generate: stop after any of these token ids, comma-separated"},
+      {"max-seq", "generate: positions of the KV cache (default config.json's max_position_embeddings)"},
   };
   return d;
 }
 
 const std::map<std::string, std::string>& short_names() {
-  static const std::map<std::string, std::string> s = {{"input", "-i"}, {"output", "-o"}};
+  static const std::map<std::string, std::string> s = {{"input", "-i"}, {"output", "-o"}, {"max-new-tokens", "-n"}};
   return s;
 }
 

@@ -1,0 +1,129 @@
+// fxcpp generate FOLDER --prompt-ids 1,2,3: a LLaMA-family checkpoint folder
+// (config.json and safetensors) decodes from a prompt (fx::decoders::generate):
+// the new token ids streamed as they come, then llama.cpp-style timings
+// (prompt tokens/s, decode tokens/s, time to first token, peak resident
+// memory); --json prints one JSON object instead. Text prompts need a
+// tokenizer, which is still to come (issue 67): ids only for now.
+#include "command.h"
+#include "model_io.h"
+#include "train_io.h"
+
+#include <fx/decoders.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace fx::cli {
+namespace {
+
+std::vector<int64_t> id_list(const std::string& text, const std::string& flag) {
+  std::vector<int64_t> ids;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t used = 0;
+    int64_t v = -1;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || v < 0) throw Error(flag + ": '" + item + "' is not a token id");
+    ids.push_back(v);
+  }
+  if (ids.empty()) throw Error(flag + " is empty");
+  return ids;
+}
+
+/// lscpu's "Model name" (family and model), from /proc/cpuinfo.
+std::string cpu_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, name, family, model;
+  while (std::getline(in, line)) {
+    auto value = [&] { return line.substr(line.find(':') + 2); };
+    if (name.empty() && line.rfind("model name", 0) == 0) name = value();
+    if (family.empty() && line.rfind("cpu family", 0) == 0) family = value();
+    if (model.empty() && line.rfind("model\t", 0) == 0) model = value();
+  }
+  return name + (family.empty() ? "" : " (family " + family + " model " + model + ")");
+}
+
+int run_generate(const std::vector<std::string>& argv) {
+  ModelArgs args = parse_model_args(argv,
+                                    {"prompt-ids", "prompt", "max-new-tokens", "temperature", "top-k", "top-p",
+                                     "repetition-penalty", "seed", "stop-ids", "threads", "max-seq"},
+                                    {"json"});
+  if (args.has("prompt"))
+    throw Error("--prompt TEXT needs a tokenizer, which fxcpp generate does not have yet; give --prompt-ids 1,2,3");
+  if (!args.has("prompt-ids")) throw Error("--prompt-ids 1,2,3 is required");
+  if (!std::filesystem::is_directory(args.model))
+    throw Error(args.model + ": not a folder; fxcpp generate reads a checkpoint folder (config.json and safetensors)");
+  const std::vector<int64_t> prompt = id_list(args.get("prompt-ids"), "--prompt-ids");
+  const int threads = set_threads(args);
+  decoders::GenerateOptions o;
+  o.max_new_tokens = args.get_int("max-new-tokens", 32);
+  const std::string temperature = args.get("temperature", "0");
+  o.temperature = temperature == "0" || temperature == "0.0" ? 0.0 : args.get_positive("temperature", 1.0);
+  o.top_k = args.get_int("top-k", 0, /*min=*/0);
+  o.top_p = args.has("top-p") ? args.get_positive("top-p", 1.0) : 1.0;
+  o.repetition_penalty = args.has("repetition-penalty") ? args.get_positive("repetition-penalty", 1.0) : 1.0;
+  o.seed = static_cast<uint64_t>(args.get_int("seed", 0, /*min=*/0));
+  if (args.has("stop-ids")) o.stop_ids = id_list(args.get("stop-ids"), "--stop-ids");
+  decoders::LlamaCacheOptions cache;
+  cache.max_seq = args.get_int("max-seq", 0, /*min=*/0);
+  set_activity("loading " + args.model);
+  auto model = decoders::load_llama(args.model, cache);
+  const int64_t positions = static_cast<int64_t>(prompt.size()) + o.max_new_tokens - 1;
+  if (positions > model->cache_options().max_seq)
+    throw Error("the prompt (" + std::to_string(prompt.size()) + " tokens) and -n " +
+                std::to_string(o.max_new_tokens) + " need " + std::to_string(positions) + " positions, --max-seq is " +
+                std::to_string(model->cache_options().max_seq));
+  const bool json = args.has("json");
+  if (!json)
+    o.on_token = [](int64_t t) {
+      std::printf("%lld ", static_cast<long long>(t));
+      std::fflush(stdout);
+      return true;
+    };
+  set_activity("generating from " + args.model);
+  const decoders::GenerateResult r = decoders::generate(model, prompt, o);
+  const double prompt_rate = static_cast<double>(prompt.size()) / r.prefill_seconds;
+  const double decode_rate =
+      r.tokens.size() > 1 ? static_cast<double>(r.tokens.size() - 1) / r.decode_seconds : 0.0;  // forwards after the first token
+  if (json) {
+    nlohmann::ordered_json j;
+    j["generated"] = r.tokens;
+    j["text"] = nullptr;
+    j["stopped"] = r.stopped;
+    j["prompt_tokens_per_s"] = prompt_rate;
+    j["decode_tokens_per_s"] = decode_rate;
+    j["time_to_first_token_ms"] = r.prefill_seconds * 1e3;
+    j["peak_rss_mb"] = peak_resident_mib();
+    j["cpu"] = cpu_name();
+    j["threads"] = threads;
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
+  std::printf("\n");
+  std::fprintf(stderr,
+               "fxcpp generate: prompt %zu tokens, %s tokens/s; decode %zu tokens, %s tokens/s; time to first token "
+               "%s ms; peak resident memory %s MB; %d thread%s%s\n",
+               prompt.size(), format_number(prompt_rate).c_str(), r.tokens.size(), format_number(decode_rate).c_str(),
+               format_number(r.prefill_seconds * 1e3).c_str(), format_number(peak_resident_mib()).c_str(), threads,
+               threads == 1 ? "" : "s", r.stopped ? "; stopped at a stop id" : "");
+  return 0;
+}
+
+}  // namespace
+
+FX_COMMAND("generate",
+           "generate FOLDER --prompt-ids 1,2,3 [-n|--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] "
+           "[--repetition-penalty R] [--seed S] [--stop-ids 2,3] [--threads N] [--max-seq L] [--json]",
+           "decode from a LLaMA-family checkpoint folder (config.json, safetensors)", run_generate);
+
+}  // namespace fx::cli
