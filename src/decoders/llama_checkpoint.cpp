@@ -1,6 +1,8 @@
 // load_llama and LlamaConfig::from_json_file: a Hugging Face checkpoint
 // folder (config.json and safetensors) as a LlamaForCausalLM, every tensor
 // checked against config.json.
+#include "torchscript/file_checks.h"
+
 #include <fx/decoders/llama.h>
 #include <fx/safetensors.h>
 
@@ -18,11 +20,6 @@ namespace {
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) { throw ImportError(path + ": " + what); }
 
-std::string shape_of(at::IntArrayRef s) {
-  std::ostringstream os;
-  os << s;
-  return os.str();
-}
 
 }  // namespace
 
@@ -33,10 +30,7 @@ LlamaConfig LlamaConfig::from_json_file(const std::string& path) {
   try {
     j = nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
-    std::string why = e.what();
-    for (char& c : why)
-      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
-    fail(path, "not valid JSON (" + why + ")");
+    fail(path, "not valid JSON (" + import_detail::one_line(e.what()) + ")");
   }
   if (!j.is_object()) fail(path, "not a JSON object");
   LlamaConfig c;
@@ -94,10 +88,10 @@ LlamaForCausalLM load_llama(const std::string& folder, LlamaCacheOptions cache) 
       continue;  // the embedding's own tensor
     }
     const at::Tensor* t = weights.find(name);
-    if (!t) fail(where, "has no tensor '" + name + "' (config.json: " + shape_of(param.sizes()) + ")");
+    if (!t) fail(where, "has no tensor '" + name + "' (config.json: " + c10::str(param.sizes()) + ")");
     if (t->sizes() != param.sizes())
-      fail(where, "tensor '" + name + "' has shape " + shape_of(t->sizes()) + ", config.json gives it " +
-                      shape_of(param.sizes()));
+      fail(where, "tensor '" + name + "' has shape " + c10::str(t->sizes()) + ", config.json gives it " +
+                      c10::str(param.sizes()));
     const auto dtype = t->scalar_type();
     if (dtype != at::kFloat && dtype != at::kHalf && dtype != at::kBFloat16)
       fail(where, "tensor '" + name + "' is " + c10::toString(dtype) + ", not F32, F16 or BF16");

@@ -140,24 +140,6 @@ std::shared_ptr<GraphModule> with_crc_check(const import_detail::CrcCheckedAdapt
   }
 }
 
-/// `text` on one line: names read from a damaged file may hold control
-/// characters (a newline in a buffer name); they are shown escaped.
-std::string one_line(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else if (c == '\t') out += "\\t";
-    else if (u < 0x20 || u == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", u);
-      out += buf;
-    } else out += c;
-  }
-  return out;
-}
 
 /// Runs body; every error leaves as one fx::ImportError line naming `file`.
 template <class F>
@@ -165,11 +147,11 @@ std::shared_ptr<GraphModule> guarded(const std::string& file, F&& body) {
   try {
     return body();
   } catch (const ImportError& e) {
-    throw ImportError(one_line(e.what()));
+    throw ImportError(import_detail::one_line(e.what()));
   } catch (const Error& e) {
-    throw ImportError(file + ": " + one_line(e.what()));
+    throw ImportError(file + ": " + import_detail::one_line(e.what()));
   } catch (...) {
-    throw ImportError(file + ": " + one_line(import_detail::current_exception_text()));
+    throw ImportError(file + ": " + import_detail::one_line(import_detail::current_exception_text()));
   }
 }
 

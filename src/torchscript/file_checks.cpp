@@ -11,6 +11,7 @@
 #include <libdeflate.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -403,6 +404,23 @@ std::string current_exception_text() {
   } catch (...) {
     return "unknown error";
   }
+}
+
+std::string one_line(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\t') out += "\\t";
+    else if (u < 0x20 || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    } else out += c;
+  }
+  return out;
 }
 
 }  // namespace fx::import_detail

@@ -98,4 +98,8 @@ std::string clean_torch_message(const std::string& message);
 /// c10::Error without backtrace, std::bad_alloc as "out of memory".
 std::string current_exception_text();
 
+/// `text` on one line: control characters shown escaped (\n, \x01), as a
+/// name or a parser's message read from a damaged file may hold them.
+std::string one_line(const std::string& text);
+
 }  // namespace fx::import_detail

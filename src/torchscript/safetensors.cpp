@@ -1,5 +1,7 @@
 // safetensors files: load_safetensors, load_safetensors_folder,
 // save_safetensors (include/fx/safetensors.h says what is checked and why).
+#include "torchscript/file_checks.h"
+
 #include <fx/safetensors.h>
 #include <fx/tensor_file.h>
 
@@ -102,14 +104,6 @@ uint64_t unsigned_of(const Json& v, const std::string& path, const std::string& 
   fail(path, what + " must be a non-negative integer, not " + v.dump());
 }
 
-std::string sizes_str(const std::vector<int64_t>& s) {
-  std::ostringstream os;
-  os << '[';
-  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
-  os << ']';
-  return os.str();
-}
-
 struct Entry {
   std::string name;
   const DType* dtype;
@@ -131,11 +125,8 @@ Json parse_header(const std::string& path, const char* begin, const char* end) {
   Json header;
   try {
     header = Json::parse(begin, end, on_key);
-  } catch (const Json::exception& e) {
-    std::string why = e.what();  // quotes the input it stopped at: one printable line
-    for (char& c : why)
-      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
-    fail(path, "the header is not valid JSON (" + why + ")");
+  } catch (const Json::exception& e) {  // its message quotes the input it stopped at
+    fail(path, "the header is not valid JSON (" + import_detail::one_line(e.what()) + ")");
   }
   if (!header.is_object()) fail(path, "the header is not a JSON object");
   if (!duplicate.empty()) fail(path, "the header names '" + duplicate + "' twice");
@@ -175,7 +166,7 @@ Entry entry_of(const std::string& path, const std::string& name, const Json& v) 
   e.end = unsigned_of(offsets[1], path, where + ": data_offsets' end");
   if (e.end < e.begin) fail(path, where + ": data_offsets " + offsets.dump() + " end before they begin");
   if (e.end - e.begin != bytes)
-    fail(path, where + ": " + dtype + " " + sizes_str(e.shape) + " needs " + std::to_string(bytes) +
+    fail(path, where + ": " + dtype + " " + c10::str(c10::IntArrayRef(e.shape)) + " needs " + std::to_string(bytes) +
                    " bytes, data_offsets " + offsets.dump() + " hold " + std::to_string(e.end - e.begin));
   return e;
 }
