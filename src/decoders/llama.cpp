@@ -2,6 +2,7 @@
 // LlamaForCausalLM as torch::nn modules with gpt-fast's static KV cache.
 #include <fx/decoders/llama.h>
 
+#include <ATen/ops/aminmax.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/outer.h>
@@ -19,15 +20,9 @@ namespace fx::decoders {
 
 namespace {
 
-std::string sizes_str(at::IntArrayRef s) {
-  std::ostringstream os;
-  os << s;
-  return os.str();
-}
-
-/// "int64 [2, 3]", or "None".
+/// "Long [2, 3]", or "None".
 std::string described(const at::Tensor& t) {
-  return t.defined() ? std::string(c10::toString(t.scalar_type())) + " " + sizes_str(t.sizes()) : "None";
+  return t.defined() ? c10::str(t.scalar_type(), " ", t.sizes()) : "None";
 }
 
 /// HF's rotate_half: (x1, x2) -> (-x2, x1) over the last dimension's halves.
@@ -177,13 +172,19 @@ at::Tensor LlamaForCausalLMImpl::forward(const at::Tensor& tokens, const at::Ten
        << described(input_pos);
   else if (tokens.size(0) > cache_.max_batch || tokens.size(0) == 0)
     os << where << ": " << tokens.size(0) << " sequences, the cache holds 1 to " << cache_.max_batch;
-  else if (tokens.size(1) > 0 && (input_pos.min().item<int64_t>() < 0 || input_pos.max().item<int64_t>() >= cache_.max_seq))
-    os << where << ": positions " << input_pos.min().item<int64_t>() << " to " << input_pos.max().item<int64_t>()
-       << " are outside the cache's 0 to " << cache_.max_seq - 1;
-  else if (tokens.numel() > 0 && (tokens.min().item<int64_t>() < 0 || tokens.max().item<int64_t>() >= config_.vocab_size))
-    os << where << ": token ids " << tokens.min().item<int64_t>() << " to " << tokens.max().item<int64_t>()
-       << " are outside the vocabulary's 0 to " << config_.vocab_size - 1;
   if (!os.str().empty()) throw Error(os.str());
+  if (tokens.numel() > 0) {
+    const auto [pos_lo, pos_hi] = at::aminmax(input_pos);
+    const int64_t pmin = pos_lo.item<int64_t>(), pmax = pos_hi.item<int64_t>();
+    const auto [tok_lo, tok_hi] = at::aminmax(tokens);
+    const int64_t tmin = tok_lo.item<int64_t>(), tmax = tok_hi.item<int64_t>();
+    if (pmin < 0 || pmax >= cache_.max_seq)
+      os << where << ": positions " << pmin << " to " << pmax << " are outside the cache's 0 to " << cache_.max_seq - 1;
+    else if (tmin < 0 || tmax >= config_.vocab_size)
+      os << where << ": token ids " << tmin << " to " << tmax << " are outside the vocabulary's 0 to "
+         << config_.vocab_size - 1;
+    if (!os.str().empty()) throw Error(os.str());
+  }
   return lm_head->forward(model->forward(tokens, input_pos));
 }
 

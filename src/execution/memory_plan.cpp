@@ -34,15 +34,7 @@ constexpr size_t kMaxPlans = 8;
 
 size_t aligned(size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
 
-/// Gives what the C library holds free back to the system. A recorded
-/// forward took each buffer from the system allocator; from now on the
-/// plan's arena serves them, so the memory they were freed into would stay
-/// in glibc's heap beside the arena for good.
-void release_freed_memory() {
-#if defined(__GLIBC__)
-  malloc_trim(0);
-#endif
-}
+
 
 }  // namespace
 
@@ -456,6 +448,12 @@ std::vector<int64_t> shape_key(const std::vector<c10::IValue>& inputs) {
 
 }  // namespace
 
+void release_freed_memory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
 struct MemoryPlanner::Entry {
   enum class State { Recording, Ready } state = State::Recording;
   std::vector<int64_t> key;
@@ -535,6 +533,8 @@ MemoryPlanner::Scope::~Scope() {
       entry_->plan = make_plan(events);
       entry_->state = Entry::State::Ready;
       planner_->latest_ = entry_->plan;
+      // The plan's arena serves these buffers from now on: what the recording
+      // freed them into would stay in glibc's heap beside it for good.
       release_freed_memory();
     }
   } else if (s.mode == PlanScopeState::Mode::Replay) {

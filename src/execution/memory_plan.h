@@ -23,6 +23,12 @@ namespace fx::detail {
 struct MemoryPlan;
 struct PlanScopeState;
 
+/// Gives the memory the C library holds free back to the system
+/// (malloc_trim; nothing elsewhere than glibc): after work whose freed
+/// buffers will not be asked for again in those sizes (a recorded forward,
+/// a training step's trace).
+void release_freed_memory();
+
 /// Plans per input shapes for one GraphModule; thread-safe.
 class MemoryPlanner {
   struct Entry;
