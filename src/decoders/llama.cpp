@@ -2,7 +2,8 @@
 // LlamaForCausalLM as torch::nn modules with gpt-fast's static KV cache.
 #include <fx/decoders/llama.h>
 
-#include <ATen/ops/aminmax.h>
+#include "decoders/convention.h"
+
 #include <ATen/ops/arange.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/outer.h>
@@ -14,16 +15,10 @@
 
 #include <cmath>
 #include <limits>
-#include <sstream>
 
 namespace fx::decoders {
 
 namespace {
-
-/// "Long [2, 3]", or "None".
-std::string described(const at::Tensor& t) {
-  return t.defined() ? c10::str(t.scalar_type(), " ", t.sizes()) : "None";
-}
 
 /// HF's rotate_half: (x1, x2) -> (-x2, x1) over the last dimension's halves.
 at::Tensor rotate_half(const at::Tensor& x) {
@@ -83,8 +78,11 @@ at::Tensor LlamaAttentionImpl::forward(const at::Tensor& x, const at::Tensor& in
   at::Tensor v = v_proj->forward(x).view({b, t, num_kv_heads, head_dim}).transpose(1, 2);
   q = q * cos + rotate_half(q) * sin;  // HF's apply_rotary_pos_emb
   k = k * cos + rotate_half(k) * sin;
-  // gpt-fast's KVCache.update: k_cache[:, :, input_pos] = k, in place.
-  at::Tensor keys = k_cache.narrow(0, 0, b), values = v_cache.narrow(0, 0, b);
+  // gpt-fast's KVCache.update: k_cache[:, :, input_pos] = k, in place. A
+  // full batch writes the buffers themselves (no view), so that a trace
+  // records the update on the buffer's get_attr (fx::decoders::capture).
+  const bool full = b == k_cache.size(0);
+  at::Tensor keys = full ? k_cache : k_cache.narrow(0, 0, b), values = full ? v_cache : v_cache.narrow(0, 0, b);
   keys.index_copy_(2, input_pos, k.to(keys.scalar_type()));
   values.index_copy_(2, input_pos, v.to(values.scalar_type()));
   const int64_t rep = num_heads / num_kv_heads;  // HF's repeat_kv
@@ -162,29 +160,11 @@ LlamaForCausalLMImpl::LlamaForCausalLMImpl(LlamaConfig config, LlamaCacheOptions
 }
 
 at::Tensor LlamaForCausalLMImpl::forward(const at::Tensor& tokens, const at::Tensor& input_pos) {
-  const char* where = "LlamaForCausalLM.forward(tokens, input_pos)";
-  std::ostringstream os;
-  if (!tokens.defined() || tokens.dim() != 2 || tokens.scalar_type() != at::kLong)
-    os << where << ": tokens must be int64 [B, T], not " << described(tokens);
-  else if (!input_pos.defined() || input_pos.dim() != 1 || input_pos.scalar_type() != at::kLong ||
-           input_pos.size(0) != tokens.size(1))
-    os << where << ": input_pos must be int64 [T] with T = " << tokens.size(1) << ", not "
-       << described(input_pos);
-  else if (tokens.size(0) > cache_.max_batch || tokens.size(0) == 0)
-    os << where << ": " << tokens.size(0) << " sequences, the cache holds 1 to " << cache_.max_batch;
-  if (!os.str().empty()) throw Error(os.str());
-  if (tokens.numel() > 0) {
-    const auto [pos_lo, pos_hi] = at::aminmax(input_pos);
-    const int64_t pmin = pos_lo.item<int64_t>(), pmax = pos_hi.item<int64_t>();
-    const auto [tok_lo, tok_hi] = at::aminmax(tokens);
-    const int64_t tmin = tok_lo.item<int64_t>(), tmax = tok_hi.item<int64_t>();
-    if (pmin < 0 || pmax >= cache_.max_seq)
-      os << where << ": positions " << pmin << " to " << pmax << " are outside the cache's 0 to " << cache_.max_seq - 1;
-    else if (tmin < 0 || tmax >= config_.vocab_size)
-      os << where << ": token ids " << tmin << " to " << tmax << " are outside the vocabulary's 0 to "
-         << config_.vocab_size - 1;
-    if (!os.str().empty()) throw Error(os.str());
-  }
+  detail::DecoderLimits limits;
+  limits.max_batch = cache_.max_batch;
+  limits.max_seq = cache_.max_seq;
+  limits.vocab_size = config_.vocab_size;
+  detail::check_decoder_inputs("LlamaForCausalLM.forward(tokens, input_pos)", tokens, input_pos, limits);
   return lm_head->forward(model->forward(tokens, input_pos));
 }
 

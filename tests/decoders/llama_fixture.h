@@ -5,11 +5,14 @@
 // own and renamed into place, so no test reads one half written.
 #include "fx_paths.h"
 
+#include <fx/error.h>
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <system_error>
 
@@ -32,6 +35,16 @@ inline std::string llama_fixture(const std::string& name, const std::string& fla
   if (ec) fs::remove_all(tmp, ec);  // another process put its own in place first
   fs::remove_all(dir.string() + ".old" + std::to_string(::getpid()), ec);
   return dir.string();
+}
+
+/// The text of the fx::Error `f` throws, or "no error".
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const fx::Error& e) {
+    return e.what();
+  }
+  return "no error";
 }
 
 }  // namespace fx_test

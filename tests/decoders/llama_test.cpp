@@ -104,14 +104,7 @@ TEST(Llama, TiedBf16ShardedCheckpoint) {
   EXPECT_LE(relative(two.select(0, 0), e.logits[0]), 1e-4);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const fx::Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using fx_test::error_of;
 
 TEST(Llama, ACallBreakingTheConventionIsOneLine) {
   const std::string dir = fixture("f32", "");

@@ -1,0 +1,144 @@
+// A decoder as a graph (include/fx/decoders/capture.h): the LLaMA model
+// traced with T dynamic, the convention checked on any graph, and generate
+// driving it.
+#include <fx/decoders/capture.h>
+
+#include "decoders/convention.h"
+
+#include <fx/error.h>
+#include <fx/tensor_meta.h>
+#include <fx/trace.h>
+
+#include <ATen/ops/arange.h>
+#include <ATen/ops/zeros.h>
+#include <torch/types.h>
+
+
+namespace fx::decoders {
+
+namespace {
+
+const char* kWhere = "decoder convention: ";
+
+bool is_cache_write(const Node* n) {
+  return n->op() == Opcode::CallFunction && (n->target() == "aten::index_copy_" || n->target() == "aten::index_put_") &&
+         !n->args().empty() && n->args()[0].is_node() && n->args()[0].to_node()->op() == Opcode::GetAttr;
+}
+
+/// The dimension `n` (a cache write) indexes with `input_pos`, or -1.
+int64_t indexed_dim(const Node* n, const Node* input_pos) {
+  const auto& a = n->args();
+  if (n->target() == "aten::index_copy_") {
+    if (a.size() == 4 && a[2].is_node() && a[2].to_node() == input_pos && a[1].kind() == Argument::Kind::Int) return a[1].to_int();
+    return -1;
+  }
+  // aten::index_put_(self, indices: Tensor?[], values): input_pos at position d of the list.
+  if (a.size() >= 3 && a[1].is_sequence()) {
+    const auto& l = a[1].items();
+    for (size_t d = 0; d < l.size(); ++d)
+      if (l[d].is_node() && l[d].to_node() == input_pos) return static_cast<int64_t>(d);
+  }
+  return -1;
+}
+
+}  // namespace
+
+std::shared_ptr<GraphModule> capture(LlamaForCausalLM& model) {
+  auto m = model;
+  TracedFunction forward = [m](std::vector<c10::IValue> a) mutable -> c10::IValue {
+    return m->lm_head->forward(m->model->forward(a[0].toTensor(), a[1].toTensor()));
+  };
+  TraceOptions options;
+  options.dynamic_dims = {{0, 1, "T"}, {1, 0, "T"}};  // tokens [B, T], input_pos [T]: one T
+  // Two positions as the example: T = 1 would be a size tracing cannot tell from broadcasting.
+  const int64_t b = model->cache_options().max_batch;
+  Tracer tracer;
+  tracer.set_options(options);
+  tracer.set_input_names({"tokens", "input_pos"});
+  auto graph = tracer.trace(model.ptr(), forward, {at::zeros({b, 2}, at::kLong), at::arange(2, at::kLong)});
+  auto gm = to_graph_module(tracer, std::move(graph));
+  check_decoder(*gm);
+  return gm;
+}
+
+DecoderSignature check_decoder(const GraphModule& gm) {
+  const Graph& g = gm.graph();
+  const auto inputs = g.find_nodes(Opcode::Placeholder);
+  if (inputs.size() != 2)
+    throw Error(std::string(kWhere) + "the graph takes " + std::to_string(inputs.size()) +
+                " inputs, a decoder 2 (tokens int64 [B, T], input_pos int64 [T])");
+  DecoderSignature s;
+  for (const Node* n : g.nodes()) {
+    if (!is_cache_write(n)) continue;
+    const int64_t dim = indexed_dim(n, inputs[1]);
+    if (dim < 0) continue;
+    const Node* attr = n->args()[0].to_node();
+    const at::Tensor cache = gm.fetch_attr(attr->target());
+    if (cache.dim() < 2 || dim >= cache.dim() || dim == 0)
+      throw Error(std::string(kWhere) + "cache " + attr->target() + " (" + detail::described(cache) +
+                  ") is written at input_pos along dimension " + std::to_string(dim) +
+                  ", not a sequence dimension after the batch");
+    if (s.caches.empty()) {
+      s.max_batch = cache.size(0);
+      s.max_seq = cache.size(dim);
+    } else if (cache.size(0) != s.max_batch || cache.size(dim) != s.max_seq) {
+      throw Error(std::string(kWhere) + "cache " + attr->target() + " holds " + std::to_string(cache.size(0)) +
+                  " sequences of " + std::to_string(cache.size(dim)) + " positions, " + s.caches.front() + " " +
+                  std::to_string(s.max_batch) + " of " + std::to_string(s.max_seq));
+    }
+    s.caches.push_back(attr->target());
+  }
+  if (s.caches.empty())
+    throw Error(std::string(kWhere) +
+                "the graph writes no cache in place at input_pos (a buffer updated by aten::index_copy_ or "
+                "aten::index_put_ with the second input as the index)");
+  for (const Node* n : g.find_nodes(Opcode::Output)) {
+    if (n->args().size() == 1 && n->args()[0].is_node())
+      if (const TensorMetadata* t = tensor_meta_of(n->args()[0].to_node()); t && t->shape.size() == 3)
+        s.vocab_size = t->shape.back();
+  }
+  return s;
+}
+
+std::shared_ptr<GraphModule> optimize_decoder(const std::shared_ptr<GraphModule>& gm, OptimizeOptions options,
+                                              OptimizeReport* report) {
+  const DecoderSignature s = check_decoder(*gm);
+  if (options.example_inputs.empty())  // a decode step: its weights packed now, not at the first token
+    options.example_inputs = {at::zeros({s.max_batch, 1}, at::kLong), at::zeros({1}, at::kLong)};
+  auto out = optimize_for_inference(gm, options, report);
+  check_decoder(*out);
+  reset_cache(*out);  // the warm-up wrote position 0
+  return out;
+}
+
+DecoderStep decoder_step(std::shared_ptr<GraphModule> gm) {
+  const DecoderSignature s = check_decoder(*gm);
+  return [gm, s](const at::Tensor& tokens, const at::Tensor& input_pos) -> at::Tensor {
+    detail::DecoderLimits limits;
+    limits.max_batch = s.max_batch;
+    limits.exact_batch = true;
+    limits.max_seq = s.max_seq;
+    limits.vocab_size = s.vocab_size;
+    detail::check_decoder_inputs("decoder(tokens, input_pos)", tokens, input_pos, limits);
+    return gm->forward({tokens, input_pos}).toTensor();
+  };
+}
+
+void reset_cache(GraphModule& gm) {
+  at::NoGradGuard no_grad;
+  for (const auto& name : check_decoder(gm).caches) gm.fetch_attr(name).zero_();
+}
+
+GenerateResult generate(const std::shared_ptr<GraphModule>& gm, const std::vector<int64_t>& prompt,
+                        GenerateOptions options) {
+  const DecoderSignature s = check_decoder(*gm);
+  if (s.max_batch != 1)
+    throw Error("generate: the decoder graph was captured for " + std::to_string(s.max_batch) +
+                " sequences; generate decodes one (capture with max_batch 1)");
+  reset_cache(*gm);
+  if (options.max_seq <= 0 || options.max_seq > s.max_seq) options.max_seq = s.max_seq;
+  at::NoGradGuard no_grad;
+  return generate(decoder_step(gm), prompt, options);
+}
+
+}  // namespace fx::decoders

@@ -1,0 +1,136 @@
+// fx::decoders::capture: the LLaMA fixture as one graph (T dynamic) whose
+// caches are the model's buffers updated in place; generate on the graph,
+// plain and optimised, equals eager and Hugging Face's greedy tokens, and
+// the convention is checked on any graph in one line.
+#include <fx/decoders/capture.h>
+#include <fx/graph.h>
+#include <fx/tensor_file.h>
+
+#include "llama_fixture.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <set>
+
+namespace capture_test {
+
+using fx::decoders::GenerateOptions;
+
+struct Loaded {
+  fx::decoders::LlamaForCausalLM model;
+  std::vector<int64_t> prompt, greedy;
+  at::Tensor logits;  ///< Hugging Face's logits of the prompt
+};
+
+Loaded load(int64_t max_batch = 1) {
+  const std::string dir = fx_test::llama_fixture("f32", "");
+  const auto t = fx::load_value(dir + "/expected.pt").toTupleRef().elements();
+  const at::Tensor prompt = t[0].toTensor().flatten().contiguous(), greedy = t[2].toTensor().contiguous();
+  return {fx::decoders::load_llama(dir, {max_batch, 64}),
+          std::vector<int64_t>(prompt.data_ptr<int64_t>(), prompt.data_ptr<int64_t>() + prompt.numel()),
+          std::vector<int64_t>(greedy.data_ptr<int64_t>(), greedy.data_ptr<int64_t>() + greedy.numel()),
+          t[1].toTensor()};
+}
+
+size_t count(const fx::Graph& g, const std::string& target) {
+  size_t n = 0;
+  for (const fx::Node* node : g.nodes()) n += node->op() == fx::Opcode::CallFunction && node->target() == target;
+  return n;
+}
+
+using fx_test::error_of;
+
+TEST(DecoderCapture, OneGraphWhoseCachesAreTheModelsBuffersWrittenInPlace) {
+  Loaded l = load();
+  auto gm = fx::decoders::capture(l.model);
+  const auto s = fx::decoders::check_decoder(*gm);
+  const int64_t layers = l.model->config().num_hidden_layers;
+  ASSERT_EQ(s.caches.size(), static_cast<size_t>(2 * layers));
+  EXPECT_EQ(s.caches[0], "model.layers.0.self_attn.k_cache");
+  EXPECT_EQ(s.caches[1], "model.layers.0.self_attn.v_cache");
+  EXPECT_EQ(s.max_batch, 1);
+  EXPECT_EQ(s.max_seq, 64);
+  EXPECT_EQ(s.vocab_size, l.model->config().vocab_size);
+  EXPECT_EQ(count(gm->graph(), "aten::index_copy_"), static_cast<size_t>(2 * layers));
+  // The graph's caches are the model's (shared, not copied): the update is in place.
+  EXPECT_TRUE(gm->fetch_attr(s.caches[0]).is_same(l.model->model->layers[0]->as<fx::decoders::LlamaDecoderLayer>()
+                                                      ->self_attn->k_cache));
+  // T is dynamic: the sizes are read from the tokens (aten::size.int), not baked in.
+  EXPECT_GE(count(gm->graph(), "aten::size.int"), 1u);
+  // Prefill logits equal Hugging Face's, then every decode step equals eager's.
+  at::NoGradGuard no_grad;
+  const at::Tensor tokens = torch::tensor(l.prompt).unsqueeze(0);
+  const int64_t t = tokens.size(1);
+  const at::Tensor logits = gm->forward({tokens, torch::arange(t)}).toTensor();
+  const double scale = l.logits.abs().max().item<double>();
+  EXPECT_LT((logits - l.logits).abs().max().item<double>(), 1e-4 * scale);
+  auto eager = load();
+  eager.model->forward(tokens, torch::arange(t));
+  for (int64_t i = 0; i < 8; ++i) {
+    const at::Tensor next = torch::tensor({l.greedy[i]}).unsqueeze(0), pos = torch::tensor({t + i});
+    const at::Tensor a = gm->forward({next, pos}).toTensor(), b = eager.model->forward(next, pos);
+    EXPECT_LT((a - b).abs().max().item<double>(), 1e-5 * scale) << "step " << i;
+  }
+}
+
+TEST(DecoderCapture, GenerateOnTheGraphPlainAndOptimisedEqualsHuggingFacesGreedy) {
+  Loaded l = load();
+  GenerateOptions o;
+  o.max_new_tokens = static_cast<int64_t>(l.greedy.size());
+  auto gm = fx::decoders::capture(l.model);
+  EXPECT_EQ(fx::decoders::generate(gm, l.prompt, o).tokens, l.greedy);
+  fx::OptimizeReport report;
+  auto fast = fx::decoders::optimize_decoder(gm, {}, &report);
+  const int64_t layers = l.model->config().num_hidden_layers;
+  EXPECT_EQ(report.onednn_linears, static_cast<size_t>(7 * layers + 1));  // q k v o gate up down, lm_head
+  EXPECT_EQ(count(fast->graph(), "aten::index_copy_"), static_cast<size_t>(2 * layers));
+  EXPECT_EQ(fx::decoders::generate(fast, l.prompt, o).tokens, l.greedy);
+  // Twice: the caches are reset between sequences.
+  EXPECT_EQ(fx::decoders::generate(fast, l.prompt, o).tokens, l.greedy);
+  // With the cache equals without it: the whole prefix again at every step (the reference's greedy ids).
+  EXPECT_GE(std::set<int64_t>(l.greedy.begin(), l.greedy.end()).size(), 4u);  // the greedy output varies
+}
+
+TEST(DecoderCapture, CallsBreakingTheConventionAreOneLine) {
+  Loaded l = load();
+  auto step = fx::decoders::decoder_step(fx::decoders::capture(l.model));
+  EXPECT_EQ(error_of([&] { step(torch::zeros({1, 2}), torch::arange(2)); }),
+            "decoder(tokens, input_pos): tokens must be int64 [B, T], not Float [1, 2]");
+  EXPECT_EQ(error_of([&] { step(torch::zeros({1, 2}, torch::kLong), torch::arange(3)); }),
+            "decoder(tokens, input_pos): input_pos must be int64 [T] with T = 2, not Long [3]");
+  EXPECT_EQ(error_of([&] { step(torch::zeros({2, 2}, torch::kLong), torch::arange(2)); }),
+            "decoder(tokens, input_pos): 2 sequences, the graph was captured for 1");
+  EXPECT_EQ(error_of([&] { step(torch::zeros({1, 2}, torch::kLong), torch::arange(63, 65)); }),
+            "decoder(tokens, input_pos): positions 63 to 64 are outside the cache's 0 to 63");
+  const int64_t v = l.model->config().vocab_size;
+  EXPECT_EQ(error_of([&] { step(torch::full({1, 1}, v, torch::kLong), torch::arange(1)); }),
+            "decoder(tokens, input_pos): token ids " + std::to_string(v) + " to " + std::to_string(v) +
+                " are outside the vocabulary's 0 to " + std::to_string(v - 1));
+}
+
+TEST(DecoderCapture, GraphsBreakingTheConventionAreRefusedInOneLine) {
+  // A graph of one input.
+  auto g = std::make_shared<fx::Graph>();
+  fx::Node* x = g->placeholder("x");
+  g->output(x);
+  auto one_input = std::make_shared<fx::GraphModule>(std::make_shared<torch::nn::Module>(), g);
+  EXPECT_EQ(error_of([&] { fx::decoders::check_decoder(*one_input); }),
+            "decoder convention: the graph takes 1 inputs, a decoder 2 (tokens int64 [B, T], input_pos int64 [T])");
+  // Two inputs, no cache.
+  auto g2 = std::make_shared<fx::Graph>();
+  fx::Node* tokens = g2->placeholder("tokens");
+  g2->placeholder("input_pos");
+  g2->output(tokens);
+  auto no_cache = std::make_shared<fx::GraphModule>(std::make_shared<torch::nn::Module>(), g2);
+  EXPECT_EQ(error_of([&] { fx::decoders::generate(no_cache, {1, 2}, {}); }),
+            "decoder convention: the graph writes no cache in place at input_pos (a buffer updated by "
+            "aten::index_copy_ or aten::index_put_ with the second input as the index)");
+  // A model captured for two sequences: generate decodes one.
+  Loaded two = load(2);
+  EXPECT_EQ(error_of([&] { fx::decoders::generate(fx::decoders::capture(two.model), two.prompt, {}); }),
+            "generate: the decoder graph was captured for 2 sequences; generate decodes one (capture with max_batch 1)");
+}
+
+}  // namespace capture_test
