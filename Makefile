@@ -64,6 +64,7 @@ bench: build
 	/usr/bin/python3 scripts/bench_qat.py --build $(BUILD) $(if $(QUICK),,--save-dir docs/bench) $(if $(QUICK),--quick)  # quantization-aware training: prepare_qat vs prepare_qat_fx, QAT int8
 	/usr/bin/python3 scripts/bench_distributed_training.py --build $(BUILD) $(if $(QUICK),--quick)  # distributed training: data parallel (DDP's buckets), pipeline GPipe / 1F1B
 	/usr/bin/python3 scripts/bench_ort.py --build $(BUILD) $(if $(QUICK),,--save-dir docs/bench) $(if $(QUICK),--quick)  # optional: skipped, with the reason, without ONNX Runtime
+	/usr/bin/python3 scripts/bench_decoder.py --build $(BUILD) $(if $(QUICK),,--save-dir docs/bench) $(if $(QUICK),--quick)  # decoder LLM: fxcpp generate vs llama.cpp (optional peer: skipped, with the reason, without node-llama-cpp)
 	/usr/bin/python3 scripts/bench_docs.py --render  # docs/benchmarks.md from the saved runs in docs/bench/
 
 # Only the optimize_for_inference table (issue 9; needs only the command

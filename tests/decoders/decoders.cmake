@@ -8,3 +8,13 @@ add_test(NAME decoders.cli_generate
                  ${FX_BIN}/decoders_fixtures/cli)
 set_tests_properties(decoders.cli_generate PROPERTIES FIXTURES_REQUIRED fx_llama_cli TIMEOUT 300
                      ENVIRONMENT "OMP_NUM_THREADS=1" PASS_REGULAR_EXPRESSION " passed, 0 failed")
+# GGUF files of the LLaMA fixture (scripts/gguf_writer.py) in llama.cpp (node-llama-cpp, bench/llama_cpp/llama_bench.js):
+# F32's greedy tokens equal fxcpp generate's, Q8_0 / Q4_0 load and agree; skipped (exit 77) without
+# build/llama_cpp (bash scripts/setup_llama_cpp.sh installs it). The Q8_0 / Q4_0 quantizers against hand-made blocks.
+add_test(NAME decoders.gguf_quantizers COMMAND /usr/bin/python3 ${FX_SRC}/scripts/gguf_writer.py --self-test)
+set_tests_properties(decoders.gguf_quantizers PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION " passed, 0 failed")
+add_test(NAME decoders.gguf_llama_cpp
+         COMMAND /usr/bin/python3 ${FX_SRC}/tests/decoders/check_gguf_llama_cpp.py $<TARGET_FILE:fxcpp_cli>
+                 ${FX_BIN}/decoders_fixtures/cli ${FX_BIN}/llama_cpp)
+set_tests_properties(decoders.gguf_llama_cpp PROPERTIES FIXTURES_REQUIRED fx_llama_cli TIMEOUT 300
+                     SKIP_RETURN_CODE 77 ENVIRONMENT "OMP_NUM_THREADS=1")
