@@ -1,0 +1,417 @@
+// The weight-only kernels (see weight_only_kernels.h): activations quantized
+// per block of 32, then, per weight row, integer dot products with a tile of
+// up to 4 activation rows, each weight byte loaded and unpacked once per tile.
+//
+//   AVX-512 VNNI: vpdpbusd multiplies unsigned bytes by signed ones. The
+//     weights are the unsigned side: int4 nibbles as they are (0..15), int8
+//     with its sign bit flipped (w + 128); the activations, in [-127, 127],
+//     the signed side. The +128 (and int4's zero point 8) come back out as
+//     zero · Σ d·q per group, one short vector dot product per output. 64
+//     bytes of int4 (4 blocks of 32) unpack with one mask and one shift: the
+//     low nibbles are the first 16 weights of each block, the high ones the
+//     last 16, and the activations are laid out in that order when quantized.
+//   AVX2: ggml's mul_sum_i8_pairs: vpmaddubsw on |w| and x with w's sign
+//     (int8), or on the nibbles and x (int4), then vpmaddwd by ones.
+//   Scalar: the same sums in int32.
+// Each block's int32 sum becomes a float times its activation step (and the
+// group's scale) in a vector accumulator, reduced once per output.
+#include "decoders/weight_only_kernels.h"
+
+#include <ATen/Parallel.h>
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace fx::decoders::detail {
+// A named namespace: the layer's files are compiled in unity batches, which
+// share one anonymous namespace.
+namespace weight_only_kernels {
+namespace {  // internal linkage, so that the helpers inline (-fPIC would call them through the PLT)
+
+constexpr int64_t kBlock = 32;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// The zero point the kernel's integer view implies for group g: the stored
+/// one (or 8, symmetric int4's) plus the kernel's offset (128: VNNI's int8).
+struct ZeroTerm {
+  float fixed = 0;   // used when zeros is null
+  float offset = 0;  // added to zeros[g]
+  bool none = true;  // every zero point 0: nothing to subtract
+};
+
+ZeroTerm zero_term_of(WeightOnlyIsa isa, const WeightOnlyView& w) {
+  ZeroTerm z;
+  z.offset = isa == WeightOnlyIsa::Avx512Vnni && w.bits == 8 ? 128.f : 0.f;
+  z.fixed = (w.bits == 4 ? 8.f : 0.f) + z.offset;
+  z.none = !w.zeros && z.fixed == 0.f;
+  return z;
+}
+
+/// Σ_g s_g · zero_g · xsum_g over a row's groups.
+float zero_sum_scalar(const float* s, const float* zeros, const ZeroTerm& z, const float* xsum, int64_t groups) {
+  float t = 0;
+  for (int64_t g = 0; g < groups; ++g) t += s[g] * (zeros ? zeros[g] + z.offset : z.fixed) * xsum[g];
+  return t;
+}
+
+/// The output from a row's accumulated Σ s · d · raw · x and its zero term.
+inline void store(int64_t n, float sum, float zero_sum, const float* bias, float* y) {
+  const float v = sum - zero_sum;
+  *y = bias ? v + bias[n] : v;
+}
+
+// ---- scalar ----------------------------------------------------------------
+
+int32_t block_dot_scalar(int bits, const uint8_t* row, int64_t b, int64_t k, const int8_t* xq) {
+  int32_t sum = 0;
+  if (bits == 8) {
+    const int8_t* wb = reinterpret_cast<const int8_t*>(row) + b * kBlock;
+    const int64_t len = std::min(kBlock, k - b * kBlock);
+    for (int64_t t = 0; t < len; ++t) sum += int32_t{wb[t]} * xq[b * kBlock + t];
+  } else {
+    const uint8_t* wb = row + b * (kBlock / 2);
+    for (int64_t t = 0; t < kBlock / 2; ++t)
+      sum += int32_t{wb[t] & 15} * xq[b * kBlock + t] + int32_t{wb[t] >> 4} * xq[b * kBlock + t + 16];
+  }
+  return sum;
+}
+
+void tile_scalar(const WeightOnlyView& w, const WeightOnlyActivations& a, int64_t r0, int64_t tile, int64_t n0,
+                 int64_t n1, const float* bias, float* y, int64_t ldy) {
+  const ZeroTerm z = zero_term_of(WeightOnlyIsa::Scalar, w);
+  const int shift = w.group_shift;
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* row = w.data + n * w.row_bytes;
+    const float* s = w.scales + n * w.groups;
+    const float* zeros = w.zeros ? w.zeros + n * w.groups : nullptr;
+    for (int64_t r = 0; r < tile; ++r) {
+      const int8_t* xq = a.q.data() + (r0 + r) * a.padded_blocks * kBlock;
+      const float* d = a.d.data() + (r0 + r) * a.padded_blocks;
+      float sum = 0;
+      for (int64_t b = 0; b < a.blocks; ++b)
+        sum += s[b >> shift] * d[b] * static_cast<float>(block_dot_scalar(w.bits, row, b, w.k, xq));
+      const float zs = z.none ? 0.f : zero_sum_scalar(s, zeros, z, a.xsum.data() + (r0 + r) * w.groups, w.groups);
+      store(n, sum, zs, bias, y + r * ldy + n);
+    }
+  }
+}
+
+// ---- AVX2 ------------------------------------------------------------------
+
+#define FX_WO_AVX2 __attribute__((target("avx2,fma")))
+
+FX_WO_AVX2 inline float hsum_avx2(__m256 v) {
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_add_ss(h, _mm_movehdup_ps(h));
+  return _mm_cvtss_f32(h);
+}
+
+FX_WO_AVX2 float zero_sum_avx2(const float* s, const float* zeros, const ZeroTerm& z, const float* xsum,
+                               int64_t groups) {
+  __m256 acc = _mm256_setzero_ps();
+  const __m256 off = _mm256_set1_ps(z.offset), fixed = _mm256_set1_ps(z.fixed);
+  int64_t g = 0;
+  for (; g + 8 <= groups; g += 8) {
+    const __m256 zv = zeros ? _mm256_add_ps(_mm256_loadu_ps(zeros + g), off) : fixed;
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(s + g), zv), _mm256_loadu_ps(xsum + g), acc);
+  }
+  return hsum_avx2(acc) + zero_sum_scalar(s + g, zeros ? zeros + g : nullptr, z, xsum + g, groups - g);
+}
+
+/// A block of 32 weights as 32 bytes: int8 as stored (a short last block
+/// zero-padded), int4 unpacked to 0..15 in K's order.
+FX_WO_AVX2 inline __m256i load_block_avx2(int bits, const uint8_t* row, int64_t b, int64_t k) {
+  if (bits == 4) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + b * (kBlock / 2)));
+    const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
+    return _mm256_and_si256(both, _mm256_set1_epi8(15));
+  }
+  if ((b + 1) * kBlock <= k) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + b * kBlock));
+  alignas(32) uint8_t last[kBlock] = {};
+  std::memcpy(last, row + b * kBlock, static_cast<size_t>(k - b * kBlock));
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(last));
+}
+
+template <int R>
+FX_WO_AVX2 void tile_avx2(const WeightOnlyView& w, const WeightOnlyActivations& a, int64_t r0, int64_t n0, int64_t n1,
+                          const float* bias, float* y, int64_t ldy) {
+  const ZeroTerm z = zero_term_of(WeightOnlyIsa::Avx2, w);
+  const int64_t xstride = a.padded_blocks * kBlock, blocks = a.blocks;
+  const int shift = w.group_shift;
+  const int bits = w.bits;
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* row = w.data + n * w.row_bytes;
+    const float* s = w.scales + n * w.groups;
+    __m256 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < blocks; ++b) {
+      const __m256i wv = load_block_avx2(bits, row, b, w.k);
+      // int8: |w| unsigned, x takes w's sign (x is never -128); int4: the nibbles are unsigned already.
+      const __m256i uw = bits == 8 ? _mm256_abs_epi8(wv) : wv;
+      const float sb = s[b >> shift];
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const int64_t rr = r0 + r;
+        __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q.data() + rr * xstride + b * kBlock));
+        if (bits == 8) xv = _mm256_sign_epi8(xv, wv);
+        const __m256i i32 = _mm256_madd_epi16(_mm256_maddubs_epi16(uw, xv), ones);
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), _mm256_set1_ps(sb * a.d[rr * a.padded_blocks + b]), acc[r]);
+      }
+    }
+    const float* zeros = w.zeros ? w.zeros + n * w.groups : nullptr;
+    for (int r = 0; r < R; ++r) {
+      const float zs = z.none ? 0.f : zero_sum_avx2(s, zeros, z, a.xsum.data() + (r0 + r) * w.groups, w.groups);
+      store(n, hsum_avx2(acc[r]), zs, bias, y + r * ldy + n);
+    }
+  }
+}
+
+// ---- AVX-512 VNNI ----------------------------------------------------------
+
+#define FX_WO_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+// Weight bytes ahead of the chunk being read that are asked for: a single thread's
+// stream from DRAM is bound by the misses in flight.
+constexpr int64_t kPrefetchBytes = 1024;
+// GCC 12 warns that the unmasked AVX-512 intrinsics' _mm512_undefined_*()
+// pass-through "may be used uninitialized" (its bug 105593, fixed in 13), or
+// "is used uninitialized" inlined into _mm512_reduce_add_ps.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+FX_WO_VNNI float zero_sum_vnni(const float* s, const float* zeros, const ZeroTerm& z, const float* xsum,
+                               int64_t groups) {
+  __m512 acc = _mm512_setzero_ps();
+  const __m512 off = _mm512_set1_ps(z.offset), fixed = _mm512_set1_ps(z.fixed);
+  for (int64_t g = 0; g < groups; g += 16) {
+    const __mmask16 m = groups - g >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (groups - g)) - 1);
+    const __m512 zv = zeros ? _mm512_add_ps(_mm512_maskz_loadu_ps(m, zeros + g), off) : fixed;
+    acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + g), zv), _mm512_maskz_loadu_ps(m, xsum + g), acc);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
+/// What one tile's pass over a weight row needs of the activations and the
+/// scales' layout. A chunk is 64 bytes of weights: 64 int8 (2 blocks, 8
+/// lanes each) or 128 int4 (4 blocks, 4 lanes each).
+struct VnniTile {
+  const int8_t* xq[kWeightOnlyTile];
+  const float* lanes[kWeightOnlyTile];
+  int64_t x_chunk;           // activation bytes per chunk: 64 or 128
+  int64_t blocks_per_chunk;  // 2 or 4
+  __m512i scale_index;       // lane -> group, from the chunk's first group
+  __mmask16 full_scales;     // groups a full chunk spans
+};
+
+/// The group scales of a chunk starting at block b on its 16 lanes (unused per channel).
+template <bool PerChannel>
+FX_WO_VNNI inline __m512 chunk_scales(const VnniTile& t, const float* s, int64_t b, int shift, __mmask16 m) {
+  if (PerChannel) return _mm512_setzero_ps();
+  return _mm512_permutexvar_ps(t.scale_index, _mm512_maskz_loadu_ps(m, s + (b >> shift)));
+}
+
+/// acc[r] += (int32 sums of the chunk's weights `lo` (and `hi`: int4's high
+/// nibbles) by row r's activations) · d · scale (per channel: the row's scale comes after).
+template <int R, bool Int4, bool PerChannel>
+FX_WO_VNNI inline void chunk_vnni(const VnniTile& t, int64_t c, __m512i lo, __m512i hi, __m512 sv, __m512* acc) {
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    const int8_t* x = t.xq[r] + c * t.x_chunk;
+    __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(x));
+    if (Int4) sum = _mm512_dpbusd_epi32(sum, hi, _mm512_loadu_si512(x + 64));
+    const __m512 dv = PerChannel ? _mm512_loadu_ps(t.lanes[r] + c * 16) : _mm512_mul_ps(_mm512_loadu_ps(t.lanes[r] + c * 16), sv);
+    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), dv, acc[r]);
+  }
+}
+
+/// Loads chunk c (its first `bytes` bytes, the rest 0) as unsigned weights.
+template <bool Int4>
+FX_WO_VNNI inline void load_chunk_vnni(const uint8_t* p, __mmask64 bytes, __m512i* lo, __m512i* hi) {
+  const __m512i v = _mm512_maskz_loadu_epi8(bytes, p);
+  if (Int4) {
+    const __m512i m4 = _mm512_set1_epi8(15);
+    *lo = _mm512_and_si512(v, m4);
+    *hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+  } else {
+    *lo = _mm512_xor_si512(v, _mm512_set1_epi8(char(0x80)));  // w + 128
+  }
+}
+
+template <int R, bool Int4, bool PerChannel>
+FX_WO_VNNI void tile_vnni(const WeightOnlyView& w, const WeightOnlyActivations& a, int64_t r0, int64_t n0, int64_t n1,
+                          const float* bias, float* y, int64_t ldy) {
+  const ZeroTerm z = zero_term_of(WeightOnlyIsa::Avx512Vnni, w);
+  VnniTile t;
+  t.x_chunk = Int4 ? 128 : 64;
+  t.blocks_per_chunk = Int4 ? 4 : 2;
+  const int64_t lanes_per_block = 16 / t.blocks_per_chunk, gb = std::max<int64_t>(w.group_blocks, 1);
+  alignas(64) int32_t index[16];
+  for (int l = 0; l < 16; ++l) index[l] = static_cast<int32_t>(l / lanes_per_block / gb);
+  t.scale_index = _mm512_load_si512(index);
+  t.full_scales = __mmask16((1u << ceil_div(t.blocks_per_chunk, gb)) - 1);
+  for (int r = 0; r < R; ++r) {
+    t.xq[r] = a.q.data() + (r0 + r) * a.padded_blocks * kBlock;
+    t.lanes[r] = a.lanes.data() + (r0 + r) * a.padded_blocks * lanes_per_block;
+  }
+  // Whole chunks, then the last one's bytes and the groups its blocks span.
+  const int64_t row_bytes = w.row_bytes, full = row_bytes / 64, tail = row_bytes % 64, bpc = t.blocks_per_chunk;
+  const int shift = w.group_shift;
+  const __mmask64 tail_bytes = tail ? (__mmask64(1) << tail) - 1 : 0;
+  const int64_t tail_blocks = ceil_div(Int4 ? tail / 16 : tail, Int4 ? 1 : kBlock);
+  const __mmask16 tail_scales = __mmask16((1u << ceil_div(tail_blocks, gb)) - 1);
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* row = w.data + n * row_bytes;
+    const float* s = w.scales + n * w.groups;
+    // Two sets of accumulators, even and odd chunks: one would chain every chunk's add on the last's.
+    __m512 acc[R], odd[R];
+    for (int r = 0; r < R; ++r) acc[r] = odd[r] = _mm512_setzero_ps();
+    __m512i lo, hi = _mm512_setzero_si512();
+    int64_t c = 0;
+    for (; c + 2 <= full; c += 2) {
+      _mm_prefetch(reinterpret_cast<const char*>(row + c * 64 + kPrefetchBytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(row + c * 64 + 64 + kPrefetchBytes), _MM_HINT_T0);
+      load_chunk_vnni<Int4>(row + c * 64, ~__mmask64(0), &lo, &hi);
+      chunk_vnni<R, Int4, PerChannel>(t, c, lo, hi, chunk_scales<PerChannel>(t, s, c * bpc, shift, t.full_scales), acc);
+      load_chunk_vnni<Int4>(row + c * 64 + 64, ~__mmask64(0), &lo, &hi);
+      chunk_vnni<R, Int4, PerChannel>(t, c + 1, lo, hi,
+                                      chunk_scales<PerChannel>(t, s, (c + 1) * bpc, shift, t.full_scales), odd);
+    }
+    if (c < full) {
+      load_chunk_vnni<Int4>(row + c * 64, ~__mmask64(0), &lo, &hi);
+      chunk_vnni<R, Int4, PerChannel>(t, c, lo, hi, chunk_scales<PerChannel>(t, s, c * bpc, shift, t.full_scales), acc);
+    }
+    if (tail) {
+      load_chunk_vnni<Int4>(row + full * 64, tail_bytes, &lo, &hi);
+      chunk_vnni<R, Int4, PerChannel>(t, full, lo, hi, chunk_scales<PerChannel>(t, s, full * bpc, shift, tail_scales),
+                                      odd);
+    }
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_add_ps(acc[r], odd[r]);
+    const float* zeros = w.zeros ? w.zeros + n * w.groups : nullptr;
+    for (int r = 0; r < R; ++r) {
+      const float zs = z.none ? 0.f : zero_sum_vnni(s, zeros, z, a.xsum.data() + (r0 + r) * w.groups, w.groups);
+      store(n, (PerChannel ? s[0] : 1.f) * _mm512_reduce_add_ps(acc[r]), zs, bias, y + r * ldy + n);
+    }
+  }
+}
+
+#pragma GCC diagnostic pop
+
+// ---- activations -----------------------------------------------------------
+
+/// Where value t (0..31) of block b goes in a row of quantized activations.
+int64_t position(WeightOnlyIsa isa, int bits, int64_t b, int64_t t) {
+  if (isa != WeightOnlyIsa::Avx512Vnni || bits != 4) return b * kBlock + t;
+  // Per 4 blocks: the first 16 values of each block, then the last 16.
+  return (b / 4) * 128 + (t < 16 ? 0 : 64) + (b % 4) * 16 + t % 16;
+}
+
+void quantize_row(WeightOnlyIsa isa, const WeightOnlyView& w, const float* x, int64_t k, int64_t blocks,
+                  int8_t* q, float* d, float* lanes, float* xsum) {
+  const int64_t lanes_per_block = w.bits == 4 ? 4 : 8;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t len = std::min(kBlock, k - b * kBlock);
+    const float* xb = x + b * kBlock;
+    float amax = 0;
+    bool finite = true;
+    for (int64_t t = 0; t < len; ++t) {
+      amax = std::max(amax, std::fabs(xb[t]));
+      finite = finite && std::isfinite(xb[t]);
+    }
+    // A non-finite activation makes its block's step NaN: the outputs are NaN, as a float product's.
+    const float step = finite ? amax / 127.f : std::nanf("");
+    const float inv = finite && amax > 0 ? 127.f / amax : 0.f;
+    int32_t qsum = 0;
+    for (int64_t t = 0; t < len; ++t) {
+      // Rounded to nearest, ties to even, by the float adder (|x · inv| <= 127): std::nearbyint is a libm call.
+      const int32_t v = static_cast<int32_t>((xb[t] * inv + 12582912.f) - 12582912.f);
+      const int32_t qv = std::clamp(v, -127, 127);
+      q[position(isa, w.bits, b, t)] = static_cast<int8_t>(qv);
+      qsum += qv;
+    }
+    d[b] = step;
+    if (lanes)
+      for (int64_t l = 0; l < lanes_per_block; ++l) lanes[b * lanes_per_block + l] = step;
+    xsum[b >> w.group_shift] += step * static_cast<float>(qsum);
+  }
+}
+
+using TileFn = void (*)(const WeightOnlyView&, const WeightOnlyActivations&, int64_t, int64_t, int64_t,
+                        const float*, float*, int64_t);
+
+template <int R>
+TileFn tile_of(WeightOnlyIsa isa, int bits, bool per_channel) {
+  if (isa == WeightOnlyIsa::Avx512Vnni)
+    return bits == 4 ? &tile_vnni<R, true, false> : per_channel ? &tile_vnni<R, false, true> : &tile_vnni<R, false, false>;
+  return &tile_avx2<R>;
+}
+
+}  // namespace
+}  // namespace weight_only_kernels
+
+namespace wok = weight_only_kernels;
+
+const char* weight_only_isa_name(WeightOnlyIsa isa) {
+  static const char* const names[] = {"scalar", "avx2", "avx512-vnni"};  // WeightOnlyIsa's order
+  return names[static_cast<int>(isa)];
+}
+
+bool weight_only_isa_supported(WeightOnlyIsa isa) {
+  __builtin_cpu_init();
+  switch (isa) {
+    case WeightOnlyIsa::Avx512Vnni:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+    case WeightOnlyIsa::Avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case WeightOnlyIsa::Scalar: break;
+  }
+  return true;
+}
+
+WeightOnlyIsa weight_only_best_isa() {
+  static const WeightOnlyIsa best = weight_only_isa_supported(WeightOnlyIsa::Avx512Vnni) ? WeightOnlyIsa::Avx512Vnni
+                                     : weight_only_isa_supported(WeightOnlyIsa::Avx2)     ? WeightOnlyIsa::Avx2
+                                                                                          : WeightOnlyIsa::Scalar;
+  return best;
+}
+
+WeightOnlyActivations quantize_activations(WeightOnlyIsa isa, const WeightOnlyView& w, const float* x, int64_t rows,
+                                           int64_t k) {
+  WeightOnlyActivations a;
+  a.rows = rows;
+  a.k = k;
+  a.blocks = wok::ceil_div(k, wok::kBlock);
+  a.padded_blocks = wok::ceil_div(a.blocks, 4) * 4;
+  a.q.assign(static_cast<size_t>(rows * a.padded_blocks * wok::kBlock), 0);
+  a.d.assign(static_cast<size_t>(rows * a.padded_blocks), 0.f);
+  a.xsum.assign(static_cast<size_t>(rows * w.groups), 0.f);
+  const int64_t lanes_per_block = w.bits == 4 ? 4 : 8;
+  const bool vnni = isa == WeightOnlyIsa::Avx512Vnni;
+  if (vnni) a.lanes.assign(static_cast<size_t>(rows * a.padded_blocks * lanes_per_block), 0.f);
+  // Rows of at least 16K values per task.
+  at::parallel_for(0, rows, std::max<int64_t>(1, 16384 / k), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r)
+      wok::quantize_row(isa, w, x + r * k, k, a.blocks, a.q.data() + r * a.padded_blocks * wok::kBlock,
+                   a.d.data() + r * a.padded_blocks,
+                   vnni ? a.lanes.data() + r * a.padded_blocks * lanes_per_block : nullptr,
+                   a.xsum.data() + r * w.groups);
+  });
+  return a;
+}
+
+void weight_only_tile(WeightOnlyIsa isa, const WeightOnlyView& w, const WeightOnlyActivations& a, int64_t r0,
+                      int64_t tile, int64_t n0, int64_t n1, const float* bias, float* y, int64_t ldy) {
+  if (isa == WeightOnlyIsa::Scalar) return wok::tile_scalar(w, a, r0, tile, n0, n1, bias, y, ldy);
+  wok::TileFn fn = tile == 4 ? wok::tile_of<4>(isa, w.bits, w.group_blocks == 0)
+              : tile == 3 ? wok::tile_of<3>(isa, w.bits, w.group_blocks == 0)
+              : tile == 2 ? wok::tile_of<2>(isa, w.bits, w.group_blocks == 0)
+                          : wok::tile_of<1>(isa, w.bits, w.group_blocks == 0);
+  fn(w, a, r0, n0, n1, bias, y, ldy);
+}
+
+}  // namespace fx::decoders::detail
