@@ -18,3 +18,10 @@ add_test(NAME decoders.gguf_llama_cpp
                  ${FX_BIN}/decoders_fixtures/cli ${FX_BIN}/llama_cpp)
 set_tests_properties(decoders.gguf_llama_cpp PROPERTIES FIXTURES_REQUIRED fx_llama_cli TIMEOUT 300
                      SKIP_RETURN_CODE 77 ENVIRONMENT "OMP_NUM_THREADS=1")
+# fxcpp generate --engine eager|fxcpp [--quantize int8|int4] and fxcpp quantize --weight-only on the same fixture:
+# greedy tokens of both engines equal the reference's, a saved int4 .fx decodes as --quantize int4, bad input exit 2.
+add_test(NAME decoders.cli_weight_only
+         COMMAND /usr/bin/python3 ${FX_SRC}/tests/decoders/check_weight_only_cli.py $<TARGET_FILE:fxcpp_cli>
+                 ${FX_BIN}/decoders_fixtures/cli ${FX_BIN}/decoders_fixtures/cli_weight_only)
+set_tests_properties(decoders.cli_weight_only PROPERTIES FIXTURES_REQUIRED fx_llama_cli TIMEOUT 300
+                     ENVIRONMENT "OMP_NUM_THREADS=1" PASS_REGULAR_EXPRESSION " passed, 0 failed")

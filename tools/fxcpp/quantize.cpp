@@ -159,9 +159,12 @@ int run_quantize(const std::vector<std::string>& argv) {
   ModelArgs args = parse_model_args(
       argv,
       {"calibration", "output", "train", "epochs", "batch", "optimizer", "lr", "momentum", "freeze-bn-after",
-       "weight-bits"},
-      {"report", "reference", "qat"}, /*model_optional=*/false, /*repeatable=*/{"skip"});
+       "weight-bits", "weight-only", "group-size", "max-seq"},
+      {"report", "reference", "qat", "asymmetric"}, /*model_optional=*/false, /*repeatable=*/{"skip"});
   if (args.has("output")) check_output_path(args.get("output"), "-o");
+  if (args.has("weight-only")) return run_weight_only_quantize(args);
+  for (const char* decoder_only : {"group-size", "max-seq", "asymmetric"})
+    if (args.has(decoder_only)) throw Error(std::string("--") + decoder_only + " is for --weight-only int8|int4");
   const int weight_bits = weight_bits_arg(args);
   fx::quantization::QuantizeReport report;
   if (args.has("qat")) {
@@ -199,9 +202,11 @@ int run_quantize(const std::vector<std::string>& argv) {
 FX_COMMAND("quantize",
            "quantize MODEL (--calibration DATA.pt [--skip NAME]... | --qat --train DATA.pt [--epochs N] [--batch B] "
            "[--optimizer sgd|adam] [--lr X] [--momentum M] [--freeze-bn-after K]) [--weight-bits 7|8] [-o OUT.fx] "
-           "[--report] [--reference]",
+           "[--report] [--reference] | --weight-only int8|int4 CHECKPOINT [--group-size 32|64|128] [--asymmetric] "
+           "[--max-seq L] [--skip NAME]... -o OUT.fx",
            "int8 quantization, post-training (prepare, calibrate, convert) or quantization-aware training "
-           "(prepare_qat, train, convert), oneDNN int8 kernels, saved with fx::save",
+           "(prepare_qat, train, convert), oneDNN int8 kernels, saved with fx::save; or a decoder LLM's weights "
+           "alone (--weight-only: int8 per channel, int4 per group of 32 ...)",
            run_quantize);
 
 }  // namespace fx::cli

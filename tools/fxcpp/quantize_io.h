@@ -49,4 +49,8 @@ int weight_bits_arg(const ModelArgs& args);
 /// samples trained. fx::Error (one line) for bad data or labels.
 std::shared_ptr<GraphModule> qat_train(const ModelArgs& args, fx::quantization::QuantizeReport& report);
 
+/// fxcpp quantize --weight-only int8|int4 CHECKPOINT -o OUT.fx (quantize_weight_only.cpp): a decoder
+/// checkpoint captured, its linear layers' weights quantized, saved; exit status 0.
+int run_weight_only_quantize(const ModelArgs& args);
+
 }  // namespace fx::cli
