@@ -4,7 +4,9 @@
 #include <fx/decoders/capture.h>
 
 #include "decoders/convention.h"
+#include "passes/graph_copy.h"
 
+#include <fx/decoders/passes.h>
 #include <fx/error.h>
 #include <fx/tensor_meta.h>
 #include <fx/trace.h>
@@ -12,7 +14,6 @@
 #include <ATen/ops/arange.h>
 #include <ATen/ops/zeros.h>
 #include <torch/types.h>
-
 
 namespace fx::decoders {
 
@@ -101,11 +102,15 @@ DecoderSignature check_decoder(const GraphModule& gm) {
 }
 
 std::shared_ptr<GraphModule> optimize_decoder(const std::shared_ptr<GraphModule>& gm, OptimizeOptions options,
-                                              OptimizeReport* report) {
+                                              OptimizeReport* report, DecoderPassReport* passes) {
   const DecoderSignature s = check_decoder(*gm);
   if (options.example_inputs.empty())  // a decode step: its weights packed now, not at the first token
     options.example_inputs = {at::zeros({s.max_batch, 1}, at::kLong), at::zeros({1}, at::kLong)};
-  auto out = optimize_for_inference(gm, options, report);
+  auto work = std::make_shared<GraphModule>(gm, passes_detail::copy_graph(gm->graph()), gm->class_name());
+  DecoderPassReport p;
+  p.fused_attention = fuse_attention(*work);
+  if (passes) *passes = p;
+  auto out = optimize_for_inference(work, options, report);
   check_decoder(*out);
   reset_cache(*out);  // the warm-up wrote position 0
   return out;

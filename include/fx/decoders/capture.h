@@ -53,10 +53,18 @@ std::shared_ptr<GraphModule> capture(LlamaForCausalLM& model);
 /// caches of different lengths or batches.
 DecoderSignature check_decoder(const GraphModule& gm);
 
-/// fx::optimize_for_inference of a decoder graph, its weights packed for
-/// decoding (T = 1) at optimise time; the result still follows the convention.
+/// What optimize_decoder's decoder passes (fx/decoders/passes.h) did.
+struct DecoderPassReport {
+  /// Attentions over the cache made one fxcpp::decoder_attention (fuse_attention).
+  size_t fused_attention = 0;
+};
+
+/// A decoder graph made fast: the decoder passes (fx/decoders/passes.h:
+/// fuse_attention), then fx::optimize_for_inference, its weights packed for
+/// decoding (T = 1) at optimise time. `gm` is not changed; the result still
+/// follows the convention and shares `gm`'s caches.
 std::shared_ptr<GraphModule> optimize_decoder(const std::shared_ptr<GraphModule>& gm, OptimizeOptions options = {},
-                                              OptimizeReport* report = nullptr);
+                                              OptimizeReport* report = nullptr, DecoderPassReport* passes = nullptr);
 
 /// A DecoderStep running `gm` (checked by check_decoder first). Each call's
 /// inputs are checked as LlamaForCausalLM::forward checks them: tokens
