@@ -168,6 +168,30 @@ TEST(WeightOnly, EveryKernelHereEqualsTheScalarOne) {
   }
 }
 
+// Decoder-sized rows (K = 2048: 16 to 32 whole chunks, the kernels' unrolled
+// pairs), a strided x, and a NaN activation (its row's outputs NaN, as in float).
+TEST(WeightOnly, LongRowsStridedInputAndNaN) {
+  at::manual_seed(6);
+  const at::Tensor x = at::randn({2048, 5}).t();  // [5, 2048], not contiguous
+  for (const Case& c : {Case{8, 0, true}, Case{8, 128, false}, Case{4, 32, true}, Case{4, 128, false}}) {
+    SCOPED_TRACE(c.name());
+    const PackedWeightOnly p = fx::decoders::pack_weight_only(at::randn({21, 2048}), {c.bits, c.group, c.symmetric});
+    const at::Tensor want = fx::decoders::detail::linear_weight_only_with("scalar", x.contiguous(), p);
+    const at::Tensor magnitude = fx::decoders::dequantize_weight_only(p).abs() + 136 * steps(p);
+    const at::Tensor tolerance = 1e-5 * at::matmul(x.abs(), magnitude.t()) + 1e-5;
+    for (const std::string& kernel : kernels_here()) {
+      SCOPED_TRACE(kernel);
+      const at::Tensor got = fx::decoders::detail::linear_weight_only_with(kernel, x, p);
+      EXPECT_LE(((got - want).abs() - tolerance).max().item<double>(), 0.0);
+      at::Tensor bad = x.contiguous();
+      bad[2][1000] = std::numeric_limits<float>::quiet_NaN();
+      const at::Tensor y = fx::decoders::detail::linear_weight_only_with(kernel, bad, p);
+      EXPECT_TRUE(y[2].isnan().all().item<bool>());
+      EXPECT_FALSE(y[1].isnan().any().item<bool>());
+    }
+  }
+}
+
 TEST(WeightOnly, KernelChosenFromTheCpuFeatures) {
   const std::string best = kernels_here().back();
   EXPECT_EQ(fx::decoders::weight_only_kernel(8), best);
