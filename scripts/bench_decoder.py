@@ -141,7 +141,9 @@ class Engine:
                 "generated": r["generated"]}
 
 
-def fxcpp_engines(fxcpp, folder, sets, hidden):
+def fxcpp_engines(fxcpp, folder, sets, hidden, common):
+    """The Engines of fxcpp generate's argument sets; `common`: arguments of every run (--ignore-eos when
+    fxcpp generate has it: an end-of-sequence id must not shorten a run, llama.cpp's does not stop either)."""
     out = []
     for name, args in sets:
         bpw, fmt = fxcpp_bytes_per_weight(args, hidden)
@@ -149,7 +151,7 @@ def fxcpp_engines(fxcpp, folder, sets, hidden):
         def cmd(prompt, n, threads, args=args):
             return [fxcpp, "generate", folder, "--prompt-ids", ",".join(map(str, prompt)), "-n", str(n),
                     "--temperature", "0", "--threads", str(threads), "--max-seq", str(len(prompt) + n),
-                    "--json"] + args
+                    "--json"] + common + args
         out.append(Engine(name, "fxcpp", cmd, fmt, bpw))
     return out
 
@@ -165,9 +167,12 @@ def llama_engines(pkg, ggufs):
     return out
 
 
-def default_fxcpp_sets(fxcpp):
+def generate_help(fxcpp):
+    return subprocess.run([fxcpp, "generate", "--help"], capture_output=True, text=True).stdout
+
+
+def default_fxcpp_sets(help_text):
     """[(name, args)] from what `fxcpp generate --help` offers."""
-    help_text = subprocess.run([fxcpp, "generate", "--help"], capture_output=True, text=True).stdout
     engine, quantize = "--engine" in help_text, "--quantize" in help_text
     sets = [("fxcpp eager", ["--engine", "eager"] if engine else [])]
     if engine:
@@ -301,8 +306,10 @@ def main():
     data["bandwidth_runs"] = {str(t): [read_bandwidth(t)] for t in threads}  # again at the end: the best of the two
     log("read bandwidth: %s" % ", ".join("%s thread(s) %.1f GB/s" % (t, v[0]) for t, v in data["bandwidth_runs"].items()))
 
-    sets = a.fxcpp or default_fxcpp_sets(fxcpp)
-    engines = fxcpp_engines(fxcpp, folder, sets, hidden)
+    help_text = generate_help(fxcpp)
+    sets = a.fxcpp or default_fxcpp_sets(help_text)
+    engines = fxcpp_engines(fxcpp, folder, sets, hidden, ["--ignore-eos"] if "--ignore-eos" in help_text else [])
+    data["fxcpp_sets"] = [[name, args] for name, args in sets]
     if not a.no_llama_cpp:
         llama_dir = os.path.join(a.build, "llama_cpp")
         setup = subprocess.run(["bash", os.path.join(ROOT, "scripts", "setup_llama_cpp.sh"), llama_dir],
@@ -327,13 +334,18 @@ def main():
         for r in range(rounds):
             order = engines[r % len(engines):] + engines[:r % len(engines)]
             for e in order:
-                if (e.name, t) in errors:
-                    continue
-                try:
-                    res = e.run(prompt, n, t, one_cpu if t == 1 else None)
-                except (RuntimeError, ValueError, OSError) as exc:
-                    errors[(e.name, t)] = str(exc).splitlines()[0]
-                    log("  %s, %d thread(s): %s" % (e.name, t, errors[(e.name, t)]))
+                res = None
+                for attempt in range(3):  # fxcpp may be relinking (a build in the same tree): up to 2 more tries
+                    try:
+                        res = e.run(prompt, n, t, one_cpu if t == 1 else None)
+                        break
+                    except (RuntimeError, ValueError, OSError) as exc:
+                        errors[(e.name, t)] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                        log("  %s, %d thread(s): %s%s" % (e.name, t, errors[(e.name, t)],
+                                                         "; trying again in 30 s" if attempt < 2 else ""))
+                        if attempt < 2:
+                            time.sleep(30)
+                if res is None:
                     continue
                 results.setdefault((e.name, t), []).append(res)
                 log("  %d thread(s), round %d: %-16s prompt %7.1f tok/s, decode %6.2f tok/s, RSS %5.0f MB (%.0f s)" % (
@@ -392,7 +404,7 @@ def main():
                 data["accuracy"]["llama.cpp F32"]["top1_equal_fxcpp_greedy"] = sum(
                     x == y for x, y in zip(top1["F32"][prompt_len - 1:-1], eager)) / len(eager)
     save_run(data, start, json_path, md_path, render)
-    return 1 if errors else 0
+    return 1 if any("error" in r for r in data["rows"]) else 0
 
 
 if __name__ == "__main__":
