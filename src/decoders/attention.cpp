@@ -8,6 +8,8 @@
 
 #include <fx/error.h>
 
+#include "decoders/convention.h"
+
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -98,8 +100,6 @@ const Kernels& kernels() {
 
 [[noreturn]] void fail(const std::string& what) { throw Error("decoder_attention: " + what); }
 
-std::string shape(const at::Tensor& t) { return c10::str(t.scalar_type(), " ", t.sizes()); }
-
 }  // namespace
 
 std::string decoder_attention_kernel() { return kernels().name; }
@@ -107,18 +107,18 @@ std::string decoder_attention_kernel() { return kernels().name; }
 at::Tensor decoder_attention(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
                              const at::Tensor& mask_in, double scale) {
   if (q_in.dim() != 4 || k_in.dim() != 4 || v_in.dim() != 4)
-    fail("q, k and v must be [B, heads, T, D], [B, kv_heads, S, D], not " + shape(q_in) + ", " + shape(k_in) +
-         ", " + shape(v_in));
+    fail("q, k and v must be [B, heads, T, D], [B, kv_heads, S, D], not " + detail::described(q_in) + ", " + detail::described(k_in) +
+         ", " + detail::described(v_in));
   const int64_t b = q_in.size(0), h = q_in.size(1), t = q_in.size(2), d = q_in.size(3);
   const int64_t kvh = k_in.size(1), s = k_in.size(2);
   if (k_in.sizes() != v_in.sizes() || k_in.size(0) != b || k_in.size(3) != d || kvh == 0 || h % kvh != 0)
     fail("k and v must be [" + std::to_string(b) + ", kv_heads dividing " + std::to_string(h) + ", S, " +
-         std::to_string(d) + "], not " + shape(k_in) + ", " + shape(v_in));
+         std::to_string(d) + "], not " + detail::described(k_in) + ", " + detail::described(v_in));
   if (q_in.scalar_type() != at::kFloat || k_in.scalar_type() != at::kFloat || v_in.scalar_type() != at::kFloat)
-    fail("q, k and v must be float32, not " + shape(q_in) + ", " + shape(k_in) + ", " + shape(v_in));
+    fail("q, k and v must be float32, not " + detail::described(q_in) + ", " + detail::described(k_in) + ", " + detail::described(v_in));
   if (mask_in.scalar_type() != at::kBool || mask_in.dim() != 2 || mask_in.size(0) != t || mask_in.size(1) != s)
     fail("the mask must be bool [" + std::to_string(t) + ", " + std::to_string(s) + "] (true: hidden), not " +
-         shape(mask_in));
+         detail::described(mask_in));
   const at::Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous(), mask = mask_in.contiguous();
   at::Tensor out = at::empty({b, h, t, d}, q.options());
   const float* qp = q.data_ptr<float>();

@@ -109,6 +109,9 @@ std::shared_ptr<GraphModule> optimize_decoder(const std::shared_ptr<GraphModule>
   auto work = std::make_shared<GraphModule>(gm, passes_detail::copy_graph(gm->graph()), gm->class_name());
   DecoderPassReport p;
   p.fused_attention = fuse_attention(*work);
+  p.fused_rms_norm = fuse_rms_norm(*work);
+  p.fused_rotary = fuse_rotary_embedding(*work);
+  p.fused_silu_mul = fuse_silu_mul(*work);
   if (passes) *passes = p;
   auto out = optimize_for_inference(work, options, report);
   check_decoder(*out);

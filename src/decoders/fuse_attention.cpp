@@ -4,7 +4,7 @@
 // graph that computes something else is left alone.
 #include <fx/decoders/passes.h>
 
-#include <fx/tensor_meta.h>
+#include "decoders/pattern.h"
 
 #include <cmath>
 #include <optional>
@@ -13,18 +13,13 @@ namespace fx::decoders {
 
 namespace {
 
-bool is_call(const Argument& a, const char* target) {
-  return a.is_node() && a.to_node()->op() == Opcode::CallFunction && a.to_node()->target() == target;
-}
+using detail::is_call;
+using detail::is_int;
+using detail::is_number;
+using detail::meta;
 
 /// The node of `a` if it is a call of `target` used by nothing but the chain.
-Node* single_use(const Argument& a, const char* target) {
-  if (!is_call(a, target)) return nullptr;
-  Node* n = a.to_node();
-  return n->users().size() == 1 ? n : nullptr;
-}
-
-bool is_int(const Argument& a, int64_t v) { return a.kind() == Argument::Kind::Int && a.to_int() == v; }
+Node* single_use(const Argument& a, const char* target) { return detail::only_use(a, target); }
 
 /// The cache a repeat_interleave(cache, r, 1) (used by the chain only) reads, or `a` itself when it is not one.
 std::optional<Argument> unrepeated(const Argument& a) {
@@ -38,7 +33,7 @@ std::optional<Argument> unrepeated(const Argument& a) {
 std::optional<double> scale_of(const Node* n) {
   if (n->args().size() != 2 || !n->kwargs().empty()) return std::nullopt;
   const Argument& c = n->args()[1];
-  if (c.kind() != Argument::Kind::Int && c.kind() != Argument::Kind::Double) return std::nullopt;
+  if (!is_number(c)) return std::nullopt;
   const double v = c.to_double();
   if (n->target() == "aten::div.Scalar") return v != 0 ? std::optional<double>(1.0 / v) : std::nullopt;
   return v;
@@ -69,7 +64,7 @@ std::optional<Site> match(Node* out) {
       !(std::isinf(fill->args()[2].to_double()) && fill->args()[2].to_double() < 0))
     return {};
   const Argument mask = fill->args()[1];
-  const TensorMetadata* m = mask.is_node() ? tensor_meta_of(mask.to_node()) : nullptr;
+  const TensorMetadata* m = meta(mask);
   if (!m || m->dtype != at::kBool || m->shape.size() != 2) return {};
   Node* scaled = single_use(fill->args()[0], "aten::div.Scalar");
   if (!scaled) scaled = single_use(fill->args()[0], "aten::mul.Scalar");
@@ -86,7 +81,7 @@ std::optional<Site> match(Node* out) {
   if (!k || !v) return {};
   // Ranks 4 where known: [B, H, T, D] queries, [B, KV, S, D] caches.
   for (const Argument* a : {&scores->args()[0], &*k, &*v}) {
-    const TensorMetadata* t = a->is_node() ? tensor_meta_of(a->to_node()) : nullptr;
+    const TensorMetadata* t = meta(*a);
     if (!t || t->shape.size() != 4 || t->dtype != at::kFloat) return {};
   }
   return Site{scores->args()[0], *k, *v, mask, *scale};

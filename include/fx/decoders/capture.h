@@ -57,10 +57,12 @@ DecoderSignature check_decoder(const GraphModule& gm);
 struct DecoderPassReport {
   /// Attentions over the cache made one fxcpp::decoder_attention (fuse_attention).
   size_t fused_attention = 0;
+  /// RMSNorms, rotary embeddings and SiLU-gated products made one kernel each.
+  size_t fused_rms_norm = 0, fused_rotary = 0, fused_silu_mul = 0;
 };
 
 /// A decoder graph made fast: the decoder passes (fx/decoders/passes.h:
-/// fuse_attention), then fx::optimize_for_inference, its weights packed for
+/// fuse_attention, fuse_rms_norm, fuse_rotary_embedding, fuse_silu_mul), then fx::optimize_for_inference, its weights packed for
 /// decoding (T = 1) at optimise time. `gm` is not changed; the result still
 /// follows the convention and shares `gm`'s caches.
 std::shared_ptr<GraphModule> optimize_decoder(const std::shared_ptr<GraphModule>& gm, OptimizeOptions options = {},

@@ -16,6 +16,13 @@
 /// each visible cache row once, in place, the query heads of a group sharing
 /// their key / value head, with an online softmax (flash attention's running
 /// maximum), so the positions past the current one cost nothing.
+///
+/// fuse_rms_norm, fuse_rotary_embedding, fuse_silu_mul: HF's RMSNorm (8
+/// operators with its casts), rotary embedding (rotate_half's narrow, neg,
+/// cat, then two products and a sum: 7) and SiLU-gated product (2) as one
+/// kernel each, one pass over the inputs instead of a tensor written between
+/// every two operators; what decoding one token spends outside the weights
+/// is mostly these small operators' calls.
 
 #include <fx/graph_module.h>
 
@@ -44,5 +51,27 @@ std::string decoder_attention_kernel();
 /// users, whose mask is not a bool [T, S], or whose heads are repeated
 /// otherwise than repeat_interleave on dim 1 is left as it is.
 size_t fuse_attention(GraphModule& gm);
+
+/// weight * (x * rsqrt(mean(x^2, -1, keepdim=True) + eps)) for float32 x [..., H] and weight [H]:
+/// the operator `fxcpp::rms_norm(Tensor x, Tensor weight, float eps) -> Tensor` (the sum of squares in double).
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
+
+/// x * cos + rotate_half(x) * sin (HF's apply_rotary_pos_emb) for float32 x [B, heads, T, D] and cos,
+/// sin [T, D]: the operator `fxcpp::rotary_embedding(Tensor x, Tensor cos, Tensor sin) -> Tensor`.
+at::Tensor rotary_embedding(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+
+/// silu(gate) * up for float32 tensors of one shape: the operator `fxcpp::silu_mul(Tensor gate, Tensor up) -> Tensor`.
+at::Tensor silu_mul(const at::Tensor& gate, const at::Tensor& up);
+
+/// Replaces each RMSNorm (weight a get_attr [H], HF's casts to float32 and
+/// back included) by one fxcpp::rms_norm node; returns how many.
+size_t fuse_rms_norm(GraphModule& gm);
+
+/// Replaces each rotary embedding of a float32 [B, heads, T, D] value with
+/// cos and sin [T, D] by one fxcpp::rotary_embedding node; returns how many.
+size_t fuse_rotary_embedding(GraphModule& gm);
+
+/// Replaces each silu(gate) * up of one shape by one fxcpp::silu_mul node; returns how many.
+size_t fuse_silu_mul(GraphModule& gm);
 
 }  // namespace fx::decoders

@@ -1,0 +1,119 @@
+// The decoder's pointwise kernels (include/fx/decoders/passes.h): RMSNorm,
+// the rotary embedding and SiLU-gated products, each one pass over its
+// inputs where ATen's unfused graph runs 8, 7 and 2 operators with a tensor
+// written between each. Float32, in the order HF's arithmetic rounds.
+#include <fx/decoders/passes.h>
+
+#include <fx/error.h>
+
+#include "decoders/convention.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <torch/library.h>
+
+#include <cmath>
+
+namespace fx::decoders {
+
+namespace {
+
+[[noreturn]] void fail(const char* who, const std::string& what) { throw Error(std::string(who) + ": " + what); }
+
+void require_float(const char* who, std::initializer_list<const at::Tensor*> ts) {
+  for (const at::Tensor* t : ts)
+    if (!t->defined() || t->scalar_type() != at::kFloat) fail(who, "expected float32 tensors, got " + detail::described(*t));
+}
+
+}  // namespace
+
+at::Tensor rms_norm(const at::Tensor& x_in, const at::Tensor& weight_in, double eps) {
+  require_float("rms_norm", {&x_in, &weight_in});
+  if (x_in.dim() == 0 || weight_in.dim() != 1 || weight_in.size(0) != x_in.size(-1))
+    fail("rms_norm", "the weight must be [" + (x_in.dim() ? std::to_string(x_in.size(-1)) : std::string("?")) +
+                         "] for x " + detail::described(x_in) + ", not " + detail::described(weight_in));
+  const at::Tensor x = x_in.contiguous(), w = weight_in.contiguous();
+  at::Tensor y = at::empty(x.sizes(), x.options());
+  const int64_t h = x.size(-1), rows = h ? x.numel() / h : 0;
+  const float* xp = x.data_ptr<float>();
+  const float* wp = w.data_ptr<float>();
+  float* yp = y.data_ptr<float>();
+  const float e = static_cast<float>(eps);
+  at::parallel_for(0, rows, std::max<int64_t>(1, 32768 / std::max<int64_t>(h, 1)), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* xr = xp + r * h;
+      float* yr = yp + r * h;
+      double sum = 0;  // HF's mean of squares in float32; accumulated wider here, then rounded once
+      for (int64_t i = 0; i < h; ++i) sum += static_cast<double>(xr[i]) * xr[i];
+      const float inv = 1.f / std::sqrt(static_cast<float>(sum / static_cast<double>(h)) + e);
+      for (int64_t i = 0; i < h; ++i) yr[i] = wp[i] * (xr[i] * inv);
+    }
+  });
+  return y;
+}
+
+at::Tensor rotary_embedding(const at::Tensor& x_in, const at::Tensor& cos_in, const at::Tensor& sin_in) {
+  require_float("rotary_embedding", {&x_in, &cos_in, &sin_in});
+  if (x_in.dim() != 4 || cos_in.dim() != 2 || cos_in.sizes() != sin_in.sizes() || cos_in.size(0) != x_in.size(2) ||
+      cos_in.size(1) != x_in.size(3) || x_in.size(3) % 2 != 0)
+    fail("rotary_embedding", "x must be [B, heads, T, D] (D even) and cos, sin [T, D], not " + detail::described(x_in) + ", " +
+                                 detail::described(cos_in) + ", " + detail::described(sin_in));
+  const at::Tensor x = x_in.contiguous(), c = cos_in.contiguous(), s = sin_in.contiguous();
+  at::Tensor y = at::empty(x.sizes(), x.options());
+  const int64_t t = x.size(2), d = x.size(3), half = d / 2, rows = x.numel() / d;
+  const float* xp = x.data_ptr<float>();
+  const float* cp = c.data_ptr<float>();
+  const float* sp = s.data_ptr<float>();
+  float* yp = y.data_ptr<float>();
+  at::parallel_for(0, rows, std::max<int64_t>(1, 32768 / d), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* xr = xp + r * d;
+      const float* cr = cp + (r % t) * d;
+      const float* sr = sp + (r % t) * d;
+      float* yr = yp + r * d;
+      // x * cos + rotate_half(x) * sin, rotate_half(x) = (-x2, x1): HF's two products, then their sum.
+      for (int64_t i = 0; i < half; ++i) yr[i] = xr[i] * cr[i] + (-xr[i + half]) * sr[i];
+      for (int64_t i = half; i < d; ++i) yr[i] = xr[i] * cr[i] + xr[i - half] * sr[i];
+    }
+  });
+  return y;
+}
+
+at::Tensor silu_mul(const at::Tensor& gate_in, const at::Tensor& up_in) {
+  require_float("silu_mul", {&gate_in, &up_in});
+  if (gate_in.sizes() != up_in.sizes())
+    fail("silu_mul", "gate and up must have one shape, not " + detail::described(gate_in) + " and " + detail::described(up_in));
+  const at::Tensor g = gate_in.contiguous(), u = up_in.contiguous();
+  at::Tensor y = at::empty(g.sizes(), g.options());
+  const float* gp = g.data_ptr<float>();
+  const float* up = u.data_ptr<float>();
+  float* yp = y.data_ptr<float>();
+  at::parallel_for(0, g.numel(), 32768, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) yp[i] = gp[i] / (1.f + std::exp(-gp[i])) * up[i];
+  });
+  return y;
+}
+
+namespace {
+
+at::Tensor like_first(const at::Tensor& x) { return at::empty(x.sizes(), x.options()); }
+at::Tensor rms_norm_meta(const at::Tensor& x, const at::Tensor&, double) { return like_first(x); }
+at::Tensor rotary_meta(const at::Tensor& x, const at::Tensor&, const at::Tensor&) { return like_first(x); }
+at::Tensor silu_mul_meta(const at::Tensor& g, const at::Tensor&) { return like_first(g); }
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(fxcpp, m) {
+  m.def("rms_norm(Tensor x, Tensor weight, float eps) -> Tensor");
+  m.impl("rms_norm", c10::DispatchKey::CPU, TORCH_FN(rms_norm));
+  m.impl("rms_norm", c10::DispatchKey::Meta, TORCH_FN(rms_norm_meta));
+  m.def("rotary_embedding(Tensor x, Tensor cos, Tensor sin) -> Tensor");
+  m.impl("rotary_embedding", c10::DispatchKey::CPU, TORCH_FN(rotary_embedding));
+  m.impl("rotary_embedding", c10::DispatchKey::Meta, TORCH_FN(rotary_meta));
+  m.def("silu_mul(Tensor gate, Tensor up) -> Tensor");
+  m.impl("silu_mul", c10::DispatchKey::CPU, TORCH_FN(silu_mul));
+  m.impl("silu_mul", c10::DispatchKey::Meta, TORCH_FN(silu_mul_meta));
+}
+
+}  // namespace fx::decoders

@@ -1,0 +1,83 @@
+// fxcpp::rms_norm, rotary_embedding and silu_mul against HF's arithmetic in
+// ATen, and their passes on the captured LLaMA fixture: proven where they
+// fire (the counts, the patterns gone) and decoding Hugging Face's greedy tokens.
+#include <fx/decoders/capture.h>
+#include <fx/decoders/passes.h>
+#include <fx/graph.h>
+#include <fx/tensor_file.h>
+
+#include "llama_fixture.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+namespace pointwise_test {
+
+size_t count(const fx::Graph& g, const std::string& target) {
+  size_t n = 0;
+  for (const fx::Node* node : g.nodes()) n += node->op() == fx::Opcode::CallFunction && node->target() == target;
+  return n;
+}
+
+double relative(const at::Tensor& a, const at::Tensor& b) {
+  return (a - b).abs().max().item<double>() / b.abs().max().item<double>();
+}
+
+TEST(DecoderPointwise, KernelsEqualHuggingFacesArithmetic) {
+  torch::manual_seed(0);
+  for (int64_t h : {64, 37}) {
+    const at::Tensor x = torch::randn({2, 3, h}) * 3, w = torch::randn({h});
+    const at::Tensor expected = w * (x * (x.pow(2).mean(-1, true) + 1e-5).rsqrt());
+    EXPECT_LT(relative(fx::decoders::rms_norm(x, w, 1e-5), expected), 1e-6) << h;
+  }
+  // A transposed view, as the projections' [B, T, heads, D] -> [B, heads, T, D].
+  const at::Tensor q = torch::randn({1, 5, 4, 16}).transpose(1, 2), cos = torch::randn({5, 16}), sin = torch::randn({5, 16});
+  const at::Tensor rotated = torch::cat({-q.narrow(-1, 8, 8), q.narrow(-1, 0, 8)}, -1);
+  EXPECT_LT(relative(fx::decoders::rotary_embedding(q, cos, sin), q * cos + rotated * sin), 1e-6);
+  const at::Tensor g = torch::randn({3, 41}) * 4, u = torch::randn({3, 41});
+  EXPECT_LT(relative(fx::decoders::silu_mul(g, u), torch::silu(g) * u), 1e-6);
+  EXPECT_EQ(fx_test::error_of([&] { fx::decoders::rms_norm(torch::zeros({2, 8}), torch::zeros({4}), 1e-5); }),
+            "rms_norm: the weight must be [8] for x Float [2, 8], not Float [4]");
+  EXPECT_EQ(fx_test::error_of([&] { fx::decoders::rotary_embedding(q, cos.narrow(0, 0, 4), sin); }),
+            "rotary_embedding: x must be [B, heads, T, D] (D even) and cos, sin [T, D], not Float [1, 4, 5, 16], "
+            "Float [4, 16], Float [5, 16]");
+  EXPECT_EQ(fx_test::error_of([&] { fx::decoders::silu_mul(g, u.t()); }),
+            "silu_mul: gate and up must have one shape, not Float [3, 41] and Float [41, 3]");
+  EXPECT_EQ(fx_test::error_of([&] { fx::decoders::silu_mul(g.to(torch::kDouble), u); }),
+            "silu_mul: expected float32 tensors, got Double [3, 41]");
+}
+
+TEST(DecoderPointwise, PassesFireOnTheCapturedDecoderAndKeepItsTokens) {
+  const std::string dir = fx_test::llama_fixture("f32", "");
+  const auto t = fx::load_value(dir + "/expected.pt").toTupleRef().elements();
+  const at::Tensor prompt_t = t[0].toTensor().flatten().contiguous(), greedy_t = t[2].toTensor().contiguous();
+  const std::vector<int64_t> prompt(prompt_t.data_ptr<int64_t>(), prompt_t.data_ptr<int64_t>() + prompt_t.numel());
+  const std::vector<int64_t> greedy(greedy_t.data_ptr<int64_t>(), greedy_t.data_ptr<int64_t>() + greedy_t.numel());
+  auto model = fx::decoders::load_llama(dir, {1, 64});
+  const size_t layers = static_cast<size_t>(model->config().num_hidden_layers);
+  auto gm = fx::decoders::capture(model);
+  const size_t before = gm->graph().nodes().to_vector().size();
+  EXPECT_EQ(fx::decoders::fuse_rms_norm(*gm), 2 * layers + 1);  // two per layer and the final norm
+  EXPECT_EQ(fx::decoders::fuse_rotary_embedding(*gm), 2 * layers);  // queries and keys
+  EXPECT_EQ(fx::decoders::fuse_silu_mul(*gm), layers);
+  for (const char* gone : {"aten::rsqrt", "aten::pow.Tensor_Scalar", "aten::mean.dim", "aten::cat", "aten::neg",
+                           "aten::narrow", "aten::silu"})
+    EXPECT_EQ(count(gm->graph(), gone), 0u) << gone;
+  EXPECT_EQ(count(gm->graph(), "fxcpp::rms_norm"), 2 * layers + 1);
+  EXPECT_LT(gm->graph().nodes().to_vector().size(), before - 20 * layers);
+  fx::decoders::GenerateOptions o;
+  o.max_new_tokens = static_cast<int64_t>(greedy.size());
+  EXPECT_EQ(fx::decoders::generate(gm, prompt, o).tokens, greedy);
+  // Twice over, nothing more to fuse.
+  EXPECT_EQ(fx::decoders::fuse_rms_norm(*gm) + fx::decoders::fuse_rotary_embedding(*gm) + fx::decoders::fuse_silu_mul(*gm),
+            0u);
+  fx::decoders::DecoderPassReport passes;
+  auto fast = fx::decoders::optimize_decoder(fx::decoders::capture(model), {}, nullptr, &passes);
+  EXPECT_EQ(passes.fused_rms_norm, 2 * layers + 1);
+  EXPECT_EQ(passes.fused_rotary, 2 * layers);
+  EXPECT_EQ(passes.fused_silu_mul, layers);
+  EXPECT_EQ(count(fast->graph(), "fxcpp::silu_mul"), layers);
+  EXPECT_EQ(fx::decoders::generate(fast, prompt, o).tokens, greedy);
+}
+
+}  // namespace pointwise_test
