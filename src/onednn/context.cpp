@@ -273,7 +273,8 @@ dnnl::memory PackedWeights::get(const dnnl::memory::desc& md) {
     if (p.first == md) return p.second;
   const size_t bytes = md.get_size();
   dnnl::memory packed;
-  if (std::shared_ptr<void> buffer = weight_buffer(bytes)) {
+  // Written whole by the reorder below: prefaulted from 64 KiB (huge pages from 1 MiB).
+  if (std::shared_ptr<void> buffer = bytes >= (size_t(64) << 10) ? prefaulted_buffer(bytes) : nullptr) {
     packed = dnnl::memory(md, engine(), buffer.get());
     buffers_.push_back(std::move(buffer));
   } else {
@@ -286,6 +287,21 @@ dnnl::memory PackedWeights::get(const dnnl::memory::desc& md) {
   packed_.emplace_back(md, packed);
   if (!keep_plain_) plain_ = at::Tensor();  // later layouts are made from the first
   return packed;
+}
+
+std::shared_ptr<void> prefaulted_buffer(size_t bytes) {
+  constexpr size_t page = size_t(4) << 10, huge = size_t(2) << 20;
+  const size_t unit = bytes >= huge / 2 ? huge : page;
+  const size_t rounded = (std::max<size_t>(bytes, 1) + unit - 1) / unit * unit;
+  void* p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  // Both hints: without THP plain pages; a kernel before 5.14 (no
+  // MADV_POPULATE_WRITE) faults the pages in as they are written.
+  if (unit == huge) madvise(p, rounded, MADV_HUGEPAGE);
+#ifdef MADV_POPULATE_WRITE
+  madvise(p, rounded, MADV_POPULATE_WRITE);
+#endif
+  return std::shared_ptr<void>(p, [rounded](void* q) { munmap(q, rounded); });
 }
 
 std::shared_ptr<void> aligned_buffer(size_t bytes) {

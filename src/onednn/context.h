@@ -121,6 +121,15 @@ at::Tensor matmul(const at::Tensor& self, const at::Tensor& other, bool transpos
 /// on every 4 KiB page otherwise.
 std::shared_ptr<void> weight_buffer(size_t bytes);
 
+/// An uninitialised buffer of `bytes` of its own mapping, its pages made
+/// present in one call (MADV_POPULATE_WRITE; transparent huge pages from
+/// 1 MiB, as weight_buffer) rather than one page fault per 4 KiB page as it
+/// is first written: a fault costs ~10 us in a virtual machine, and a model's
+/// weights are tens of thousands of pages (docs/ship.md, what a load costs).
+/// For buffers written whole right away (weights read from a file, packed
+/// weights). Throws std::bad_alloc.
+std::shared_ptr<void> prefaulted_buffer(size_t bytes);
+
 /// An uninitialised buffer of `bytes`: weight_buffer's huge pages when it
 /// gives them, else 64-byte aligned heap memory. Throws std::bad_alloc.
 std::shared_ptr<void> aligned_buffer(size_t bytes);

@@ -4,6 +4,8 @@
 // malformed document into one error line, and the converters between the
 // IR / module tree and the JSON document.
 
+#include "torchscript/file_checks.h"
+
 #include <fx/graph.h>
 #include <fx/serialize.h>
 
@@ -85,12 +87,23 @@ class TensorSource {
   TensorSource(const std::vector<at::Tensor>& live, std::string file);
   /// Tensor number `index` (as a JSON value; checked), for `where` in errors.
   at::Tensor get(const json& index, const std::string& where);
+  /// Large storages (from kDirectReadBytes) are read through `adapter` (the
+  /// reader's own, which checks each whole stored record against its CRC-32)
+  /// straight into a prefaulted buffer of their own (onednn::detail::prefaulted_buffer)
+  /// instead of c10's allocator: one call makes the pages present, not a page
+  /// fault per 4 KiB as the bytes arrive. `records`: the archive's directory;
+  /// a storage whose record is not a stored one of the document's size is
+  /// read as before. Both must outlive this source.
+  void read_directly(const import_detail::CrcCheckedAdapter& adapter, const std::vector<import_detail::ZipRecord>& records);
+  static constexpr int64_t kDirectReadBytes = int64_t(64) << 10;
 
  private:
   c10::Storage storage(int64_t index, const std::string& where);
   const json* tensors_ = nullptr;
   const json* storages_ = nullptr;
   caffe2::serialize::PyTorchStreamReader* reader_ = nullptr;
+  const import_detail::CrcCheckedAdapter* adapter_ = nullptr;
+  std::unordered_map<uint64_t, uint64_t> stored_sizes_;  ///< stored records: data offset -> size
   const std::vector<at::Tensor>* live_ = nullptr;
   std::string file_;
   std::map<int64_t, at::Tensor> made_;

@@ -99,6 +99,8 @@ void check_nesting(const std::string& text, const std::string& file) {
 using TorchScriptLoader = std::function<torch::jit::Module()>;
 
 std::shared_ptr<GraphModule> load_archive(caffe2::serialize::PyTorchStreamReader& reader, const std::string& file,
+                                          const import_detail::CrcCheckedAdapter& adapter,
+                                          const std::vector<import_detail::ZipRecord>& records,
                                           const TorchScriptLoader& load_leaves) {
   auto [data, size] = reader.getRecord(serialize_detail::kDocumentRecord);
   const std::string text(static_cast<const char*>(data.get()), size);
@@ -119,6 +121,7 @@ std::shared_ptr<GraphModule> load_archive(caffe2::serialize::PyTorchStreamReader
                       std::to_string(kFileFormatVersion) + "); use a newer fxcpp");
   if (version < 1) throw ImportError(file + ": unknown format version " + std::to_string(version));
   serialize_detail::LoadContext ctx{file, &reader, serialize_detail::TensorSource(doc, reader, file), {}, {}};
+  ctx.tensors.read_directly(adapter, records);
   if (const json* ts = serialize_detail::optional_field(doc, "torchscript", where)) {
     if (!ts->is_boolean()) serialize_detail::bad_type(*ts, "a bool", where + ": torchscript");
     if (ts->get<bool>()) ctx.torchscript = load_leaves();
@@ -174,7 +177,7 @@ std::shared_ptr<GraphModule> load(const std::string& path) {
     return with_crc_check(*adapter, [&] {
       caffe2::serialize::PyTorchStreamReader reader(adapter);
       // The leaves with every check of TorchScript import (pickles, storages, tensors).
-      return load_archive(reader, path, [&] { return load_torchscript(path); });
+      return load_archive(reader, path, *adapter, records, [&] { return load_torchscript(path); });
     });
   });
 }
@@ -190,7 +193,7 @@ std::shared_ptr<GraphModule> load_from_string(const std::string& bytes, const st
     const auto adapter = checked();
     return with_crc_check(*adapter, [&] {
       caffe2::serialize::PyTorchStreamReader reader(adapter);
-      return load_archive(reader, name, [&] {
+      return load_archive(reader, name, *adapter, records, [&] {
         const auto leaves = checked();
         try {
           return torch::jit::load(leaves, c10::Device(c10::kCPU));

@@ -2,10 +2,12 @@
 // view of one (dtype, sizes, strides, offset, requires_grad), so shared
 // storages stay shared and views stay views after load.
 #include "serialize/document.h"
+#include "onednn/context.h"
 
 #include <fx/tensor_file.h>
 
 #include <c10/core/TensorImpl.h>
+#include <c10/core/Allocator.h>
 #include <c10/util/Exception.h>
 
 #include <cmath>
@@ -161,6 +163,13 @@ TensorSource::TensorSource(const json& doc, caffe2::serialize::PyTorchStreamRead
 TensorSource::TensorSource(const std::vector<at::Tensor>& live, std::string file)
     : live_(&live), file_(std::move(file)) {}
 
+void TensorSource::read_directly(const import_detail::CrcCheckedAdapter& adapter,
+                                 const std::vector<import_detail::ZipRecord>& records) {
+  adapter_ = &adapter;
+  for (const import_detail::ZipRecord& r : records)
+    if (!r.compressed) stored_sizes_.emplace(r.data_offset, r.size);
+}
+
 c10::Storage TensorSource::storage(int64_t index, const std::string& where) {
   auto it = storages_made_.find(index);
   if (it != storages_made_.end()) return it->second;
@@ -172,6 +181,24 @@ c10::Storage TensorSource::storage(int64_t index, const std::string& where) {
   const std::string record = get_string(s, "record", label);
   const int64_t nbytes = get_int(s, "nbytes", label);
   if (!reader_->hasRecord(record)) throw ImportError(label + ": record '" + record + "' is missing");
+  if (adapter_ && nbytes >= kDirectReadBytes) {
+    const uint64_t offset = reader_->getRecordOffset(record);
+    auto stored = stored_sizes_.find(offset);
+    if (stored != stored_sizes_.end() && stored->second == static_cast<uint64_t>(nbytes)) {
+      std::shared_ptr<void> buffer = onednn::detail::prefaulted_buffer(static_cast<size_t>(nbytes));
+      void* bytes = buffer.get();
+      // The whole stored record at its data offset: the adapter checks its CRC-32.
+      if (adapter_->read(offset, bytes, static_cast<size_t>(nbytes), "storage") != static_cast<size_t>(nbytes)) {
+        adapter_->throw_if_damaged();
+        throw ImportError(label + ": record '" + record + "' cannot be read (the file changed?)");
+      }
+      c10::DataPtr data = c10::InefficientStdFunctionContext::makeDataPtr(
+          bytes, [buffer = std::move(buffer)](void*) mutable { buffer.reset(); }, c10::Device(c10::kCPU));
+      c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, std::move(data), nullptr, false);
+      storages_made_.emplace(index, storage);
+      return storage;
+    }
+  }
   auto [data, size] = reader_->getRecord(record);
   if (nbytes < 0 || static_cast<uint64_t>(nbytes) != size)
     throw ImportError(label + ": record '" + record + "' has " + std::to_string(size) + " bytes but the document says " +

@@ -9,6 +9,7 @@
 #include <fx/optimize/optimize_for_inference.h>
 #include <fx/trace.h>
 
+#include <c10/core/CPUAllocator.h>
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/api/module.h>
 #include <torch/nn/modules/linear.h>
@@ -171,6 +172,49 @@ TEST(SerializeErrors, ChangedByteInATensorRecordIsRefused) {
   EXPECT_EQ(error_of([&] { load(path); }),
             path + ": damaged zip archive (record 'archive/extra/fxdata/0' does not match its CRC-32)");
   EXPECT_NO_THROW(load_from_string(good, "good.fx"));
+  std::remove(path.c_str());
+}
+
+// Storages from 64 KiB (TensorSource::kDirectReadBytes) are read straight
+// into a buffer of their own, its pages made present in one call rather than
+// faulted in page by page (docs/ship.md, what a load costs), and checked
+// against the zip directory's CRC-32 as every record is: from a file and
+// from bytes in memory the values are the saved ones, one changed byte is the
+// same one-line error, and a record of another size than the document says
+// is the same error as for a small storage.
+TEST(SerializeErrors, LargeTensorRecordsAreReadWholeAndChecked) {
+  auto g = std::make_shared<Graph>();
+  Node* x = g->placeholder("x");
+  g->output(g->call_function("aten::add", {x, g->get_attr("w")}));
+  auto root = std::make_shared<torch::nn::Module>();
+  const at::Tensor w = at::arange(int64_t(1) << 20, at::kFloat);  // 4 MiB
+  root->register_buffer("w", w);
+  const std::string good = save_to_string(*std::make_shared<GraphModule>(root, g));
+  const std::string path = ::testing::TempDir() + "/large_weight.fx";
+  {
+    std::ofstream(path, std::ios::binary) << good;
+  }
+  for (const auto& loaded : {load(path), load_from_string(good, "large.fx")}) {
+    const at::Tensor back = loaded->named_buffers()["w"];
+    EXPECT_TRUE(at::equal(back, w));
+    // A mapping of its own (page-aligned), not c10's allocator (64-byte aligned).
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(back.data_ptr()) % 4096, 0u);
+    EXPECT_NE(back.storage().data_ptr().get_deleter(), c10::GetCPUAllocator()->raw_deleter());
+    EXPECT_TRUE(at::equal(loaded->forward({at::ones({1})}).toTensor(), w + 1));
+  }
+  for (double where : {0.0, 0.5, 1.0}) {
+    {
+      std::ofstream(path, std::ios::binary) << with_flipped_byte(good, "extra/fxdata/0", where);
+    }
+    EXPECT_EQ(error_of([&] { load(path); }),
+              path + ": damaged zip archive (record 'archive/extra/fxdata/0' does not match its CRC-32)");
+    EXPECT_EQ(error_of([&] { load_from_string(with_flipped_byte(good, "extra/fxdata/0", where), "flipped.fx"); }),
+              "flipped.fx: damaged zip archive (record 'archive/extra/fxdata/0' does not match its CRC-32)");
+  }
+  json doc = document_of(good);
+  doc["storages"][0]["nbytes"] = (int64_t(4) << 20) + 4;
+  EXPECT_EQ(error_of([&] { load_from_string(serialize_test::with_document(good, doc.dump()), "sizes.fx"); }),
+            "sizes.fx: storage 0: record 'extra/fxdata/0' has 4194304 bytes but the document says 4194308");
   std::remove(path.c_str());
 }
 
