@@ -152,8 +152,10 @@ def _bind_schema(schema, args, kwargs, types):
                 return None
             continue
         v = bound[a.name]
-        if a.N and isinstance(v, int) and not isinstance(v, bool) and a.type.kind() == "ListType":
-            bound[a.name] = v = [v] * a.N  # int[2] given one int, as TorchScript broadcasts it
+        listed = a.type.getElementType() if a.type.kind() == "OptionalType" else a.type
+        if a.N and isinstance(v, int) and not isinstance(v, bool) and listed.kind() == "ListType":
+            # int[2] given one int, as TorchScript broadcasts it; int[1]? too (torch.mean(x, dim=-1))
+            bound[a.name] = v = [v] * a.N
         if not _fits(v, a.type, types):
             return None
         if isinstance(v, torch.fx.Node) and types.get(v) == "Tensor" and a.type.kind() in ("IntType", "FloatType"):

@@ -252,3 +252,22 @@ def test_stochastic_depth_in_eval_mode_is_its_input():
     m.train()
     _, _, leaves = fxcpp.convert.document(torch.fx.symbolic_trace(m))
     assert len(leaves) == 1
+
+
+def test_reductions_over_one_dim_given_as_an_int():
+    """torch.mean(x, dim=-1, keepdim=True): an int where the schema takes int[1]? (RMSNorm as gpt-fast writes it)."""
+
+    class RMSNorm(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.randn(8))
+
+        def forward(self, x):
+            return x * torch.rsqrt(torch.mean(x * x, dim=-1, keepdim=True) + 1e-5) * self.weight + x.sum(dim=1, keepdim=True)
+
+    gm = torch.fx.symbolic_trace(RMSNorm())
+    cgm = fxcpp.from_fx(gm)
+    assert "torch.ops.aten.mean.dim(mul, [-1], True)" in cgm.code
+    x = torch.randn(3, 8, 8)
+    with torch.no_grad():
+        assert torch.allclose(cgm(x), gm(x), rtol=1e-6, atol=1e-6)
