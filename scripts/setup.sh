@@ -24,6 +24,7 @@ demo_packages=(
   libcli11-dev            # the fxcpp command line
   libgraphviz-dev         # Graphviz's libgvc: graph layout for fx::FxGraphDrawer (SVG, HTML)
   libboost-graph-dev      # Boost.Graph's boykov_kolmogorov_max_flow: fx::min_cut_rematerialization_partition
+  libsentencepiece-dev    # SentencePiece: the tokenizer.model of LLaMA-family checkpoints (fxcpp generate --prompt TEXT)
 )
 
 # Only the tests, benchmarks and the other make targets need these: CMake builds without them
@@ -40,6 +41,8 @@ rest_packages=(
   python3-pytest          # its tests, run by ctest
   qemu-user               # qemu-x86_64 -cpu EPYC-Milan: the tests of CPU-dependent kernels on an emulated AVX2-only
                           # CPU, whatever CPU runs them (tests/optimize/isa.cmake, scripts/emulated_cpu.py)
+  sentencepiece           # spm_train / spm_encode / spm_decode: the decoder tests' tokenizer.model and its reference
+                          # ids and text (tests/decoders/make_llama_fixture.py, check_generate_cli.py)
 )
 
 case "$group" in

@@ -3,10 +3,16 @@
 add_test(NAME decoders.cli_fixture
          COMMAND /usr/bin/python3 ${FX_SRC}/tests/decoders/make_llama_fixture.py ${FX_BIN}/decoders_fixtures/cli)
 set_tests_properties(decoders.cli_fixture PROPERTIES FIXTURES_SETUP fx_llama_cli TIMEOUT 300)
+# Its own folder with a tokenizer.model (--tokenizer: spm_train's, Debian's sentencepiece) for text prompts, the
+# streamed text (spm_decode's) and the end-of-sequence stop.
+add_test(NAME decoders.cli_text_fixture
+         COMMAND /usr/bin/python3 ${FX_SRC}/tests/decoders/make_llama_fixture.py ${FX_BIN}/decoders_fixtures/cli_text
+                 --tokenizer)
+set_tests_properties(decoders.cli_text_fixture PROPERTIES FIXTURES_SETUP fx_llama_cli_text TIMEOUT 300)
 add_test(NAME decoders.cli_generate
          COMMAND /usr/bin/python3 ${FX_SRC}/tests/decoders/check_generate_cli.py $<TARGET_FILE:fxcpp_cli>
-                 ${FX_BIN}/decoders_fixtures/cli)
-set_tests_properties(decoders.cli_generate PROPERTIES FIXTURES_REQUIRED fx_llama_cli TIMEOUT 300
+                 ${FX_BIN}/decoders_fixtures/cli_text)
+set_tests_properties(decoders.cli_generate PROPERTIES FIXTURES_REQUIRED fx_llama_cli_text TIMEOUT 300
                      ENVIRONMENT "OMP_NUM_THREADS=1" PASS_REGULAR_EXPRESSION " passed, 0 failed")
 # GGUF files of the LLaMA fixture (scripts/gguf_writer.py) in llama.cpp (node-llama-cpp, bench/llama_cpp/llama_bench.js):
 # F32's greedy tokens equal fxcpp generate's, Q8_0 / Q4_0 load and agree; skipped (exit 77) without

@@ -3,16 +3,28 @@
 on it: the fixture of tests/decoders/llama_test.cpp (Debian's python3-torch; transformers is not packaged, so the
 reference below is modeling_llama.py's arithmetic written out in torch).
 
-Usage: make_llama_fixture.py OUT [--tied] [--dtype F32|F16|BF16] [--shards N]
+Usage: make_llama_fixture.py OUT [--tied] [--dtype F32|F16|BF16] [--shards N] [--tokenizer]
 Writes OUT/config.json, OUT/model.safetensors (or N shards and model.safetensors.index.json) and OUT/expected.pt:
 (prompt ids [1, T], the reference logits [1, T, V] of the prompt, greedy ids continuing it (each step the whole
 prefix recomputed, no cache)). The weights are drawn so that the greedy continuation varies (not one token repeated).
+
+--tokenizer: also OUT/tokenizer.model, a SentencePiece BPE model with byte fallback trained by spm_train (Debian's
+sentencepiece) on a small text written here, with config.json's vocab_size (320 then: the 256 byte pieces, <unk>,
+<s>, </s> and 61 of the text's). Its </s> is given the id of a token the greedy continuation reaches early (so
+that fxcpp generate's end-of-sequence stop is seen), and OUT/expected_text.json has what spm_encode / spm_decode
+give: the eos id, a text prompt's ids (BOS first) and the reference's greedy ids continuing them, and the ids of a
+few texts (ASCII, multi-byte characters the pieces lack).
 """
 import argparse
 import json
 import math
 import os
+import random
+import shutil
 import struct
+import subprocess
+import sys
+import tempfile
 
 import torch
 
@@ -102,16 +114,85 @@ def write_safetensors(path, tensors):
         f.write(struct.pack("<Q", len(text)) + text + data)
 
 
+TOKENIZER_VOCAB = 320
+TEXT_PROMPT = "The old man reads a naïve story"
+# Encoded in expected_text.json: ASCII, characters the pieces have (ï, é), and ones only bytes can spell (日本, 🙂).
+TEXTS = ["The cat finds some fresh bread.", "naïve café 日本", "a 🙂 and 日本語 at the market!"]
+
+
+def spm(tool, *args, stdin=None):
+    path = shutil.which(tool)
+    if path is None:
+        sys.exit("make_llama_fixture.py: %s not found: the tokenizer fixture needs Debian's sentencepiece "
+                 "(scripts/setup.sh installs it)" % tool)
+    r = subprocess.run([path] + list(args), input=stdin, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit("make_llama_fixture.py: %s failed (exit %d): %s" % (tool, r.returncode, r.stderr.strip()[-2000:]))
+    return r.stdout
+
+
+def corpus():
+    """Four hundred short English sentences (é and ï among their characters), the same every run."""
+    r = random.Random(0)
+    subject = ["the cat", "a dog", "my friend", "the old man", "our teacher", "the small bird", "every child",
+               "the baker"]
+    verb = ["sees", "likes", "finds", "makes", "reads", "writes", "brings", "paints"]
+    thing = ["a red apple", "the long river", "some fresh bread", "a quiet song", "the green house", "a café menu",
+             "the naïve plan", "many stars", "a naïve story"]
+    tail = ["today.", "in the morning.", "near the window.", "after dinner.", "with great care.", "at the market!",
+            "again and again.", "quickly?"]
+    return "".join(" ".join([r.choice(subject).capitalize(), r.choice(verb), r.choice(thing), r.choice(tail)]) + "\n"
+                   for _ in range(400))
+
+
+def train_tokenizer(out, eos_id):
+    """OUT/tokenizer.model: byte-fallback BPE with LLaMA's normalisation (none; a dummy prefix space)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        text = os.path.join(tmp, "corpus.txt")
+        with open(text, "w", encoding="utf-8") as f:
+            f.write(corpus())
+        spm("spm_train", "--input=" + text, "--model_prefix=" + os.path.join(tmp, "tokenizer"),
+            "--vocab_size=%d" % TOKENIZER_VOCAB, "--model_type=bpe", "--byte_fallback=true",
+            "--character_coverage=1.0", "--normalization_rule_name=identity", "--remove_extra_whitespaces=false",
+            "--unk_id=0", "--bos_id=1", "--eos_id=%d" % eos_id, "--num_threads=1", "--minloglevel=2")
+        shutil.copyfile(os.path.join(tmp, "tokenizer.model"), os.path.join(out, "tokenizer.model"))
+    model = os.path.join(out, "tokenizer.model")
+    pieces = spm("spm_export_vocab", "--model=" + model).splitlines()
+    if len(pieces) != TOKENIZER_VOCAB:
+        sys.exit("make_llama_fixture.py: spm_train made %d pieces, not %d" % (len(pieces), TOKENIZER_VOCAB))
+    return model
+
+
+def encode(model, text):
+    return [int(i) for i in spm("spm_encode", "--model=" + model, "--output_format=id", "--extra_options=bos",
+                                stdin=text + "\n").split()]
+
+
+def early_token(prompt, generated):
+    """A token of the greedy continuation at position 4 to 11 seen there for the first time (and not in the prompt,
+    not <unk> or <s>): the fixture's end-of-sequence id, which `fxcpp generate -n 12` then stops at."""
+    for k in range(4, 12):
+        t = generated[k]
+        if t > 1 and t not in generated[:k] and t not in prompt:
+            return t
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--tied", action="store_true")
     ap.add_argument("--dtype", default="F32", choices=sorted(DTYPES))
     ap.add_argument("--shards", type=int, default=1)
+    ap.add_argument("--tokenizer", action="store_true")
     args = ap.parse_args()
+    if args.tokenizer:
+        spm("spm_train", "--help")  # fails here, with what to install, before any work
     os.makedirs(args.out, exist_ok=True)
     cfg = dict(CONFIG, tie_word_embeddings=args.tied, torch_dtype={"F32": "float32", "F16": "float16",
                                                                      "BF16": "bfloat16"}[args.dtype])
+    if args.tokenizer:
+        cfg["vocab_size"] = TOKENIZER_VOCAB
     prompt = torch.tensor([[3, 17, 42, 5, 88, 61, 9, 23, 70, 11, 34, 2, 56, 91, 40, 7]])
     for seed in range(20):  # greedy output that varies
         stored = {k: v.to(DTYPES[args.dtype]) for k, v in weights(cfg, seed).items()}
@@ -120,7 +201,8 @@ def main():
         for _ in range(24):
             ids = torch.cat((ids, reference(cfg, p, ids)[:, -1].argmax(-1, keepdim=True)), 1)
         generated = ids[0, prompt.shape[1]:]
-        if len(set(generated.tolist())) >= 6:
+        if len(set(generated.tolist())) >= 6 and (not args.tokenizer or early_token(prompt[0].tolist(),
+                                                                                      generated.tolist())):
             break
     with open(os.path.join(args.out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
@@ -137,6 +219,17 @@ def main():
             weight_map.update({n: f for n in part})
         with open(os.path.join(args.out, "model.safetensors.index.json"), "w") as f:
             json.dump({"metadata": {}, "weight_map": weight_map}, f)
+    if args.tokenizer:
+        eos = early_token(prompt[0].tolist(), generated.tolist())
+        model = train_tokenizer(args.out, eos)
+        ids = torch.tensor([encode(model, TEXT_PROMPT)])
+        start = ids.shape[1]
+        for _ in range(24):
+            ids = torch.cat((ids, reference(cfg, p, ids)[:, -1].argmax(-1, keepdim=True)), 1)
+        with open(os.path.join(args.out, "expected_text.json"), "w", encoding="utf-8") as f:
+            json.dump({"eos_id": eos, "vocab_size": TOKENIZER_VOCAB, "prompt": TEXT_PROMPT,
+                       "prompt_ids": ids[0, :start].tolist(), "greedy": ids[0, start:].tolist(),
+                       "encoded": {t: encode(model, t) for t in TEXTS}}, f, ensure_ascii=False, indent=1)
     torch.save((prompt, reference(cfg, p, prompt), generated), os.path.join(args.out, "expected.pt"))
 
 

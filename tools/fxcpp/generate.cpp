@@ -1,9 +1,11 @@
-// fxcpp generate FOLDER --prompt-ids 1,2,3: a LLaMA-family checkpoint folder
-// (config.json and safetensors) decodes from a prompt (fx::decoders::generate):
-// the new token ids streamed as they come, then llama.cpp-style timings
-// (prompt tokens/s, decode tokens/s, time to first token, peak resident
-// memory); --json prints one JSON object instead. Text prompts need a
-// tokenizer, which is still to come (issue 67): ids only for now.
+// fxcpp generate FOLDER --prompt TEXT | --prompt-ids 1,2,3: a LLaMA-family
+// checkpoint folder (config.json and safetensors) decodes from a prompt
+// (fx::decoders::generate): with the folder's SentencePiece tokenizer.model
+// (or --tokenizer) the prompt may be text and the new tokens stream as text
+// (fx::decoders::TokenStream), stopping at its end-of-sequence id; without
+// one, ids in and ids out. Then llama.cpp-style timings (prompt tokens/s,
+// decode tokens/s, time to first token, peak resident memory); --json
+// prints one JSON object instead.
 #include "command.h"
 #include "model_io.h"
 #include "train_io.h"
@@ -16,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 namespace fx::cli {
@@ -53,17 +56,30 @@ std::string cpu_name() {
   return name + (family.empty() ? "" : " (family " + family + " model " + model + ")");
 }
 
+/// --tokenizer's SentencePiece model, else the checkpoint folder's tokenizer.model when it has one.
+std::optional<decoders::Tokenizer> tokenizer_of(const ModelArgs& args) {
+  if (args.has("tokenizer")) return decoders::Tokenizer::load(args.get("tokenizer"));
+  const std::filesystem::path beside = std::filesystem::path(args.model) / "tokenizer.model";
+  if (std::filesystem::is_directory(args.model) && std::filesystem::exists(beside))
+    return decoders::Tokenizer::load(beside.string());
+  return std::nullopt;
+}
+
 int run_generate(const std::vector<std::string>& argv) {
   ModelArgs args = parse_model_args(argv,
-                                    {"prompt-ids", "prompt", "max-new-tokens", "temperature", "top-k", "top-p",
-                                     "repetition-penalty", "seed", "stop-ids", "threads", "max-seq"},
-                                    {"json"});
-  if (args.has("prompt"))
-    throw Error("--prompt TEXT needs a tokenizer, which fxcpp generate does not have yet; give --prompt-ids 1,2,3");
-  if (!args.has("prompt-ids")) throw Error("--prompt-ids 1,2,3 is required");
+                                    {"prompt-ids", "prompt", "tokenizer", "max-new-tokens", "temperature", "top-k",
+                                     "top-p", "repetition-penalty", "seed", "stop-ids", "threads", "max-seq"},
+                                    {"json", "ignore-eos"});
+  if (args.has("prompt") && args.has("prompt-ids")) throw Error("give --prompt TEXT or --prompt-ids 1,2,3, not both");
+  if (!args.has("prompt") && !args.has("prompt-ids")) throw Error("--prompt TEXT or --prompt-ids 1,2,3 is required");
   if (!std::filesystem::is_directory(args.model))
     throw Error(args.model + ": not a folder; fxcpp generate reads a checkpoint folder (config.json and safetensors)");
-  const std::vector<int64_t> prompt = id_list(args.get("prompt-ids"), "--prompt-ids");
+  const std::optional<decoders::Tokenizer> tokenizer = tokenizer_of(args);
+  if (args.has("prompt") && !tokenizer)
+    throw Error(args.model + " has no tokenizer.model: --prompt TEXT needs the checkpoint's SentencePiece tokenizer "
+                             "(or --tokenizer PATH); give --prompt-ids 1,2,3");
+  const std::vector<int64_t> prompt =
+      args.has("prompt") ? tokenizer->encode(args.get("prompt")) : id_list(args.get("prompt-ids"), "--prompt-ids");
   const int threads = set_threads(args);
   decoders::GenerateOptions o;
   o.max_new_tokens = args.get_int("max-new-tokens", 32);
@@ -74,6 +90,8 @@ int run_generate(const std::vector<std::string>& argv) {
   o.repetition_penalty = args.has("repetition-penalty") ? args.get_positive("repetition-penalty", 1.0) : 1.0;
   o.seed = static_cast<uint64_t>(args.get_int("seed", 0, /*min=*/0));
   if (args.has("stop-ids")) o.stop_ids = id_list(args.get("stop-ids"), "--stop-ids");
+  const int64_t eos = tokenizer && !args.has("ignore-eos") ? tokenizer->eos_id() : -1;
+  if (eos >= 0) o.stop_ids.push_back(eos);
   decoders::LlamaCacheOptions cache;
   cache.max_seq = args.get_int("max-seq", 0, /*min=*/0);
   set_activity("loading " + args.model);
@@ -84,21 +102,41 @@ int run_generate(const std::vector<std::string>& argv) {
                 std::to_string(o.max_new_tokens) + " need " + std::to_string(positions) + " positions, --max-seq is " +
                 std::to_string(model->cache_options().max_seq));
   const bool json = args.has("json");
-  if (!json)
+  // With a tokenizer the new tokens stream as text (held back while a character is incomplete), else as ids.
+  std::optional<decoders::TokenStream> stream;
+  std::string text;
+  auto print = [&](const std::string& piece) {
+    text += piece;
+    if (json || piece.empty()) return;
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+  };
+  if (tokenizer) {
+    stream.emplace(*tokenizer, prompt);
+    o.on_token = [&](int64_t t) {
+      print(stream->push(t));
+      return true;
+    };
+  } else if (!json) {
     o.on_token = [](int64_t t) {
       std::printf("%lld ", static_cast<long long>(t));
       std::fflush(stdout);
       return true;
     };
+  }
   set_activity("generating from " + args.model);
   const decoders::GenerateResult r = decoders::generate(model, prompt, o);
+  if (stream) print(stream->flush());
   const double prompt_rate = static_cast<double>(prompt.size()) / r.prefill_seconds;
   const double decode_rate =
       r.tokens.size() > 1 ? static_cast<double>(r.tokens.size() - 1) / r.decode_seconds : 0.0;  // forwards after the first token
   if (json) {
     nlohmann::ordered_json j;
     j["generated"] = r.tokens;
-    j["text"] = nullptr;
+    if (tokenizer)
+      j["text"] = text;  // the new tokens' text (the prompt's not included)
+    else
+      j["text"] = nullptr;
     j["stopped"] = r.stopped;
     j["prompt_tokens_per_s"] = prompt_rate;
     j["decode_tokens_per_s"] = decode_rate;
@@ -110,20 +148,25 @@ int run_generate(const std::vector<std::string>& argv) {
     return 0;
   }
   std::printf("\n");
+  const char* stop = !r.stopped                              ? ""
+                     : eos >= 0 && r.tokens.back() == eos   ? "; stopped at the end-of-sequence id"
+                                                            : "; stopped at a stop id";
   std::fprintf(stderr,
                "fxcpp generate: prompt %zu tokens, %s tokens/s; decode %zu tokens, %s tokens/s; time to first token "
                "%s ms; peak resident memory %s MB; %d thread%s%s\n",
                prompt.size(), format_number(prompt_rate).c_str(), r.tokens.size(), format_number(decode_rate).c_str(),
                format_number(r.prefill_seconds * 1e3).c_str(), format_number(peak_resident_mib()).c_str(), threads,
-               threads == 1 ? "" : "s", r.stopped ? "; stopped at a stop id" : "");
+               threads == 1 ? "" : "s", stop);
   return 0;
 }
 
 }  // namespace
 
 FX_COMMAND("generate",
-           "generate FOLDER --prompt-ids 1,2,3 [-n|--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] "
-           "[--repetition-penalty R] [--seed S] [--stop-ids 2,3] [--threads N] [--max-seq L] [--json]",
-           "decode from a LLaMA-family checkpoint folder (config.json, safetensors)", run_generate);
+           "generate FOLDER (--prompt TEXT | --prompt-ids 1,2,3) [--tokenizer PATH] [-n|--max-new-tokens N] "
+           "[--temperature T] [--top-k K] [--top-p P] [--repetition-penalty R] [--seed S] [--stop-ids 2,3] "
+           "[--ignore-eos] [--threads N] [--max-seq L] [--json]",
+           "decode from a LLaMA-family checkpoint folder (config.json, safetensors; tokenizer.model for text)",
+           run_generate);
 
 }  // namespace fx::cli
