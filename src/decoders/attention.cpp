@@ -33,7 +33,10 @@ __attribute__((target("avx512f"))) float dot_avx512(const float* a, const float*
     s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
   }
   for (; i + 16 <= n; i += 16) s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
-  float s = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+  alignas(64) float lanes[16];  // not _mm512_reduce_add_ps: GCC 12 warns inside it (its bug 105593)
+  _mm512_store_ps(lanes, _mm512_add_ps(s0, s1));
+  float s = 0;
+  for (float lane : lanes) s += lane;
   for (; i < n; ++i) s += a[i] * b[i];
   return s;
 }
