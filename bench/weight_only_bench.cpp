@@ -82,4 +82,17 @@ void shapes(benchmark::internal::Benchmark* b) {
 // which a shared machine still measures (wall time is printed beside).
 BENCHMARK(BM_WeightOnlyLinear)->Apply(shapes)->Unit(benchmark::kMicrosecond)->MeasureProcessCPUTime();
 
+/// The reference rate: one thread reading 256 MB of floats (at::sum) in the same run, on the same shared machine.
+void BM_WeightOnlyReadBandwidth(benchmark::State& state) {
+  const int threads_before = at::get_num_threads();
+  at::set_num_threads(1);
+  c10::InferenceMode guard;
+  const at::Tensor big = at::ones({int64_t{64} << 20});
+  for (auto _ : state) benchmark::DoNotOptimize(at::sum(big).item<float>());
+  state.SetBytesProcessed(state.iterations() * big.nbytes());
+  at::set_num_threads(threads_before);
+}
+
+BENCHMARK(BM_WeightOnlyReadBandwidth)->Unit(benchmark::kMicrosecond)->MeasureProcessCPUTime();
+
 }  // namespace
