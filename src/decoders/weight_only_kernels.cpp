@@ -6,8 +6,8 @@
 //     weights are the unsigned side: int4 nibbles as they are (0..15), int8
 //     with its sign bit flipped (w + 128); the activations, in [-127, 127],
 //     the signed side. The +128 (and int4's zero point 8) come back out as
-//     zero · Σ d·q per group, one short vector dot product per output. 64
-//     bytes of int4 (4 blocks of 32) unpack with one mask and one shift: the
+//     scale · zero · Σ d·q per group, one short vector dot product per output.
+//     64 bytes of int4 (4 blocks of 32) unpack with a shift and two masks: the
 //     low nibbles are the first 16 weights of each block, the high ones the
 //     last 16, and the activations are laid out in that order when quantized.
 //   AVX2: ggml's mul_sum_i8_pairs: vpmaddubsw on |w| and x with w's sign
