@@ -293,8 +293,18 @@ std::shared_ptr<void> prefaulted_buffer(size_t bytes) {
   constexpr size_t page = size_t(4) << 10, huge = size_t(2) << 20;
   const size_t unit = bytes >= huge / 2 ? huge : page;
   const size_t rounded = (std::max<size_t>(bytes, 1) + unit - 1) / unit * unit;
-  void* p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) throw std::bad_alloc();
+  // Huge pages need a 2 MiB-aligned start: map a unit more and unmap what lies outside.
+  const size_t mapped = unit == huge ? rounded + huge : rounded;
+  void* m = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) throw std::bad_alloc();
+  char* p = static_cast<char*>(m);
+  if (unit == huge) {
+    const uintptr_t start = reinterpret_cast<uintptr_t>(m);
+    p = reinterpret_cast<char*>((start + huge - 1) / huge * huge);
+    const size_t head = static_cast<size_t>(p - static_cast<char*>(m));
+    if (head) munmap(m, head);
+    if (huge - head) munmap(p + rounded, huge - head);
+  }
   // Both hints: without THP plain pages; a kernel before 5.14 (no
   // MADV_POPULATE_WRITE) faults the pages in as they are written.
   if (unit == huge) madvise(p, rounded, MADV_HUGEPAGE);
