@@ -50,7 +50,8 @@ const std::map<std::string, std::string>& descriptions() {
                  "the per-node table"},
       {"specialize-shapes", "import for the inputs' exact sizes: conditions and loops on sizes fold (shape guards)"},
       {"threads", "intra-op threads, ATen and oneDNN (default 1)"},
-      {"engine", "run only this engine: " + joined(engine_names())},
+      {"engine", "run only this engine: " + joined(engine_names()) +
+                     "; generate: fxcpp (default: captured, the decoder passes, optimised) or eager"},
       {"batch", "repeat the input along dim 0 to this batch (torch::cat; default 1: as saved)"},
       {"iters", "timed rounds (one forward of each engine per round)"},
       {"seconds", "time budget of the timed rounds, at least --min-rounds (default 2 s)"},
@@ -61,7 +62,11 @@ const std::map<std::string, std::string>& descriptions() {
       {"calibration", "int8 calibration data: torch.save of a tuple of forward arguments (samples along dim 0), "
                       "or a list of such tuples"},
       {"quantize", "run the int8 quantization (fx::quantization::quantize; calibrated on --calibration, else on "
-                   "the input)"},
+                   "the input); generate: int8 or int4 weights (fx::quantize_weight_only)"},
+      {"weight-only", "quantize: a decoder checkpoint's linear layers alone, int8 or int4 (-o OUT.fx)"},
+      {"group-size", "weight-only int8 / int4: weights per scale, 32, 64 or 128 (default int8 0: per output "
+                     "channel; int4 32)"},
+      {"asymmetric", "weight-only: a zero point per group besides its scale"},
       {"reference", "keep the reference quantized graph (float ops between quantize / dequantize), not lowered"},
       {"skip", "keep this module float (qualified name or call_module node name)"},
       {"weight-bits", "quantize: 8 (default) or 7: weights in [-64, 63], which oneDNN's int8 kernels run exactly "
@@ -69,7 +74,9 @@ const std::map<std::string, std::string>& descriptions() {
       {"int8-torchscript", "Python's quantized TorchScript of the model, for --engine python_int8 "
                            "(python/quantize_baseline.py)"},
       {"prompt-ids", "generate: the prompt's token ids, comma-separated"},
-      {"prompt", "generate: the prompt as text (needs a tokenizer: not yet)"},
+      {"prompt", "generate: the prompt as text (the SentencePiece tokenizer's ids, BOS first)"},
+      {"tokenizer", "generate: the SentencePiece tokenizer.model (default FOLDER/tokenizer.model)"},
+      {"ignore-eos", "generate: do not stop at the tokenizer's end-of-sequence id"},
       {"max-new-tokens", "generate: new tokens at most (default 32)"},
       {"temperature", "generate: 0 greedy (default), else sampled at this temperature"},
       {"top-k", "generate: sample among the k most likely tokens (0: all)"},
@@ -77,7 +84,8 @@ const std::map<std::string, std::string>& descriptions() {
       {"repetition-penalty", "generate: Hugging Face's repetition penalty (default 1: off)"},
       {"seed", "generate: the sampling seed (default 0)"},
       {"stop-ids", "generate: stop after any of these token ids, comma-separated"},
-      {"max-seq", "generate: positions of the KV cache (default config.json's max_position_embeddings)"},
+      {"max-seq", "generate, quantize --weight-only: positions of the KV cache (default config.json's "
+                  "max_position_embeddings; a .fx decoder's own)"},
   };
   return d;
 }

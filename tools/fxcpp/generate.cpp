@@ -7,6 +7,7 @@
 // decode tokens/s, time to first token, peak resident memory); --json
 // prints one JSON object instead.
 #include "command.h"
+#include "decoder_model.h"
 #include "model_io.h"
 #include "train_io.h"
 
@@ -66,14 +67,14 @@ std::optional<decoders::Tokenizer> tokenizer_of(const ModelArgs& args) {
 }
 
 int run_generate(const std::vector<std::string>& argv) {
-  ModelArgs args = parse_model_args(argv,
-                                    {"prompt-ids", "prompt", "tokenizer", "max-new-tokens", "temperature", "top-k",
-                                     "top-p", "repetition-penalty", "seed", "stop-ids", "threads", "max-seq"},
-                                    {"json", "ignore-eos"});
+  std::vector<std::string> flags = {"prompt-ids", "prompt", "tokenizer", "max-new-tokens", "temperature", "top-k",
+                                    "top-p", "repetition-penalty", "seed", "stop-ids", "threads", "max-seq"};
+  std::vector<std::string> switches = {"json", "ignore-eos"};
+  flags.insert(flags.end(), kDecoderFlags.begin(), kDecoderFlags.end());
+  switches.insert(switches.end(), kDecoderSwitches.begin(), kDecoderSwitches.end());
+  ModelArgs args = parse_model_args(argv, flags, switches);
   if (args.has("prompt") && args.has("prompt-ids")) throw Error("give --prompt TEXT or --prompt-ids 1,2,3, not both");
   if (!args.has("prompt") && !args.has("prompt-ids")) throw Error("--prompt TEXT or --prompt-ids 1,2,3 is required");
-  if (!std::filesystem::is_directory(args.model))
-    throw Error(args.model + ": not a folder; fxcpp generate reads a checkpoint folder (config.json and safetensors)");
   const std::optional<decoders::Tokenizer> tokenizer = tokenizer_of(args);
   if (args.has("prompt") && !tokenizer)
     throw Error(args.model + " has no tokenizer.model: --prompt TEXT needs the checkpoint's SentencePiece tokenizer "
@@ -92,15 +93,13 @@ int run_generate(const std::vector<std::string>& argv) {
   if (args.has("stop-ids")) o.stop_ids = id_list(args.get("stop-ids"), "--stop-ids");
   const int64_t eos = tokenizer && !args.has("ignore-eos") ? tokenizer->eos_id() : -1;
   if (eos >= 0) o.stop_ids.push_back(eos);
-  decoders::LlamaCacheOptions cache;
-  cache.max_seq = args.get_int("max-seq", 0, /*min=*/0);
-  set_activity("loading " + args.model);
-  auto model = decoders::load_llama(args.model, cache);
+  OpenedDecoder model = open_decoder(args, args.get_int("max-seq", 0, /*min=*/0));
+  const int64_t max_seq = args.has("max-seq") ? args.get_int("max-seq", 0, /*min=*/0) : model.max_seq;
   const int64_t positions = static_cast<int64_t>(prompt.size()) + o.max_new_tokens - 1;
-  if (positions > model->cache_options().max_seq)
+  if (positions > max_seq)
     throw Error("the prompt (" + std::to_string(prompt.size()) + " tokens) and -n " +
                 std::to_string(o.max_new_tokens) + " need " + std::to_string(positions) + " positions, --max-seq is " +
-                std::to_string(model->cache_options().max_seq));
+                std::to_string(max_seq));
   const bool json = args.has("json");
   // With a tokenizer the new tokens stream as text (held back while a character is incomplete), else as ids.
   std::optional<decoders::TokenStream> stream;
@@ -125,7 +124,10 @@ int run_generate(const std::vector<std::string>& argv) {
     };
   }
   set_activity("generating from " + args.model);
-  const decoders::GenerateResult r = decoders::generate(model, prompt, o);
+  model.reset();
+  o.max_seq = max_seq;
+  at::NoGradGuard no_grad;
+  const decoders::GenerateResult r = decoders::generate(model.step, prompt, o);
   if (stream) print(stream->flush());
   const double prompt_rate = static_cast<double>(prompt.size()) / r.prefill_seconds;
   const double decode_rate =
@@ -144,6 +146,7 @@ int run_generate(const std::vector<std::string>& argv) {
     j["peak_rss_mb"] = peak_resident_mib();
     j["cpu"] = cpu_name();
     j["threads"] = threads;
+    j["engine"] = model.engine;
     std::cout << j.dump() << "\n";
     return 0;
   }
@@ -153,20 +156,22 @@ int run_generate(const std::vector<std::string>& argv) {
                                                             : "; stopped at a stop id";
   std::fprintf(stderr,
                "fxcpp generate: prompt %zu tokens, %s tokens/s; decode %zu tokens, %s tokens/s; time to first token "
-               "%s ms; peak resident memory %s MB; %d thread%s%s\n",
+               "%s ms; peak resident memory %s MB; %d thread%s; %s%s\n",
                prompt.size(), format_number(prompt_rate).c_str(), r.tokens.size(), format_number(decode_rate).c_str(),
                format_number(r.prefill_seconds * 1e3).c_str(), format_number(peak_resident_mib()).c_str(), threads,
-               threads == 1 ? "" : "s", stop);
+               threads == 1 ? "" : "s", model.engine.c_str(), stop);
   return 0;
 }
 
 }  // namespace
 
 FX_COMMAND("generate",
-           "generate FOLDER (--prompt TEXT | --prompt-ids 1,2,3) [--tokenizer PATH] [-n|--max-new-tokens N] "
-           "[--temperature T] [--top-k K] [--top-p P] [--repetition-penalty R] [--seed S] [--stop-ids 2,3] "
-           "[--ignore-eos] [--threads N] [--max-seq L] [--json]",
-           "decode from a LLaMA-family checkpoint folder (config.json, safetensors; tokenizer.model for text)",
+           "generate (FOLDER | DECODER.fx) (--prompt TEXT | --prompt-ids 1,2,3) [--tokenizer PATH] "
+           "[--engine fxcpp|eager] [--quantize int8|int4 [--group-size G] "
+           "[--asymmetric]] [-n|--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] "
+           "[--repetition-penalty R] [--seed S] [--stop-ids 2,3] [--ignore-eos] [--threads N] [--max-seq L] [--json]",
+           "decode from a LLaMA-family checkpoint folder (config.json, safetensors; tokenizer.model for text) or a "
+           "decoder graph: captured, optimised, weights optionally int8 / int4",
            run_generate);
 
 }  // namespace fx::cli
