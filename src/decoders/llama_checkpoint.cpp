@@ -4,6 +4,8 @@
 #include "torchscript/file_checks.h"
 
 #include <fx/decoders/llama.h>
+
+#include "serialize/document.h"
 #include <fx/safetensors.h>
 
 #include <nlohmann/json.hpp>
@@ -74,8 +76,12 @@ LlamaForCausalLM load_llama(const std::string& folder, LlamaCacheOptions cache) 
   const std::string config_path = (fs::path(folder) / "config.json").string();
   if (!fs::exists(config_path)) fail(folder, "has no config.json");
   const LlamaConfig config = LlamaConfig::from_json_file(config_path);
-  LlamaForCausalLM model(config, cache);
   SafeTensors weights = load_safetensors_folder(folder);
+  // The layers' random initial weights are never drawn (every one is replaced below).
+  LlamaForCausalLM model = [&] {
+    serialize_detail::SkipInitGuard skip_init;
+    return LlamaForCausalLM(config, cache);
+  }();
   const std::string where = (fs::path(folder) / "model.safetensors").string() +
                             (fs::exists(fs::path(folder) / "model.safetensors.index.json") ? " (sharded)" : "");
   torch::NoGradGuard no_grad;
@@ -95,9 +101,15 @@ LlamaForCausalLM load_llama(const std::string& folder, LlamaCacheOptions cache) 
     const auto dtype = t->scalar_type();
     if (dtype != at::kFloat && dtype != at::kHalf && dtype != at::kBFloat16)
       fail(where, "tensor '" + name + "' is " + c10::toString(dtype) + ", not F32, F16 or BF16");
-    param.copy_(*t);
+    // A float32 tensor is used where it lies in the file's private mapping (read on
+    // first use, copied only where written): one copy of the weights in memory, not two.
+    if (dtype == at::kFloat)
+      param.set_data(*t);
+    else
+      param.set_data(t->to(at::kFloat));
     used.insert(name);
   }
+  if (config.tie_word_embeddings) model->lm_head->weight.set_data(model->model->embed_tokens->weight);
   if (config.tie_word_embeddings && weights.find("lm_head.weight"))
     fail(where, "holds lm_head.weight though config.json ties it to model.embed_tokens.weight");
   for (const auto& [name, t] : weights.tensors) {
