@@ -55,6 +55,7 @@ SECTIONS = [
     ("bench_python", "fxcpp from Python: import fxcpp", "bench_python"),
     ("quantize_dynamic", "Dynamic int8 linear layers", None),
     ("bench_pipeline", "Pipeline and data parallelism", "bench_pipeline"),
+    ("bench_decoder", "Decoder LLMs: fxcpp generate vs llama.cpp", "bench_decoder"),
     ("training", "Training steps", None),
     ("training_memory", "Training steps: resident memory", None),
     ("qat", "Quantization-aware training", None),
