@@ -10,6 +10,9 @@
 //     64 bytes of int4 (4 blocks of 32) unpack with a shift and two masks: the
 //     low nibbles are the first 16 weights of each block, the high ones the
 //     last 16, and the activations are laid out in that order when quantized.
+//     int4 goes 16 blocks at a time (tile_vnni4): the blocks' int32 sums fold
+//     into one vector, symmetric int4's zero point comes off in int32, and one
+//     cvt and one fma per 16 blocks apply the steps and scales.
 //   AVX2: ggml's mul_sum_i8_pairs: vpmaddubsw on |w| and x with w's sign
 //     (int8), or on the nibbles and x (int4), then vpmaddwd by ones.
 //   Scalar: the same sums in int32.
@@ -310,6 +313,84 @@ FX_WO_VNNI void tile_vnni(const WeightOnlyView& w, const WeightOnlyActivations& 
   }
 }
 
+/// int4 by units of 256 weight bytes (16 blocks of 32, 4 chunks): each block's
+/// int32 sums (4 lanes of one chunk's vpdpbusd) fold into one lane by an
+/// unpack-and-add transpose of the unit's 4 chunks, lane 4·(i % 4) + i / 4 for
+/// the unit's block i; symmetric int4's zero point comes off in int32 (8 · Σq
+/// per block, quantize_row's `qz`), and one cvt and one fma per unit and row
+/// apply the steps d (the activations' `lanes`, in the same order) and the
+/// scales. Asymmetric zero points: the per-group term as the other kernels.
+template <int R, bool Sym>
+FX_WO_VNNI void tile_vnni4(const WeightOnlyView& w, const WeightOnlyActivations& a, int64_t r0, int64_t n0, int64_t n1,
+                           const float* bias, float* y, int64_t ldy) {
+  const ZeroTerm z = zero_term_of(WeightOnlyIsa::Avx512Vnni, w);
+  const int shift = w.group_shift;
+  alignas(64) int32_t index[16];
+  for (int l = 0; l < 16; ++l) index[l] = shift <= 4 ? (4 * (l % 4) + l / 4) >> shift : 0;
+  const __m512i scale_index = _mm512_load_si512(index);
+  const int64_t groups_per_unit = shift <= 4 ? 16 >> shift : 1;
+  const int8_t* xq[R];
+  const float* dl[R];
+  const int32_t* qz[R];
+  for (int r = 0; r < R; ++r) {
+    xq[r] = a.q.data() + (r0 + r) * a.padded_blocks * kBlock;
+    dl[r] = a.lanes.data() + (r0 + r) * a.padded_blocks;
+    qz[r] = a.qz.data() + (r0 + r) * a.padded_blocks;
+  }
+  const int64_t row_bytes = w.row_bytes, units = ceil_div(row_bytes, 256), full_units = row_bytes / 256;
+  const int64_t scales_ahead = kPrefetchBytes / 256 * 16 * 4 >> (shift <= 4 ? shift : 4);
+  const __m512i m4 = _mm512_set1_epi8(15);
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* row = w.data + n * row_bytes;
+    const float* s = w.scales + n * w.groups;
+    const float* zeros = w.zeros ? w.zeros + n * w.groups : nullptr;
+    __m512 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+    for (int64_t u = 0; u < units; ++u) {
+      const uint8_t* p = row + u * 256;
+      _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes + 64), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes + 128), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes + 192), _MM_HINT_T0);
+      const int64_t g0 = (u * 16) >> shift;
+      _mm_prefetch(reinterpret_cast<const char*>(s + g0) + scales_ahead, _MM_HINT_T0);
+      __m512i lo[4], hi[4];
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        __m512i v;
+        if (u < full_units) {
+          v = _mm512_loadu_si512(p + 64 * j);
+        } else {
+          const int64_t left = std::clamp<int64_t>(row_bytes - u * 256 - 64 * j, 0, 64);
+          v = _mm512_maskz_loadu_epi8(left == 64 ? ~__mmask64(0) : (__mmask64(1) << left) - 1, p + 64 * j);
+        }
+        lo[j] = _mm512_and_si512(v, m4);
+        hi[j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+      }
+      const int64_t ng = std::min(groups_per_unit, w.groups - g0);
+      const __m512 sv = _mm512_permutexvar_ps(scale_index, _mm512_maskz_loadu_ps(__mmask16((1u << ng) - 1), s + g0));
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const int8_t* x = xq[r] + u * 512;
+        __m512i t[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j)
+          t[j] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[j], _mm512_loadu_si512(x + 128 * j)),
+                                     hi[j], _mm512_loadu_si512(x + 128 * j + 64));
+        const __m512i t01 = _mm512_add_epi32(_mm512_unpacklo_epi32(t[0], t[1]), _mm512_unpackhi_epi32(t[0], t[1]));
+        const __m512i t23 = _mm512_add_epi32(_mm512_unpacklo_epi32(t[2], t[3]), _mm512_unpackhi_epi32(t[2], t[3]));
+        __m512i sum = _mm512_add_epi32(_mm512_unpacklo_epi64(t01, t23), _mm512_unpackhi_epi64(t01, t23));
+        if (Sym) sum = _mm512_sub_epi32(sum, _mm512_loadu_si512(qz[r] + u * 16));
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(_mm512_loadu_ps(dl[r] + u * 16), sv), acc[r]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const float zs = Sym ? 0.f : zero_sum_vnni(s, zeros, z, a.xsum.data() + (r0 + r) * w.groups, w.groups);
+      store(n, _mm512_reduce_add_ps(acc[r]), zs, bias, y + r * ldy + n);
+    }
+  }
+}
+
 #pragma GCC diagnostic pop
 
 // ---- activations -----------------------------------------------------------
@@ -321,9 +402,12 @@ int64_t position(WeightOnlyIsa isa, int bits, int64_t b, int64_t t) {
   return (b / 4) * 128 + (t < 16 ? 0 : 64) + (b % 4) * 16 + t % 16;
 }
 
+/// VNNI int4 (tile_vnni4): block b's lane in its unit of 16 blocks.
+int64_t unit_lane(int64_t b) { return (b / 16) * 16 + 4 * (b % 4) + (b % 16) / 4; }
+
 void quantize_row(WeightOnlyIsa isa, const WeightOnlyView& w, const float* x, int64_t k, int64_t blocks,
-                  int8_t* q, float* d, float* lanes, float* xsum) {
-  const int64_t lanes_per_block = w.bits == 4 ? 4 : 8;
+                  int8_t* q, float* d, float* lanes, int32_t* qz, float* xsum) {
+  const int64_t lanes_per_block = 8;  // VNNI int8's; int4's (qz set): one, at unit_lane
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t len = std::min(kBlock, k - b * kBlock);
     const float* xb = x + b * kBlock;
@@ -345,8 +429,12 @@ void quantize_row(WeightOnlyIsa isa, const WeightOnlyView& w, const float* x, in
       qsum += qv;
     }
     d[b] = step;
-    if (lanes)
+    if (qz) {
+      lanes[unit_lane(b)] = step;
+      qz[unit_lane(b)] = 8 * qsum;
+    } else if (lanes) {
       for (int64_t l = 0; l < lanes_per_block; ++l) lanes[b * lanes_per_block + l] = step;
+    }
     xsum[b >> w.group_shift] += step * static_cast<float>(qsum);
   }
 }
@@ -355,9 +443,9 @@ using TileFn = void (*)(const WeightOnlyView&, const WeightOnlyActivations&, int
                         const float*, float*, int64_t);
 
 template <int R>
-TileFn tile_of(WeightOnlyIsa isa, int bits, bool per_channel) {
+TileFn tile_of(WeightOnlyIsa isa, int bits, bool per_channel, bool symmetric) {
   if (isa == WeightOnlyIsa::Avx512Vnni)
-    return bits == 4 ? &tile_vnni<R, true, false> : per_channel ? &tile_vnni<R, false, true> : &tile_vnni<R, false, false>;
+    return bits == 4 ? (symmetric ? &tile_vnni4<R, true> : &tile_vnni4<R, false>) : per_channel ? &tile_vnni<R, false, true> : &tile_vnni<R, false, false>;
   return &tile_avx2<R>;
 }
 
@@ -396,19 +484,21 @@ WeightOnlyActivations quantize_activations(WeightOnlyIsa isa, const WeightOnlyVi
   a.rows = rows;
   a.k = k;
   a.blocks = wok::ceil_div(k, wok::kBlock);
-  a.padded_blocks = wok::ceil_div(a.blocks, 4) * 4;
+  const bool vnni = isa == WeightOnlyIsa::Avx512Vnni, vnni4 = vnni && w.bits == 4;
+  a.padded_blocks = wok::ceil_div(a.blocks, vnni4 ? 16 : 4) * (vnni4 ? 16 : 4);
   a.q.assign(static_cast<size_t>(rows * a.padded_blocks * wok::kBlock), 0);
   a.d.assign(static_cast<size_t>(rows * a.padded_blocks), 0.f);
   a.xsum.assign(static_cast<size_t>(rows * w.groups), 0.f);
-  const int64_t lanes_per_block = w.bits == 4 ? 4 : 8;
-  const bool vnni = isa == WeightOnlyIsa::Avx512Vnni;
+  const int64_t lanes_per_block = vnni4 ? 1 : 8;
   if (vnni) a.lanes.assign(static_cast<size_t>(rows * a.padded_blocks * lanes_per_block), 0.f);
+  if (vnni4) a.qz.assign(static_cast<size_t>(rows * a.padded_blocks), 0);
   // Rows of at least 16K values per task.
   at::parallel_for(0, rows, std::max<int64_t>(1, 16384 / k), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r)
       wok::quantize_row(isa, w, x + r * k, k, a.blocks, a.q.data() + r * a.padded_blocks * wok::kBlock,
                    a.d.data() + r * a.padded_blocks,
                    vnni ? a.lanes.data() + r * a.padded_blocks * lanes_per_block : nullptr,
+                   vnni4 ? a.qz.data() + r * a.padded_blocks : nullptr,
                    a.xsum.data() + r * w.groups);
   });
   return a;
@@ -417,10 +507,10 @@ WeightOnlyActivations quantize_activations(WeightOnlyIsa isa, const WeightOnlyVi
 void weight_only_tile(WeightOnlyIsa isa, const WeightOnlyView& w, const WeightOnlyActivations& a, int64_t r0,
                       int64_t tile, int64_t n0, int64_t n1, const float* bias, float* y, int64_t ldy) {
   if (isa == WeightOnlyIsa::Scalar) return wok::tile_scalar(w, a, r0, tile, n0, n1, bias, y, ldy);
-  wok::TileFn fn = tile == 4 ? wok::tile_of<4>(isa, w.bits, w.group_blocks == 0)
-              : tile == 3 ? wok::tile_of<3>(isa, w.bits, w.group_blocks == 0)
-              : tile == 2 ? wok::tile_of<2>(isa, w.bits, w.group_blocks == 0)
-                          : wok::tile_of<1>(isa, w.bits, w.group_blocks == 0);
+  wok::TileFn fn = tile == 4 ? wok::tile_of<4>(isa, w.bits, w.group_blocks == 0, !w.zeros)
+              : tile == 3 ? wok::tile_of<3>(isa, w.bits, w.group_blocks == 0, !w.zeros)
+              : tile == 2 ? wok::tile_of<2>(isa, w.bits, w.group_blocks == 0, !w.zeros)
+                          : wok::tile_of<1>(isa, w.bits, w.group_blocks == 0, !w.zeros);
   fn(w, a, r0, n0, n1, bias, y, ldy);
 }
 
