@@ -21,23 +21,45 @@ namespace {
 
 const char* kWhere = "decoder convention: ";
 
+/// x[i] = v as torch.fx records it on a buffer (gpt-fast's k_cache[:, :, input_pos] = k).
+bool is_setitem(const Node* n) {
+  return (n->op() == Opcode::CallMethod && n->target() == "__setitem__") ||
+         (n->op() == Opcode::CallFunction && n->target() == "operator.setitem");
+}
+
+/// aten::index_copy_ / index_put_, as a function or as a method (x.index_copy_(2, input_pos, k) from torch.fx).
+bool is_index_write(const Node* n, const char* name) {
+  return (n->op() == Opcode::CallFunction && n->target() == std::string("aten::") + name) ||
+         (n->op() == Opcode::CallMethod && n->target() == name);
+}
+
 bool is_cache_write(const Node* n) {
-  return n->op() == Opcode::CallFunction && (n->target() == "aten::index_copy_" || n->target() == "aten::index_put_") &&
-         !n->args().empty() && n->args()[0].is_node() && n->args()[0].to_node()->op() == Opcode::GetAttr;
+  const bool writes = is_index_write(n, "index_copy_") || is_index_write(n, "index_put_") || is_setitem(n);
+  return writes && !n->args().empty() && n->args()[0].is_node() && n->args()[0].to_node()->op() == Opcode::GetAttr;
+}
+
+bool is_full_slice(const Argument& a) {
+  if (!a.is_slice()) return false;
+  for (const Argument& p : a.slice_parts())
+    if (!p.is_none()) return false;
+  return true;
 }
 
 /// The dimension `n` (a cache write) indexes with `input_pos`, or -1.
 int64_t indexed_dim(const Node* n, const Node* input_pos) {
   const auto& a = n->args();
-  if (n->target() == "aten::index_copy_") {
+  if (is_index_write(n, "index_copy_")) {
     if (a.size() == 4 && a[2].is_node() && a[2].to_node() == input_pos && a[1].kind() == Argument::Kind::Int) return a[1].to_int();
     return -1;
   }
-  // aten::index_put_(self, indices: Tensor?[], values): input_pos at position d of the list.
+  // aten::index_put_(self, indices: Tensor?[], values): input_pos at position d of the list;
+  // x[:, :, input_pos] = v: input_pos after d full slices.
   if (a.size() >= 3 && a[1].is_sequence()) {
     const auto& l = a[1].items();
-    for (size_t d = 0; d < l.size(); ++d)
+    for (size_t d = 0; d < l.size(); ++d) {
       if (l[d].is_node() && l[d].to_node() == input_pos) return static_cast<int64_t>(d);
+      if (is_setitem(n) && !is_full_slice(l[d])) return -1;
+    }
   }
   return -1;
 }
@@ -87,12 +109,20 @@ DecoderSignature check_decoder(const GraphModule& gm) {
                   " sequences of " + std::to_string(cache.size(dim)) + " positions, " + s.caches.front() + " " +
                   std::to_string(s.max_batch) + " of " + std::to_string(s.max_seq));
     }
+    // torch.fx 1.13 proxies no buffer unless its tracer's proxy_buffer_attributes is set: the
+    // cache's reads then become constants of the trace, and only its update is recorded.
+    bool read = !n->users().empty();
+    for (const Node* u : attr->users()) read |= u != n && !is_cache_write(u);
+    if (!read)
+      throw Error(std::string(kWhere) + "cache " + attr->target() +
+                  " is written at input_pos but never read (a torch.fx trace records a buffer's reads as "
+                  "constants unless its Tracer has proxy_buffer_attributes = True)");
     s.caches.push_back(attr->target());
   }
   if (s.caches.empty())
     throw Error(std::string(kWhere) +
-                "the graph writes no cache in place at input_pos (a buffer updated by aten::index_copy_ or "
-                "aten::index_put_ with the second input as the index)");
+                "the graph writes no cache in place at input_pos (a buffer updated by aten::index_copy_, "
+                "aten::index_put_ or x[:, :, input_pos] = v with the second input as the index)");
   for (const Node* n : g.find_nodes(Opcode::Output)) {
     if (n->args().size() == 1 && n->args()[0].is_node())
       if (const TensorMetadata* t = tensor_meta_of(n->args()[0].to_node()); t && t->shape.size() == 3)

@@ -336,7 +336,8 @@ bool Node::is_impure() const {
     case Opcode::CallFunction: return is_impure_function(target_);
     // x.add_(y) writes x like aten::add_ does (torch.fx 1.13 calls every
     // call_method pure, so its DCE drops an unused in-place method call).
-    case Opcode::CallMethod: return is_impure_function("aten::" + target_);
+    // x.__setitem__(i, v) writes x (torch.fx records a buffer's x[i] = v so).
+    case Opcode::CallMethod: return target_ == "__setitem__" || is_impure_function("aten::" + target_);
     default: return false;
   }
 }

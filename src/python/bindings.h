@@ -30,6 +30,8 @@ void bind_passes(py::module_& m);
 void bind_optimize(py::module_& m);
 /// fx::aot_module: training graphs (python/fxcpp/training.py wraps it as a torch.nn.Module).
 void bind_training(py::module_& m);
+/// fx::decoders: check_decoder, optimize_decoder, generate on a decoder graph (python/fxcpp/decoders.py).
+void bind_decoders(py::module_& m);
 
 /// A Python value (tensor, number, bool, None, tuple / list of these) as an IValue.
 c10::IValue to_ivalue(py::handle value);

@@ -13,4 +13,5 @@ PYBIND11_MODULE(_C, m) {
   fx::python::bind_passes(m);
   fx::python::bind_optimize(m);
   fx::python::bind_training(m);
+  fx::python::bind_decoders(m);
 }

@@ -38,6 +38,10 @@ c10::IValue make_list_like(const c10::IValue& like, std::vector<c10::IValue> ite
 
 /// operator.getitem: tensors (ATen indexing), lists, tuples, strings, dicts; slices.
 c10::IValue op_getitem(Args a);
+/// operator.setitem(obj, key, value): a tensor written in place through
+/// ATen's Python indexing (x[:, :, pos] = v: index_put_), a list's item, a
+/// dict's entry; returns None.
+c10::IValue op_setitem(Args a);
 /// getattr(obj, name[, default]): a Tensor's shape / dtype / device ..., a
 /// dict's item.
 c10::IValue op_getattr(Args a);

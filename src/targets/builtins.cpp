@@ -582,6 +582,7 @@ const std::unordered_map<std::string, BuiltinFn>& builtin_table() {
   static const std::unordered_map<std::string, BuiltinFn> table = [] {
     std::unordered_map<std::string, BuiltinFn> t = {
       {"operator.getitem", op_getitem},
+      {"operator.setitem", op_setitem},
       {"operator.add", op_add},
       {"operator.sub", op_sub},
       {"operator.mul", op_mul},

@@ -57,6 +57,20 @@ void append_tensor_index(std::vector<at::indexing::TensorIndex>& out, const c10:
   }
 }
 
+/// The ATen indices of a Python index: a tuple or list of them, or one alone.
+std::vector<at::indexing::TensorIndex> tensor_indices(const c10::IValue& idx) {
+  std::vector<at::indexing::TensorIndex> indices;
+  if ((idx.isTuple() && !is_slice_ivalue(idx) && !is_ellipsis_ivalue(idx)) || idx.isList()) {
+    const auto items = items_of(idx);
+    indices.reserve(items.size());  // no reallocation: it would move the indices
+    for (const auto& e : items) append_tensor_index(indices, e);
+  } else {
+    indices.reserve(1);
+    append_tensor_index(indices, idx);
+  }
+  return indices;
+}
+
 at::Tensor tensor_getitem(const at::Tensor& t, const c10::IValue& idx) {
   if (idx.isInt()) {
     int64_t i = idx.toInt();
@@ -68,14 +82,7 @@ at::Tensor tensor_getitem(const at::Tensor& t, const c10::IValue& idx) {
   }
   if (idx.isNone()) return t.unsqueeze(0);
   if (idx.isTensor()) return at::index(t, c10::List<c10::optional<at::Tensor>>({idx.toTensor()}));
-  std::vector<at::indexing::TensorIndex> indices;
-  if ((idx.isTuple() && !is_slice_ivalue(idx) && !is_ellipsis_ivalue(idx)) || idx.isList()) {
-    const auto items = items_of(idx);
-    indices.reserve(items.size());  // no reallocation: it would move the indices
-    for (const auto& e : items) append_tensor_index(indices, e);
-  } else {
-    append_tensor_index(indices, idx);  // a slice, Ellipsis or bool alone
-  }
+  const std::vector<at::indexing::TensorIndex> indices = tensor_indices(idx);  // a slice, Ellipsis, bool, tuple
   try {
     return t.index(indices);  // x[:, 0], x[..., 1:3], x[None, ::2]: libtorch's Python indexing
   } catch (const c10::Error& e) {
@@ -150,6 +157,36 @@ c10::IValue op_getitem(Args a) {
     return std::string(1, s[normalize_index(i, s.size(), kind)]);
   }
   throw Error("'" + type_name(obj) + "' object is not subscriptable");
+}
+
+c10::IValue op_setitem(Args a) {
+  expect_args("operator.setitem", a, 3);
+  const c10::IValue &obj = *a[0], &idx = *a[1], &value = *a[2];
+  if (obj.isTensor()) {
+    at::Tensor t = obj.toTensor();
+    try {
+      if (value.isTensor())
+        t.index_put_(tensor_indices(idx), value.toTensor());  // x[:, :, pos] = v (gpt-fast's KV cache update)
+      else if (value.isScalar())
+        t.index_put_(tensor_indices(idx), value.toScalar());
+      else
+        throw Error("can't assign a " + type_name(value) + " to a Tensor");
+    } catch (const c10::Error& e) {
+      throw Error(e.what_without_backtrace());
+    }
+    return c10::IValue();
+  }
+  if (obj.isList()) {
+    if (!idx.isInt()) throw Error("list indices must be integers, not " + type_name(idx));
+    auto l = obj.toList();
+    l.set(static_cast<size_t>(normalize_index(idx.toInt(), l.size(), "list assignment")), value);
+    return c10::IValue();
+  }
+  if (obj.isGenericDict()) {
+    obj.toGenericDict().insert_or_assign(idx, value);
+    return c10::IValue();
+  }
+  throw Error("'" + (obj.isTuple() ? std::string("tuple") : type_name(obj)) + "' object does not support item assignment");
 }
 
 c10::IValue op_getattr(Args a) {

@@ -1,6 +1,7 @@
 // MethodCall: a call_method target ("view" → aten::view with self first).
 #include <fx/target.h>
 
+#include "targets/builtin_values.h"
 #include "targets/operator_call.h"
 #include "targets/registry.h"
 #include "targets/schema_match.h"
@@ -144,6 +145,17 @@ c10::IValue m_to(const std::string& method, ValueRefs args, const Names& names, 
   return t.to(options, non_blocking, copy, mf);
 }
 
+/// x.__getitem__(i), x.__setitem__(i, v): operator.getitem / setitem (torch.fx records a buffer's indexing so).
+c10::IValue m_getitem(const std::string& method, ValueRefs args, const Names& names, ValueRefs kwargs) {
+  if (args.size() != 2 || !kwargs.empty()) bad_call(method, args, names, kwargs);
+  return detail::builtins::op_getitem(args);
+}
+
+c10::IValue m_setitem(const std::string& method, ValueRefs args, const Names& names, ValueRefs kwargs) {
+  if (args.size() != 3 || !kwargs.empty()) bad_call(method, args, names, kwargs);
+  return detail::builtins::op_setitem(args);
+}
+
 const std::unordered_map<std::string, SpecialFn>& special_methods() {
   static const std::unordered_map<std::string, SpecialFn> table = {
       {"size", m_size},         {"stride", m_stride},   {"dim", m_dim},
@@ -154,7 +166,8 @@ const std::unordered_map<std::string, SpecialFn>& special_methods() {
       {"double", m_cast},       {"half", m_cast},       {"bfloat16", m_cast},
       {"int", m_cast},          {"long", m_cast},       {"short", m_cast},
       {"bool", m_cast},         {"byte", m_cast},       {"char", m_cast},
-      {"cfloat", m_cast},       {"cdouble", m_cast}};
+      {"cfloat", m_cast},       {"cdouble", m_cast},    {"__getitem__", m_getitem},
+      {"__setitem__", m_setitem}};
   return table;
 }
 

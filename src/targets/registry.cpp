@@ -127,7 +127,7 @@ const RegisteredFunction* find_registered_function(const std::string& name) {
 const std::vector<std::string>& builtin_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> ops = {
-        "getitem", "add",  "sub",    "mul",      "truediv", "floordiv", "mod",    "pow",
+        "getitem", "setitem", "add",  "sub",    "mul",      "truediv", "floordiv", "mod",    "pow",
         "neg",     "pos",  "abs",    "eq",       "ne",      "lt",       "le",     "gt",
         "ge",      "and_", "or_",    "xor",      "not_",    "invert",   "matmul", "iadd",
         "isub",    "imul", "itruediv", "lshift", "rshift",  "contains", "truth"};
@@ -253,7 +253,7 @@ bool is_impure_function(const std::string& target) {
     // x += y on a tensor writes to x (torch.fx counts these as pure, so its
     // DCE may drop an in-place update whose result is unused).
     return target == "operator.iadd" || target == "operator.isub" || target == "operator.imul" ||
-           target == "operator.itruediv";
+           target == "operator.itruediv" || target == "operator.setitem";
   }
   static std::mutex mutex;
   static std::unordered_map<std::string, bool> cache;

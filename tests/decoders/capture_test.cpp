@@ -126,7 +126,7 @@ TEST(DecoderCapture, GraphsBreakingTheConventionAreRefusedInOneLine) {
   auto no_cache = std::make_shared<fx::GraphModule>(std::make_shared<torch::nn::Module>(), g2);
   EXPECT_EQ(error_of([&] { fx::decoders::generate(no_cache, {1, 2}, {}); }),
             "decoder convention: the graph writes no cache in place at input_pos (a buffer updated by "
-            "aten::index_copy_ or aten::index_put_ with the second input as the index)");
+            "aten::index_copy_, aten::index_put_ or x[:, :, input_pos] = v with the second input as the index)");
   // A model captured for two sequences: generate decodes one.
   Loaded two = load(2);
   EXPECT_EQ(error_of([&] { fx::decoders::generate(fx::decoders::capture(two.model), two.prompt, {}); }),

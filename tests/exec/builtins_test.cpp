@@ -150,6 +150,37 @@ TEST(Builtins, GetitemOnTuplesListsDictsAndTensors) {
   EXPECT_EQ(error_of([&] { op("getitem", {3, 0}); }), "'int' object is not subscriptable");
 }
 
+TEST(Builtins, SetitemWritesTensorsListsAndDictsInPlace) {
+  // x[:, :, pos] = v, gpt-fast's KV cache update as torch.fx records it on a buffer.
+  at::Tensor cache = at::zeros({1, 2, 5, 3});
+  const IValue all = fx::make_slice_ivalue(IValue(), IValue(), IValue());
+  const at::Tensor v = at::arange(12, at::kFloat).view({1, 2, 2, 3});
+  EXPECT_TRUE(op("setitem", {cache, tup({all, all, at::tensor({4, 1}, at::kLong)}), v}).isNone());
+  EXPECT_TRUE(same(cache.select(2, 4), v.select(2, 0)));
+  EXPECT_TRUE(same(cache.select(2, 1), v.select(2, 1)));
+  EXPECT_EQ(cache.select(2, 0).abs().sum().item<float>(), 0.0f);
+  op("setitem", {cache, 0, 7.5});
+  EXPECT_EQ(cache.min().item<float>(), 7.5f);
+  c10::List<int64_t> l({1, 2});
+  op("setitem", {l, -1, 9});
+  EXPECT_EQ(l.get(1), 9);
+  EXPECT_EQ(error_of([&] { op("setitem", {l, 2, 0}); }), "list assignment index out of range");
+  EXPECT_EQ(error_of([&] { op("setitem", {tup({1}), 0, 2}); }), "'tuple' object does not support item assignment");
+  EXPECT_EQ(error_of([&] { op("setitem", {cache, tup({all, all, at::tensor({9}, at::kLong)}), v.narrow(2, 0, 1)}); }),
+            "index 9 is out of bounds for dimension 0 with size 5");  // ATen's text, as Python prints it
+  // The method forms torch.fx records, and DCE keeps the write whose result nobody reads.
+  at::Tensor t = at::zeros({3});
+  fx::call_method("__setitem__", {t, 1, 2.0});
+  EXPECT_EQ(t[1].item<float>(), 2.0f);
+  EXPECT_EQ(fx::call_method("__getitem__", {t, 1}).toTensor().item<float>(), 2.0f);
+  fx::Graph g;
+  fx::Node* x = g.placeholder("x");
+  g.call_method("__setitem__", {x, int64_t{0}, 1.0});
+  g.call_function("operator.setitem", {x, int64_t{1}, 1.0});
+  g.output(x);
+  EXPECT_FALSE(g.eliminate_dead_code());
+}
+
 TEST(Builtins, GetattrOnTensors) {
   at::Tensor m = at::zeros({2, 3}, at::kDouble);
   auto get = [&](const std::string& name) { return fx::call_function("getattr", {m, name}); };

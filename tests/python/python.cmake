@@ -5,7 +5,7 @@
 # python.models_all (opt-in) runs every torchvision classifier torch.fx traces.
 if(TARGET fxcpp_python)
   set(fx_pytest_env "PYTHONPATH=${FX_BIN}/python" "OMP_NUM_THREADS=1" "PYTHONDONTWRITEBYTECODE=1")
-  foreach(name convert passes api training training_rewrites)
+  foreach(name convert passes api training training_rewrites decoders)
     add_test(NAME python.${name}
              COMMAND /usr/bin/python3 -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_LIST_DIR}/test_${name}.py)
     set_tests_properties(python.${name} PROPERTIES ENVIRONMENT "${fx_pytest_env}" TIMEOUT 600)

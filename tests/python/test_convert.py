@@ -271,3 +271,30 @@ def test_reductions_over_one_dim_given_as_an_int():
     x = torch.randn(3, 8, 8)
     with torch.no_grad():
         assert torch.allclose(cgm(x), gm(x), rtol=1e-6, atol=1e-6)
+
+
+def test_buffer_indexing_reads_and_writes_in_place():
+    """x.__getitem__ / x.__setitem__ as torch.fx records indexing of a buffer (it proxies the index, not the buffer):
+    the fxcpp module reads and writes the shared buffer as eager PyTorch does."""
+
+    class Cache(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("mask", torch.tril(torch.ones(8, 8, dtype=torch.bool)))
+            self.register_buffer("cache", torch.zeros(1, 2, 8, 4))
+
+        def forward(self, x, pos):
+            self.cache[:, :, pos] = x
+            return self.mask[None, None, pos].float() * 2 + x.sum()
+
+    gm = torch.fx.symbolic_trace(Cache())
+    targets = [(n.op, n.target) for n in gm.graph.nodes if n.op == "call_method"]
+    assert ("call_method", "__setitem__") in targets and ("call_method", "__getitem__") in targets
+    cgm = fxcpp.from_fx(gm)
+    x, pos = torch.randn(1, 2, 3, 4), torch.tensor([1, 2, 5])
+    eager = Cache()
+    with torch.no_grad():
+        expected = eager(x, pos)
+        assert torch.equal(cgm(x, pos), expected)
+    assert torch.equal(gm.cache, eager.cache)  # written in place, through the tensor fxcpp shares
+    assert torch.equal(gm.cache[:, :, 5], x[:, :, 2])

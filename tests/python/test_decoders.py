@@ -1,0 +1,80 @@
+"""fxcpp.generate (issue 67): a decoder written in Python as gpt-fast writes one (tests/python/gptfast_model.py),
+traced by torch.fx, decodes eager PyTorch's greedy tokens in fxcpp, plain and optimised; graphs breaking the decoder
+convention are refused in one line."""
+import copy
+
+import pytest
+import torch
+import torch.fx
+
+import fxcpp
+from gptfast_model import Transformer
+
+PROMPT = [3, 1, 4, 1, 5, 9, 2, 6]
+
+
+class BufferTracer(torch.fx.Tracer):
+    proxy_buffer_attributes = True
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    m = Transformer().eval()
+    for p in m.parameters():
+        torch.nn.init.normal_(p, 0, 0.3)  # random weights whose greedy output varies
+    return m
+
+
+def eager_greedy(m, prompt, n):
+    """Greedy decoding in eager PyTorch with the model's own cache (a copy: the caches are written)."""
+    m = copy.deepcopy(m)
+    with torch.no_grad():
+        logits = m(torch.tensor([prompt]), torch.arange(len(prompt)))
+        out = []
+        for i in range(n):
+            out.append(int(logits[0, -1].argmax()))
+            logits = m(torch.tensor([[out[-1]]]), torch.tensor([len(prompt) + i]))
+    return out
+
+
+@pytest.mark.parametrize("optimize", [False, True])
+def test_gpt_fast_model_decodes_eagers_greedy_tokens(model, optimize):
+    expected = eager_greedy(model, PROMPT, 24)
+    assert len(set(expected)) >= 4  # the output varies
+    r = fxcpp.generate(copy.deepcopy(model), PROMPT, 24, optimize=optimize)
+    assert r.tokens == expected
+    assert not r.stopped and r.prefill_seconds > 0
+    # A torch.fx GraphModule traced with its buffers proxied, and the fxcpp GraphModule of it, the same.
+    m = copy.deepcopy(model)
+    gm = torch.fx.GraphModule(m, BufferTracer().trace(m))
+    assert fxcpp.generate(gm, PROMPT, 24, optimize=optimize).tokens == expected
+    assert fxcpp.generate(fxcpp.from_fx(gm), PROMPT, 24, optimize=optimize).tokens == expected
+
+
+def test_streaming_stop_ids_and_seeded_sampling(model):
+    expected = eager_greedy(model, PROMPT, 12)
+    seen = []
+    r = fxcpp.generate(copy.deepcopy(model), PROMPT, 12, on_token=lambda t: seen.append(t) is None and len(seen) < 5)
+    assert seen == expected[:5] and r.tokens == expected[:5]
+    r = fxcpp.generate(copy.deepcopy(model), PROMPT, 12, stop_ids=[expected[3]])
+    assert r.stopped and r.tokens == expected[:expected.index(expected[3]) + 1]
+    a = fxcpp.generate(copy.deepcopy(model), PROMPT, 12, temperature=1.0, top_k=10, seed=7).tokens
+    b = fxcpp.generate(copy.deepcopy(model), PROMPT, 12, temperature=1.0, top_k=10, seed=7).tokens
+    assert a == b
+
+
+def test_graphs_breaking_the_convention_are_refused(model):
+    # torch.fx's default tracer bakes the caches' reads in as constants: only the update is a node.
+    gm = torch.fx.symbolic_trace(copy.deepcopy(model))
+    with pytest.raises(fxcpp.FxError) as e:
+        fxcpp.generate(gm, PROMPT, 4)
+    assert str(e.value) == ("decoder convention: cache layers.0.attention.kv_cache.k_cache is written at input_pos "
+                            "but never read (a torch.fx trace records a buffer's reads as constants unless its Tracer "
+                            "has proxy_buffer_attributes = True)")
+    with pytest.raises(fxcpp.FxError) as e:
+        fxcpp.generate(torch.nn.Linear(4, 4), PROMPT, 4)
+    assert str(e.value) == ("decoder convention: the graph takes 1 inputs, a decoder 2 (tokens int64 [B, T], "
+                            "input_pos int64 [T])")
+    with pytest.raises(TypeError):
+        fxcpp.generate("model", PROMPT, 4)
