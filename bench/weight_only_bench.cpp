@@ -1,7 +1,7 @@
 // fx::decoders::linear_weight_only (weight-only int8 / int4 linear layers,
 // issue 67) against float32 at::linear on a LLaMA-7B-ish / TinyLlama's
 // products: decoding one token (1 row: GEMV, bound by reading the weights)
-// and a prompt of 128 rows (GEMM). Shapes N x K: 2048x2048 (attention
+// and a prompt of 128 rows (GEMM; 512 for one shape). Shapes N x K: 2048x2048 (attention
 // projections), 5632x2048 (gate / up), 2048x5632 (down), 32000x2048 (lm_head).
 // Bytes processed are the weight's bytes (int4: 0.5 a weight plus its group
 // scales), so bytes_per_second is the weight stream's rate. Threads: 1 (and 2
@@ -75,6 +75,8 @@ void shapes(benchmark::internal::Benchmark* b) {
   for (int64_t format : {kF32, kInt8, kInt4G32}) b->Args({5632, 2048, 1, format, 2});
   for (auto [n, k] : {std::pair<int64_t, int64_t>{2048, 2048}, {5632, 2048}})
     for (int64_t format : {kF32, kInt8, kInt4G32}) b->Args({n, k, 128, format, 1});
+  // A long prompt: 512 rows.
+  for (int64_t format : {kF32, kInt8, kInt4G32}) b->Args({5632, 2048, 512, format, 1});
 }
 
 // Rates per CPU second of the whole process (OpenBLAS, under f32 at::linear, keeps

@@ -10,9 +10,9 @@
 //     64 bytes of int4 (4 blocks of 32) unpack with a shift and two masks: the
 //     low nibbles are the first 16 weights of each block, the high ones the
 //     last 16, and the activations are laid out in that order when quantized.
-//     int4 goes 16 blocks at a time (tile_vnni4): the blocks' int32 sums fold
-//     into one vector, symmetric int4's zero point comes off in int32, and one
-//     cvt and one fma per 16 blocks apply the steps and scales.
+//     Both go 16 blocks at a time (tile_vnni): the blocks' int32 sums fold
+//     into one vector, the symmetric kernels' offset (128, int4's 8) comes off
+//     in int32, and one cvt and one fma per 16 blocks apply steps and scales.
 //   AVX2: ggml's mul_sum_i8_pairs: vpmaddubsw on |w| and x with w's sign
 //     (int8), or on the nibbles and x (int4), then vpmaddwd by ones.
 //   Scalar: the same sums in int32.
@@ -37,6 +37,19 @@ namespace {  // internal linkage, so that the helpers inline (-fPIC would call t
 constexpr int64_t kBlock = 32;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// VNNI (tile_vnni): the unit's block (0..15) whose folded sum lands on lane l,
+/// int4: lane 4·(i % 4) + i / 4; int8: lane 4·(2·(i / 8) + i % 2) + (i % 8) / 2.
+int64_t unit_block(bool int4, int64_t l) {
+  const int64_t m = l / 4, j = l % 4;
+  return int4 ? 4 * j + m : (m / 2) * 8 + 2 * j + m % 2;
+}
+
+/// Block b's lane: its unit's 16 lanes, at the lane whose unit_block is b % 16.
+int64_t unit_lane(bool int4, int64_t b) {
+  const int64_t i = b % 16;
+  return (b / 16) * 16 + (int4 ? 4 * (i % 4) + i / 4 : 4 * (2 * (i / 8) + i % 2) + (i % 8) / 2);
+}
 
 /// The zero point the kernel's integer view implies for group g: the stored
 /// one (or 8, symmetric int4's) plus the kernel's offset (128: VNNI's int8).
@@ -203,130 +216,29 @@ FX_WO_VNNI float zero_sum_vnni(const float* s, const float* zeros, const ZeroTer
   return _mm512_reduce_add_ps(acc);
 }
 
-/// What one tile's pass over a weight row needs of the activations and the
-/// scales' layout. A chunk is 64 bytes of weights: 64 int8 (2 blocks, 8
-/// lanes each) or 128 int4 (4 blocks, 4 lanes each).
-struct VnniTile {
-  const int8_t* xq[kWeightOnlyTile];
-  const float* lanes[kWeightOnlyTile];
-  int64_t x_chunk;           // activation bytes per chunk: 64 or 128
-  int64_t blocks_per_chunk;  // 2 or 4
-  __m512i scale_index;       // lane -> group, from the chunk's first group
-  __mmask16 full_scales;     // groups a full chunk spans
-};
-
-/// The group scales of a chunk starting at block b on its 16 lanes (unused per channel).
-template <bool PerChannel>
-FX_WO_VNNI inline __m512 chunk_scales(const VnniTile& t, const float* s, int64_t b, int shift, __mmask16 m) {
-  if (PerChannel) return _mm512_setzero_ps();
-  return _mm512_permutexvar_ps(t.scale_index, _mm512_maskz_loadu_ps(m, s + (b >> shift)));
+/// Lane 4·l + j: the sum of t_j's 128-bit lane l.
+FX_WO_VNNI inline __m512i fold4(__m512i t0, __m512i t1, __m512i t2, __m512i t3) {
+  const __m512i t01 = _mm512_add_epi32(_mm512_unpacklo_epi32(t0, t1), _mm512_unpackhi_epi32(t0, t1));
+  const __m512i t23 = _mm512_add_epi32(_mm512_unpacklo_epi32(t2, t3), _mm512_unpackhi_epi32(t2, t3));
+  return _mm512_add_epi32(_mm512_unpacklo_epi64(t01, t23), _mm512_unpackhi_epi64(t01, t23));
 }
 
-/// acc[r] += (int32 sums of the chunk's weights `lo` (and `hi`: int4's high
-/// nibbles) by row r's activations) · d · scale (per channel: the row's scale comes after).
-template <int R, bool Int4, bool PerChannel>
-FX_WO_VNNI inline void chunk_vnni(const VnniTile& t, int64_t c, __m512i lo, __m512i hi, __m512 sv, __m512* acc) {
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) {
-    const int8_t* x = t.xq[r] + c * t.x_chunk;
-    __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(x));
-    if (Int4) sum = _mm512_dpbusd_epi32(sum, hi, _mm512_loadu_si512(x + 64));
-    const __m512 dv = PerChannel ? _mm512_loadu_ps(t.lanes[r] + c * 16) : _mm512_mul_ps(_mm512_loadu_ps(t.lanes[r] + c * 16), sv);
-    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), dv, acc[r]);
-  }
-}
-
-/// Loads chunk c (its first `bytes` bytes, the rest 0) as unsigned weights.
-template <bool Int4>
-FX_WO_VNNI inline void load_chunk_vnni(const uint8_t* p, __mmask64 bytes, __m512i* lo, __m512i* hi) {
-  const __m512i v = _mm512_maskz_loadu_epi8(bytes, p);
-  if (Int4) {
-    const __m512i m4 = _mm512_set1_epi8(15);
-    *lo = _mm512_and_si512(v, m4);
-    *hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-  } else {
-    *lo = _mm512_xor_si512(v, _mm512_set1_epi8(char(0x80)));  // w + 128
-  }
-}
-
-template <int R, bool Int4, bool PerChannel>
+/// By units of 16 blocks of 32 (512 bytes of int8, 8 chunks of 64; 256 of
+/// int4, 4 chunks): the unit's chunks' vpdpbusd sums (4 lanes per int4 block,
+/// 8 per int8 block) fold into one int32 lane per block (fold4, and for int8
+/// the two halves of each block added), block i of the unit on lane
+/// unit_lane(i); the symmetric kernels take the +128 (int8) or the zero point
+/// 8 (int4) off in int32 (offset · Σq per block, quantize_row's `qz`), and one
+/// cvt and one fma per unit and row apply the steps d (the activations'
+/// `lanes`, in the same order) and the scales. Asymmetric zero points: the
+/// per-group term as the other kernels.
+template <int R, bool Int4, bool Sym>
 FX_WO_VNNI void tile_vnni(const WeightOnlyView& w, const WeightOnlyActivations& a, int64_t r0, int64_t n0, int64_t n1,
-                          const float* bias, float* y, int64_t ldy) {
-  const ZeroTerm z = zero_term_of(WeightOnlyIsa::Avx512Vnni, w);
-  VnniTile t;
-  t.x_chunk = Int4 ? 128 : 64;
-  t.blocks_per_chunk = Int4 ? 4 : 2;
-  const int64_t lanes_per_block = 16 / t.blocks_per_chunk, gb = std::max<int64_t>(w.group_blocks, 1);
-  alignas(64) int32_t index[16];
-  for (int l = 0; l < 16; ++l) index[l] = static_cast<int32_t>(l / lanes_per_block / gb);
-  t.scale_index = _mm512_load_si512(index);
-  t.full_scales = __mmask16((1u << ceil_div(t.blocks_per_chunk, gb)) - 1);
-  for (int r = 0; r < R; ++r) {
-    t.xq[r] = a.q.data() + (r0 + r) * a.padded_blocks * kBlock;
-    t.lanes[r] = a.lanes.data() + (r0 + r) * a.padded_blocks * lanes_per_block;
-  }
-  // Whole chunks, then the last one's bytes and the groups its blocks span.
-  const int64_t row_bytes = w.row_bytes, full = row_bytes / 64, tail = row_bytes % 64, bpc = t.blocks_per_chunk;
-  const int shift = w.group_shift;
-  const __mmask64 tail_bytes = tail ? (__mmask64(1) << tail) - 1 : 0;
-  const int64_t tail_blocks = ceil_div(Int4 ? tail / 16 : tail, Int4 ? 1 : kBlock);
-  const __mmask16 tail_scales = __mmask16((1u << ceil_div(tail_blocks, gb)) - 1);
-  // The scales' (and zero points') stream, as far ahead as the weights' (bytes of scales per 64 of weights).
-  const int64_t scales_ahead = PerChannel ? 0 : kPrefetchBytes * bpc / (int64_t{16} << shift);
-  for (int64_t n = n0; n < n1; ++n) {
-    const uint8_t* row = w.data + n * row_bytes;
-    const float* s = w.scales + n * w.groups;
-    const float* zeros = w.zeros ? w.zeros + n * w.groups : nullptr;
-    // Two sets of accumulators, even and odd chunks: one would chain every chunk's add on the last's.
-    __m512 acc[R], odd[R];
-    for (int r = 0; r < R; ++r) acc[r] = odd[r] = _mm512_setzero_ps();
-    __m512i lo, hi = _mm512_setzero_si512();
-    int64_t c = 0;
-    for (; c + 2 <= full; c += 2) {
-      _mm_prefetch(reinterpret_cast<const char*>(row + c * 64 + kPrefetchBytes), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(row + c * 64 + 64 + kPrefetchBytes), _MM_HINT_T0);
-      if (!PerChannel) {
-        const int64_t g = (c * bpc) >> shift;
-        _mm_prefetch(reinterpret_cast<const char*>(s + g) + scales_ahead, _MM_HINT_T0);
-        if (zeros) _mm_prefetch(reinterpret_cast<const char*>(zeros + g) + scales_ahead, _MM_HINT_T0);
-      }
-      load_chunk_vnni<Int4>(row + c * 64, ~__mmask64(0), &lo, &hi);
-      chunk_vnni<R, Int4, PerChannel>(t, c, lo, hi, chunk_scales<PerChannel>(t, s, c * bpc, shift, t.full_scales), acc);
-      load_chunk_vnni<Int4>(row + c * 64 + 64, ~__mmask64(0), &lo, &hi);
-      chunk_vnni<R, Int4, PerChannel>(t, c + 1, lo, hi,
-                                      chunk_scales<PerChannel>(t, s, (c + 1) * bpc, shift, t.full_scales), odd);
-    }
-    if (c < full) {
-      load_chunk_vnni<Int4>(row + c * 64, ~__mmask64(0), &lo, &hi);
-      chunk_vnni<R, Int4, PerChannel>(t, c, lo, hi, chunk_scales<PerChannel>(t, s, c * bpc, shift, t.full_scales), acc);
-    }
-    if (tail) {
-      load_chunk_vnni<Int4>(row + full * 64, tail_bytes, &lo, &hi);
-      chunk_vnni<R, Int4, PerChannel>(t, full, lo, hi, chunk_scales<PerChannel>(t, s, full * bpc, shift, tail_scales),
-                                      odd);
-    }
-    for (int r = 0; r < R; ++r) acc[r] = _mm512_add_ps(acc[r], odd[r]);
-    for (int r = 0; r < R; ++r) {
-      const float zs = z.none ? 0.f : zero_sum_vnni(s, zeros, z, a.xsum.data() + (r0 + r) * w.groups, w.groups);
-      store(n, (PerChannel ? s[0] : 1.f) * _mm512_reduce_add_ps(acc[r]), zs, bias, y + r * ldy + n);
-    }
-  }
-}
-
-/// int4 by units of 256 weight bytes (16 blocks of 32, 4 chunks): each block's
-/// int32 sums (4 lanes of one chunk's vpdpbusd) fold into one lane by an
-/// unpack-and-add transpose of the unit's 4 chunks, lane 4·(i % 4) + i / 4 for
-/// the unit's block i; symmetric int4's zero point comes off in int32 (8 · Σq
-/// per block, quantize_row's `qz`), and one cvt and one fma per unit and row
-/// apply the steps d (the activations' `lanes`, in the same order) and the
-/// scales. Asymmetric zero points: the per-group term as the other kernels.
-template <int R, bool Sym>
-FX_WO_VNNI void tile_vnni4(const WeightOnlyView& w, const WeightOnlyActivations& a, int64_t r0, int64_t n0, int64_t n1,
                            const float* bias, float* y, int64_t ldy) {
   const ZeroTerm z = zero_term_of(WeightOnlyIsa::Avx512Vnni, w);
   const int shift = w.group_shift;
   alignas(64) int32_t index[16];
-  for (int l = 0; l < 16; ++l) index[l] = shift <= 4 ? (4 * (l % 4) + l / 4) >> shift : 0;
+  for (int l = 0; l < 16; ++l) index[l] = shift <= 4 ? static_cast<int32_t>(unit_block(Int4, l) >> shift) : 0;
   const __m512i scale_index = _mm512_load_si512(index);
   const int64_t groups_per_unit = shift <= 4 ? 16 >> shift : 1;
   const int8_t* xq[R];
@@ -337,8 +249,9 @@ FX_WO_VNNI void tile_vnni4(const WeightOnlyView& w, const WeightOnlyActivations&
     dl[r] = a.lanes.data() + (r0 + r) * a.padded_blocks;
     qz[r] = a.qz.data() + (r0 + r) * a.padded_blocks;
   }
-  const int64_t row_bytes = w.row_bytes, units = ceil_div(row_bytes, 256), full_units = row_bytes / 256;
-  const int64_t scales_ahead = kPrefetchBytes / 256 * 16 * 4 >> (shift <= 4 ? shift : 4);
+  constexpr int64_t kUnitBytes = Int4 ? 256 : 512, kChunks = kUnitBytes / 64;
+  const int64_t row_bytes = w.row_bytes, units = ceil_div(row_bytes, kUnitBytes), full_units = row_bytes / kUnitBytes;
+  const int64_t scales_ahead = kPrefetchBytes / kUnitBytes * 16 * 4 >> (shift <= 4 ? shift : 4);
   const __m512i m4 = _mm512_set1_epi8(15);
   for (int64_t n = n0; n < n1; ++n) {
     const uint8_t* row = w.data + n * row_bytes;
@@ -347,39 +260,47 @@ FX_WO_VNNI void tile_vnni4(const WeightOnlyView& w, const WeightOnlyActivations&
     __m512 acc[R];
     for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
     for (int64_t u = 0; u < units; ++u) {
-      const uint8_t* p = row + u * 256;
-      _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes + 64), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes + 128), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes + 192), _MM_HINT_T0);
+      const uint8_t* p = row + u * kUnitBytes;
+#pragma GCC unroll 8
+      for (int j = 0; j < kChunks; ++j)
+        _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes + 64 * j), _MM_HINT_T0);
       const int64_t g0 = (u * 16) >> shift;
       _mm_prefetch(reinterpret_cast<const char*>(s + g0) + scales_ahead, _MM_HINT_T0);
-      __m512i lo[4], hi[4];
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
+      __m512i lo[kChunks], hi[Int4 ? kChunks : 1];
+#pragma GCC unroll 8
+      for (int j = 0; j < kChunks; ++j) {
         __m512i v;
         if (u < full_units) {
           v = _mm512_loadu_si512(p + 64 * j);
         } else {
-          const int64_t left = std::clamp<int64_t>(row_bytes - u * 256 - 64 * j, 0, 64);
+          const int64_t left = std::clamp<int64_t>(row_bytes - u * kUnitBytes - 64 * j, 0, 64);
           v = _mm512_maskz_loadu_epi8(left == 64 ? ~__mmask64(0) : (__mmask64(1) << left) - 1, p + 64 * j);
         }
-        lo[j] = _mm512_and_si512(v, m4);
-        hi[j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        if (Int4) {
+          lo[j] = _mm512_and_si512(v, m4);
+          hi[Int4 ? j : 0] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        } else {
+          lo[j] = _mm512_xor_si512(v, _mm512_set1_epi8(char(0x80)));  // w + 128
+        }
       }
       const int64_t ng = std::min(groups_per_unit, w.groups - g0);
       const __m512 sv = _mm512_permutexvar_ps(scale_index, _mm512_maskz_loadu_ps(__mmask16((1u << ng) - 1), s + g0));
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         const int8_t* x = xq[r] + u * 512;
-        __m512i t[4];
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j)
-          t[j] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[j], _mm512_loadu_si512(x + 128 * j)),
-                                     hi[j], _mm512_loadu_si512(x + 128 * j + 64));
-        const __m512i t01 = _mm512_add_epi32(_mm512_unpacklo_epi32(t[0], t[1]), _mm512_unpackhi_epi32(t[0], t[1]));
-        const __m512i t23 = _mm512_add_epi32(_mm512_unpacklo_epi32(t[2], t[3]), _mm512_unpackhi_epi32(t[2], t[3]));
-        __m512i sum = _mm512_add_epi32(_mm512_unpacklo_epi64(t01, t23), _mm512_unpackhi_epi64(t01, t23));
+        __m512i t[kChunks];
+#pragma GCC unroll 8
+        for (int j = 0; j < kChunks; ++j)
+          t[j] = Int4 ? _mm512_dpbusd_epi32(
+                            _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[j], _mm512_loadu_si512(x + 128 * j)),
+                            hi[Int4 ? j : 0], _mm512_loadu_si512(x + 128 * j + 64))
+                      : _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[j], _mm512_loadu_si512(x + 64 * j));
+        __m512i sum = fold4(t[0], t[1], t[2], t[3]);
+        if (!Int4) {
+          // int8: 128-bit lane l of chunk j holds half l % 2 of block 2j + l / 2; add the halves.
+          const __m512i b = fold4(t[Int4 ? 0 : 4], t[Int4 ? 1 : 5], t[Int4 ? 2 : 6], t[Int4 ? 3 : 7]);
+          sum = _mm512_add_epi32(_mm512_shuffle_i32x4(sum, b, 0x88), _mm512_shuffle_i32x4(sum, b, 0xDD));
+        }
         if (Sym) sum = _mm512_sub_epi32(sum, _mm512_loadu_si512(qz[r] + u * 16));
         acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(_mm512_loadu_ps(dl[r] + u * 16), sv), acc[r]);
       }
@@ -402,12 +323,11 @@ int64_t position(WeightOnlyIsa isa, int bits, int64_t b, int64_t t) {
   return (b / 4) * 128 + (t < 16 ? 0 : 64) + (b % 4) * 16 + t % 16;
 }
 
-/// VNNI int4 (tile_vnni4): block b's lane in its unit of 16 blocks.
-int64_t unit_lane(int64_t b) { return (b / 16) * 16 + 4 * (b % 4) + (b % 16) / 4; }
-
 void quantize_row(WeightOnlyIsa isa, const WeightOnlyView& w, const float* x, int64_t k, int64_t blocks,
                   int8_t* q, float* d, float* lanes, int32_t* qz, float* xsum) {
-  const int64_t lanes_per_block = 8;  // VNNI int8's; int4's (qz set): one, at unit_lane
+  // VNNI (qz set): the step at the block's unit_lane, and offset · Σ q (the
+  // kernel's +128 for int8, symmetric int4's zero point 8) for the symmetric kernels.
+  const int32_t offset = w.bits == 4 ? 8 : 128;
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t len = std::min(kBlock, k - b * kBlock);
     const float* xb = x + b * kBlock;
@@ -430,10 +350,8 @@ void quantize_row(WeightOnlyIsa isa, const WeightOnlyView& w, const float* x, in
     }
     d[b] = step;
     if (qz) {
-      lanes[unit_lane(b)] = step;
-      qz[unit_lane(b)] = 8 * qsum;
-    } else if (lanes) {
-      for (int64_t l = 0; l < lanes_per_block; ++l) lanes[b * lanes_per_block + l] = step;
+      lanes[unit_lane(w.bits == 4, b)] = step;
+      qz[unit_lane(w.bits == 4, b)] = offset * qsum;
     }
     xsum[b >> w.group_shift] += step * static_cast<float>(qsum);
   }
@@ -443,9 +361,10 @@ using TileFn = void (*)(const WeightOnlyView&, const WeightOnlyActivations&, int
                         const float*, float*, int64_t);
 
 template <int R>
-TileFn tile_of(WeightOnlyIsa isa, int bits, bool per_channel, bool symmetric) {
+TileFn tile_of(WeightOnlyIsa isa, int bits, bool symmetric) {
   if (isa == WeightOnlyIsa::Avx512Vnni)
-    return bits == 4 ? (symmetric ? &tile_vnni4<R, true> : &tile_vnni4<R, false>) : per_channel ? &tile_vnni<R, false, true> : &tile_vnni<R, false, false>;
+    return bits == 4 ? (symmetric ? &tile_vnni<R, true, true> : &tile_vnni<R, true, false>)
+                     : (symmetric ? &tile_vnni<R, false, true> : &tile_vnni<R, false, false>);
   return &tile_avx2<R>;
 }
 
@@ -484,21 +403,20 @@ WeightOnlyActivations quantize_activations(WeightOnlyIsa isa, const WeightOnlyVi
   a.rows = rows;
   a.k = k;
   a.blocks = wok::ceil_div(k, wok::kBlock);
-  const bool vnni = isa == WeightOnlyIsa::Avx512Vnni, vnni4 = vnni && w.bits == 4;
-  a.padded_blocks = wok::ceil_div(a.blocks, vnni4 ? 16 : 4) * (vnni4 ? 16 : 4);
+  const bool vnni = isa == WeightOnlyIsa::Avx512Vnni;
+  a.padded_blocks = wok::ceil_div(a.blocks, vnni ? 16 : 4) * (vnni ? 16 : 4);
   a.q.assign(static_cast<size_t>(rows * a.padded_blocks * wok::kBlock), 0);
   a.d.assign(static_cast<size_t>(rows * a.padded_blocks), 0.f);
   a.xsum.assign(static_cast<size_t>(rows * w.groups), 0.f);
-  const int64_t lanes_per_block = vnni4 ? 1 : 8;
-  if (vnni) a.lanes.assign(static_cast<size_t>(rows * a.padded_blocks * lanes_per_block), 0.f);
-  if (vnni4) a.qz.assign(static_cast<size_t>(rows * a.padded_blocks), 0);
+  if (vnni) a.lanes.assign(static_cast<size_t>(rows * a.padded_blocks), 0.f);
+  if (vnni) a.qz.assign(static_cast<size_t>(rows * a.padded_blocks), 0);
   // Rows of at least 16K values per task.
   at::parallel_for(0, rows, std::max<int64_t>(1, 16384 / k), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r)
       wok::quantize_row(isa, w, x + r * k, k, a.blocks, a.q.data() + r * a.padded_blocks * wok::kBlock,
                    a.d.data() + r * a.padded_blocks,
-                   vnni ? a.lanes.data() + r * a.padded_blocks * lanes_per_block : nullptr,
-                   vnni4 ? a.qz.data() + r * a.padded_blocks : nullptr,
+                   vnni ? a.lanes.data() + r * a.padded_blocks : nullptr,
+                   vnni ? a.qz.data() + r * a.padded_blocks : nullptr,
                    a.xsum.data() + r * w.groups);
   });
   return a;
@@ -507,10 +425,10 @@ WeightOnlyActivations quantize_activations(WeightOnlyIsa isa, const WeightOnlyVi
 void weight_only_tile(WeightOnlyIsa isa, const WeightOnlyView& w, const WeightOnlyActivations& a, int64_t r0,
                       int64_t tile, int64_t n0, int64_t n1, const float* bias, float* y, int64_t ldy) {
   if (isa == WeightOnlyIsa::Scalar) return wok::tile_scalar(w, a, r0, tile, n0, n1, bias, y, ldy);
-  wok::TileFn fn = tile == 4 ? wok::tile_of<4>(isa, w.bits, w.group_blocks == 0, !w.zeros)
-              : tile == 3 ? wok::tile_of<3>(isa, w.bits, w.group_blocks == 0, !w.zeros)
-              : tile == 2 ? wok::tile_of<2>(isa, w.bits, w.group_blocks == 0, !w.zeros)
-                          : wok::tile_of<1>(isa, w.bits, w.group_blocks == 0, !w.zeros);
+  wok::TileFn fn = tile == 4 ? wok::tile_of<4>(isa, w.bits, !w.zeros)
+              : tile == 3 ? wok::tile_of<3>(isa, w.bits, !w.zeros)
+              : tile == 2 ? wok::tile_of<2>(isa, w.bits, !w.zeros)
+                          : wok::tile_of<1>(isa, w.bits, !w.zeros);
   fn(w, a, r0, n0, n1, bias, y, ldy);
 }
 

@@ -52,18 +52,17 @@ struct WeightOnlyView {
 /// d = max |x| / 127 and values q = round(x / d) in [-127, 127].
 struct WeightOnlyActivations {
   int64_t rows = 0, k = 0;
-  /// ceil(k / 32), and that rounded up to a multiple of 4 (VNNI int4: 16) (q's row holds padded_blocks * 32 bytes, zero past k).
+  /// ceil(k / 32), and that rounded up to a multiple of 4 (VNNI: 16) (q's row holds padded_blocks * 32 bytes, zero past k).
   int64_t blocks = 0, padded_blocks = 0;
   /// rows x padded_blocks*32: K's order, or for VNNI's int4 kernel per 4 blocks
   /// the first 16 values of each then the last 16 (the order its nibbles unpack to).
   std::vector<int8_t> q;
   /// rows x padded_blocks: d per block (0 past the end).
   std::vector<float> d;
-  /// VNNI int8: rows x (padded_blocks * 8) lanes, each block's d on the lanes holding its sums;
-  /// VNNI int4 (padded_blocks a multiple of 16): rows x padded_blocks, block b's d at lane
-  /// 4·(b % 4) + (b % 16) / 4 of its unit of 16 blocks (the order its kernel's sums fold to).
+  /// VNNI (padded_blocks a multiple of 16): rows x padded_blocks, block b's d at
+  /// its unit of 16 blocks' lane for it (the order the kernel's sums fold to).
   std::vector<float> lanes;
-  /// VNNI int4: rows x padded_blocks, 8 · Σ q per block (symmetric int4's zero point), lanes' order.
+  /// VNNI: rows x padded_blocks, offset · Σ q per block (int8's +128, symmetric int4's 8), lanes' order.
   std::vector<int32_t> qz;
   /// rows x groups: Σ over the group's blocks of d_b · Σ q (for zero points).
   std::vector<float> xsum;

@@ -170,28 +170,30 @@ TEST(WeightOnly, EveryKernelHereEqualsTheScalarOne) {
 
 // Decoder-sized rows (K = 2048: 16 to 32 whole chunks, the kernels' unrolled
 // pairs), a strided x, and a NaN activation (its row's outputs NaN, as in float).
-// VNNI's int4 kernel reads 16 blocks (512 weights) at a time: K past whole units
-// (2304 = 4.5 units, 1056 = 2 units and a block), every group size, both kinds of zero point.
-TEST(WeightOnly, Int4RowsPastWholeUnitsEqualTheScalarKernel) {
+// VNNI's kernels read 16 blocks (512 weights) at a time: K past whole units
+// (2304 = 4.5 units, 1056 = 2 units and a block, int8 per channel 1100: and a
+// short block), every group size, both kinds of zero point.
+TEST(WeightOnly, RowsPastWholeUnitsEqualTheScalarKernel) {
   at::manual_seed(9);
-  for (int64_t k : {1056, 2304})
-    for (int64_t g : {32, 64, 128})
-      for (bool symmetric : {true, false}) {
-        if (k % g) continue;
-        SCOPED_TRACE("K " + std::to_string(k) + ", " + (Case{4, g, symmetric}).name());
-        const PackedWeightOnly p = fx::decoders::pack_weight_only(at::randn({13, k}), {4, g, symmetric});
-        const at::Tensor magnitude = fx::decoders::dequantize_weight_only(p).abs() + 136 * steps(p);
-        for (int64_t rows : {1, 6}) {
-          const at::Tensor x = at::randn({rows, k});
-          const at::Tensor want = fx::decoders::detail::linear_weight_only_with("scalar", x, p);
-          const at::Tensor tolerance = 1e-5 * at::matmul(x.abs(), magnitude.t()) + 1e-5;
-          for (const std::string& kernel : kernels_here()) {
-            SCOPED_TRACE(kernel + ", " + std::to_string(rows) + " rows");
-            const at::Tensor got = fx::decoders::detail::linear_weight_only_with(kernel, x, p);
-            EXPECT_LE(((got - want).abs() - tolerance).max().item<double>(), 0.0);
+  for (int bits : {8, 4})
+    for (int64_t k : {1056, 1100, 2304})
+      for (int64_t g : {0, 32, 64, 128})
+        for (bool symmetric : {true, false}) {
+          if ((g == 0 && bits == 4) || (g && k % g)) continue;
+          SCOPED_TRACE("K " + std::to_string(k) + ", " + (Case{bits, g, symmetric}).name());
+          const PackedWeightOnly p = fx::decoders::pack_weight_only(at::randn({13, k}), {bits, g, symmetric});
+          const at::Tensor magnitude = fx::decoders::dequantize_weight_only(p).abs() + 136 * steps(p);
+          for (int64_t rows : {1, 6}) {
+            const at::Tensor x = at::randn({rows, k});
+            const at::Tensor want = fx::decoders::detail::linear_weight_only_with("scalar", x, p);
+            const at::Tensor tolerance = 1e-5 * at::matmul(x.abs(), magnitude.t()) + 1e-5;
+            for (const std::string& kernel : kernels_here()) {
+              SCOPED_TRACE(kernel + ", " + std::to_string(rows) + " rows");
+              const at::Tensor got = fx::decoders::detail::linear_weight_only_with(kernel, x, p);
+              EXPECT_LE(((got - want).abs() - tolerance).max().item<double>(), 0.0);
+            }
           }
         }
-      }
 }
 
 TEST(WeightOnly, LongRowsStridedInputAndNaN) {
