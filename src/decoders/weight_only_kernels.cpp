@@ -265,7 +265,7 @@ FX_WO_VNNI void tile_vnni(const WeightOnlyView& w, const WeightOnlyActivations& 
       for (int j = 0; j < kChunks; ++j)
         _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes + 64 * j), _MM_HINT_T0);
       const int64_t g0 = (u * 16) >> shift;
-      _mm_prefetch(reinterpret_cast<const char*>(s + g0) + scales_ahead, _MM_HINT_T0);
+      if (w.group_blocks) _mm_prefetch(reinterpret_cast<const char*>(s + g0) + scales_ahead, _MM_HINT_T0);
       __m512i lo[kChunks], hi[Int4 ? kChunks : 1];
 #pragma GCC unroll 8
       for (int j = 0; j < kChunks; ++j) {
