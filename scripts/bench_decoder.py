@@ -31,8 +31,8 @@ the measured decode's share of it (KV cache and activations, a few MB, left out)
 float scale per 32).
 
 Accuracy, once, at the last thread count: how many of each engine's greedy tokens equal fxcpp eager's before
-the first difference; llama.cpp's teacher-forced top-1 over the prompt and fxcpp eager's tokens, Q8_0's and
-Q4_0's agreement with F32's.
+the first difference; the teacher-forced top-1 over the prompt and fxcpp eager's tokens, llama.cpp's Q8_0 and
+Q4_0 against its F32's, fxcpp's int8 and int4 (`fxcpp generate --teacher-forced`) against its float32's.
 
 Prints a markdown table with the CPU, the bandwidth and the load average (a shared machine's numbers are noisy),
 writes it to SAVE_DIR/bench_decoder.md and the run to SAVE_DIR/bench_decoder.json (--save-dir, default the
@@ -255,8 +255,8 @@ def render(data):
               "per weight; bandwidth limit: the measured read bandwidth at that thread count / those bytes; %% of "
               "limit: the measured decode's share. llama.cpp: node-llama-cpp %s (its prebuilt CPU binary), "
               "memory-mapped weights, KV cache F16; fxcpp: float32 KV cache. greedy = %s's: new tokens "
-              "equal before the first difference; top-1 = F32's: llama.cpp's teacher-forced top-1 over the prompt "
-              "and those tokens, agreeing with llama.cpp F32's." % (data.get("node_llama_cpp", "?"),
+              "equal before the first difference; top-1 = F32's: the teacher-forced top-1 over the prompt "
+              "and those tokens agreeing with the same engine's F32 (llama.cpp's, fxcpp's float32)." % (data.get("node_llama_cpp", "?"),
                                                                       data.get("greedy_reference", "fxcpp eager"))]
     return "\n".join(lines) + "\n"
 
@@ -384,6 +384,22 @@ def main():
         data["greedy_reference"] = ref["engine"]
         for r in last:
             data["accuracy"][r["engine"]] = {"same_prefix": same_prefix(r["generated"], eager)}
+        # fxcpp's own teacher-forced top-1 (generate --teacher-forced), each precision against fxcpp F32's.
+        sequence = prompt + eager
+        fx_top1 = {}
+        for name, extra in sets:
+            cmd = [fxcpp, "generate", folder, "--prompt-ids", ",".join(map(str, sequence)), "--teacher-forced",
+                   "--threads", str(threads[-1]), "--max-seq", str(len(sequence))] + list(extra)
+            out, err, rc, _ = run_measured(cmd, threads[-1], None)
+            if rc == 0:
+                fx_top1[name] = json.loads(out.strip().splitlines()[-1])["top1"]
+            else:
+                log("  teacher-forced %s: exit %d: %s" % (name, rc, err.strip()[-300:]))
+        f32 = fx_top1.get("fxcpp") or fx_top1.get("fxcpp eager")
+        if f32 is not None:
+            for name, ids in fx_top1.items():
+                agree = sum(x == y for x, y in zip(ids, f32)) / len(ids)
+                data["accuracy"].setdefault(name, {})["top1_agreement"] = agree
         if any(e.kind == "llama.cpp" for e in engines):
             sequence = prompt + eager
             top1 = {}
@@ -400,6 +416,7 @@ def main():
                 for t, ids in top1.items():
                     agree = sum(x == y for x, y in zip(ids, top1["F32"])) / len(ids)
                     data["accuracy"].setdefault("llama.cpp " + t, {})["top1_agreement"] = agree
+            if "F32" in top1:
                 # F32's top-1 after the prompt and each of fxcpp's tokens: equal to fxcpp's next token?
                 data["accuracy"]["llama.cpp F32"]["top1_equal_fxcpp_greedy"] = sum(
                     x == y for x, y in zip(top1["F32"][prompt_len - 1:-1], eager)) / len(eager)

@@ -16,7 +16,7 @@ import torch
 
 fxcpp, fixture, out_dir = sys.argv[1], sys.argv[2], sys.argv[3]
 os.makedirs(out_dir, exist_ok=True)
-prompt, _, greedy = torch.load(fixture + "/expected.pt")
+prompt, _, greedy = torch.load(fixture + "/expected.pt")  # _: the reference's logits of the prompt
 ids = ",".join(str(i) for i in prompt[0].tolist())
 passed = failed = 0
 
@@ -56,6 +56,16 @@ for flags, name in ((("--quantize", "int8"), "fxcpp, int8 per channel ("),
     kernel = out["engine"] and out["engine"][len(name):-1]
 check(kernel in ("avx512-vnni", "avx2", "scalar"), "kernel %r" % kernel)
 int4 = generated(fixture, "--quantize", "int4")["generated"]
+
+# --teacher-forced: the most likely next token at every prompt position, as the reference's logits give it.
+prompt_top1 = _[0].argmax(-1).tolist()
+for engine in ("eager", "fxcpp"):
+    r = fx("generate", fixture, "--prompt-ids", ids, "--teacher-forced", "--engine", engine)
+    check(r.returncode == 0 and json.loads(r.stdout)["top1"] == prompt_top1, "teacher-forced %s: %s %s" %
+          (engine, r.stdout, r.stderr))
+r = fx("generate", fixture, "--prompt-ids", ids, "--teacher-forced", "--quantize", "int8")
+agree = sum(a == b for a, b in zip(json.loads(r.stdout)["top1"], prompt_top1)) / len(prompt_top1) if r.returncode == 0 else 0
+check(agree >= 0.9, "teacher-forced int8 agrees with float32 at %.2f of the positions" % agree)
 
 q4 = os.path.join(out_dir, "int4.fx")
 r = fx("quantize", "--weight-only", "int4", fixture, "-o", q4)

@@ -77,6 +77,8 @@ const std::map<std::string, std::string>& descriptions() {
       {"prompt", "generate: the prompt as text (the SentencePiece tokenizer's ids, BOS first)"},
       {"tokenizer", "generate: the SentencePiece tokenizer.model (default FOLDER/tokenizer.model)"},
       {"ignore-eos", "generate: do not stop at the tokenizer's end-of-sequence id"},
+      {"teacher-forced", "generate: no decoding; one forward over the prompt, its most likely next token at every "
+                         "position as JSON {\"top1\": [...]}"},
       {"max-new-tokens", "generate: new tokens at most (default 32)"},
       {"temperature", "generate: 0 greedy (default), else sampled at this temperature"},
       {"top-k", "generate: sample among the k most likely tokens (0: all)"},

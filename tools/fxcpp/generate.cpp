@@ -69,7 +69,7 @@ std::optional<decoders::Tokenizer> tokenizer_of(const ModelArgs& args) {
 int run_generate(const std::vector<std::string>& argv) {
   std::vector<std::string> flags = {"prompt-ids", "prompt", "tokenizer", "max-new-tokens", "temperature", "top-k",
                                     "top-p", "repetition-penalty", "seed", "stop-ids", "threads", "max-seq"};
-  std::vector<std::string> switches = {"json", "ignore-eos"};
+  std::vector<std::string> switches = {"json", "ignore-eos", "teacher-forced"};
   flags.insert(flags.end(), kDecoderFlags.begin(), kDecoderFlags.end());
   switches.insert(switches.end(), kDecoderSwitches.begin(), kDecoderSwitches.end());
   ModelArgs args = parse_model_args(argv, flags, switches);
@@ -95,6 +95,21 @@ int run_generate(const std::vector<std::string>& argv) {
   if (eos >= 0) o.stop_ids.push_back(eos);
   OpenedDecoder model = open_decoder(args, args.get_int("max-seq", 0, /*min=*/0));
   const int64_t max_seq = args.has("max-seq") ? args.get_int("max-seq", 0, /*min=*/0) : model.max_seq;
+  if (args.has("teacher-forced")) {
+    // One forward over the whole sequence: the most likely next token at every position (for comparing precisions).
+    if (static_cast<int64_t>(prompt.size()) > max_seq)
+      throw Error("--teacher-forced: " + std::to_string(prompt.size()) + " tokens, --max-seq is " +
+                  std::to_string(max_seq));
+    model.reset();
+    at::NoGradGuard no_grad;
+    const at::Tensor logits = model.step(torch::tensor(prompt).unsqueeze(0), torch::arange(int64_t(prompt.size())));
+    const at::Tensor top1 = logits[0].argmax(-1).contiguous();
+    nlohmann::ordered_json j;
+    j["top1"] = std::vector<int64_t>(top1.data_ptr<int64_t>(), top1.data_ptr<int64_t>() + top1.numel());
+    j["engine"] = model.engine;
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
   const int64_t positions = static_cast<int64_t>(prompt.size()) + o.max_new_tokens - 1;
   if (positions > max_seq)
     throw Error("the prompt (" + std::to_string(prompt.size()) + " tokens) and -n " +
@@ -168,7 +183,7 @@ int run_generate(const std::vector<std::string>& argv) {
 FX_COMMAND("generate",
            "generate (FOLDER | DECODER.fx) (--prompt TEXT | --prompt-ids 1,2,3) [--tokenizer PATH] "
            "[--engine fxcpp|eager] [--quantize int8|int4 [--group-size G] "
-           "[--asymmetric]] [-n|--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] "
+           "[--asymmetric]] [--teacher-forced] [-n|--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] "
            "[--repetition-penalty R] [--seed S] [--stop-ids 2,3] [--ignore-eos] [--threads N] [--max-seq L] [--json]",
            "decode from a LLaMA-family checkpoint folder (config.json, safetensors; tokenizer.model for text) or a "
            "decoder graph: captured, optimised, weights optionally int8 / int4",
