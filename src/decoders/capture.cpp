@@ -144,28 +144,39 @@ std::shared_ptr<GraphModule> optimize_decoder(const std::shared_ptr<GraphModule>
   p.fused_silu_mul = fuse_silu_mul(*work);
   if (passes) *passes = p;
   auto out = optimize_for_inference(work, options, report);
-  check_decoder(*out);
-  reset_cache(*out);  // the warm-up wrote position 0
+  reset_cache(*out);  // the warm-up wrote position 0 (and the result is checked against the convention)
   return out;
 }
 
-DecoderStep decoder_step(std::shared_ptr<GraphModule> gm) {
-  const DecoderSignature s = check_decoder(*gm);
-  return [gm, s](const at::Tensor& tokens, const at::Tensor& input_pos) -> at::Tensor {
-    detail::DecoderLimits limits;
-    limits.max_batch = s.max_batch;
-    limits.exact_batch = true;
-    limits.max_seq = s.max_seq;
-    limits.vocab_size = s.vocab_size;
+namespace {
+
+/// decoder_step for a graph whose signature is known.
+DecoderStep step_of(std::shared_ptr<GraphModule> gm, const DecoderSignature& s) {
+  detail::DecoderLimits limits;
+  limits.max_batch = s.max_batch;
+  limits.exact_batch = true;
+  limits.max_seq = s.max_seq;
+  limits.vocab_size = s.vocab_size;
+  return [gm, limits](const at::Tensor& tokens, const at::Tensor& input_pos) -> at::Tensor {
     detail::check_decoder_inputs("decoder(tokens, input_pos)", tokens, input_pos, limits);
     return gm->forward({tokens, input_pos}).toTensor();
   };
 }
 
-void reset_cache(GraphModule& gm) {
+/// reset_cache for a graph whose signature is known.
+void zero_caches(GraphModule& gm, const DecoderSignature& s) {
   at::NoGradGuard no_grad;
-  for (const auto& name : check_decoder(gm).caches) gm.fetch_attr(name).zero_();
+  for (const auto& name : s.caches) gm.fetch_attr(name).zero_();
 }
+
+}  // namespace
+
+DecoderStep decoder_step(std::shared_ptr<GraphModule> gm) {
+  const DecoderSignature s = check_decoder(*gm);
+  return step_of(std::move(gm), s);
+}
+
+void reset_cache(GraphModule& gm) { zero_caches(gm, check_decoder(gm)); }
 
 GenerateResult generate(const std::shared_ptr<GraphModule>& gm, const std::vector<int64_t>& prompt,
                         GenerateOptions options) {
@@ -173,10 +184,10 @@ GenerateResult generate(const std::shared_ptr<GraphModule>& gm, const std::vecto
   if (s.max_batch != 1)
     throw Error("generate: the decoder graph was captured for " + std::to_string(s.max_batch) +
                 " sequences; generate decodes one (capture with max_batch 1)");
-  reset_cache(*gm);
+  zero_caches(*gm, s);
   if (options.max_seq <= 0 || options.max_seq > s.max_seq) options.max_seq = s.max_seq;
   at::NoGradGuard no_grad;
-  return generate(decoder_step(gm), prompt, options);
+  return generate(step_of(gm, s), prompt, options);
 }
 
 }  // namespace fx::decoders

@@ -90,26 +90,11 @@ std::optional<Site> match(Node* out) {
 }  // namespace
 
 size_t fuse_attention(GraphModule& gm) {
-  Graph& g = gm.graph();
-  size_t fused = 0;
-  for (Node* n : g.nodes().to_vector()) {
-    if (n->is_erased()) continue;
+  return detail::replace_matches(gm, "fxcpp::decoder_attention", [](Node* n) -> std::optional<ArgList> {
     const auto site = match(n);
-    if (!site) continue;
-    Node* fused_node;
-    {
-      auto at = g.inserting_before(n);
-      fused_node = g.call_function("fxcpp::decoder_attention", {site->q, site->k, site->v, site->mask, site->scale});
-    }
-    n->replace_all_uses_with(fused_node, nullptr, /*propagate_meta=*/true);
-    ++fused;
-  }
-  if (fused) {
-    g.eliminate_dead_code();
-    g.lint();
-    gm.recompile();
-  }
-  return fused;
+    if (!site) return std::nullopt;
+    return ArgList{site->q, site->k, site->v, site->mask, site->scale};
+  });
 }
 
 }  // namespace fx::decoders

@@ -7,7 +7,6 @@
 
 #include "decoders/pattern.h"
 
-#include <functional>
 #include <optional>
 
 namespace fx::decoders {
@@ -34,32 +33,6 @@ Argument without_float_cast(const Argument& a) {
       a.to_node()->args()[1].to_scalar_type() == at::kFloat && is_float(a.to_node()->args()[0]))
     return a.to_node()->args()[0];
   return a;
-}
-
-/// Rewrites every node `match` turns into {target, args}, then removes what died.
-size_t rewrite(GraphModule& gm, const char* target,
-               const std::function<std::optional<ArgList>(Node*)>& match) {
-  Graph& g = gm.graph();
-  size_t n_fused = 0;
-  for (Node* n : g.nodes().to_vector()) {
-    if (n->is_erased()) continue;
-    const auto args = match(n);
-    if (!args) continue;
-    Node* fused;
-    {
-      auto at = g.inserting_before(n);
-      fused = g.call_function(target, *args);
-    }
-    n->replace_all_uses_with(fused, nullptr, /*propagate_meta=*/true);
-    g.erase_node(n);
-    ++n_fused;
-  }
-  if (n_fused) {
-    g.eliminate_dead_code();
-    g.lint();
-    gm.recompile();
-  }
-  return n_fused;
 }
 
 /// weight * (x * rsqrt(mean(x^2, -1, keepdim) + eps)) [with HF's casts to float32 and back].
@@ -163,10 +136,10 @@ std::optional<ArgList> silu_mul_site(Node* n) {
 
 }  // namespace
 
-size_t fuse_rms_norm(GraphModule& gm) { return rewrite(gm, "fxcpp::rms_norm", rms_norm_site); }
+size_t fuse_rms_norm(GraphModule& gm) { return detail::replace_matches(gm, "fxcpp::rms_norm", rms_norm_site); }
 
-size_t fuse_rotary_embedding(GraphModule& gm) { return rewrite(gm, "fxcpp::rotary_embedding", rotary_site); }
+size_t fuse_rotary_embedding(GraphModule& gm) { return detail::replace_matches(gm, "fxcpp::rotary_embedding", rotary_site); }
 
-size_t fuse_silu_mul(GraphModule& gm) { return rewrite(gm, "fxcpp::silu_mul", silu_mul_site); }
+size_t fuse_silu_mul(GraphModule& gm) { return detail::replace_matches(gm, "fxcpp::silu_mul", silu_mul_site); }
 
 }  // namespace fx::decoders

@@ -3,7 +3,11 @@
 // read a graph's patterns with: each step of a pattern checked by operator,
 // constants and single use.
 #include <fx/graph.h>
+#include <fx/graph_module.h>
 #include <fx/tensor_meta.h>
+
+#include <functional>
+#include <optional>
 
 namespace fx::decoders::detail {
 
@@ -31,5 +35,33 @@ inline bool is_number(const Argument& a) {
 
 /// The tensor_meta of `a`'s node, or nullptr.
 inline const TensorMetadata* meta(const Argument& a) { return a.is_node() ? tensor_meta_of(a.to_node()) : nullptr; }
+
+/// Replaces every node `match` gives arguments for by one call_function of
+/// `target` on them (inserted before it, its uses and meta taken over), then
+/// removes what died; returns how many it replaced.
+inline size_t replace_matches(GraphModule& gm, const char* target,
+                              const std::function<std::optional<ArgList>(Node*)>& match) {
+  Graph& g = gm.graph();
+  size_t replaced = 0;
+  for (Node* n : g.nodes().to_vector()) {
+    if (n->is_erased()) continue;
+    const auto args = match(n);
+    if (!args) continue;
+    Node* fused;
+    {
+      auto at = g.inserting_before(n);
+      fused = g.call_function(target, *args);
+    }
+    n->replace_all_uses_with(fused, nullptr, /*propagate_meta=*/true);
+    g.erase_node(n);
+    ++replaced;
+  }
+  if (replaced) {
+    g.eliminate_dead_code();
+    g.lint();
+    gm.recompile();
+  }
+  return replaced;
+}
 
 }  // namespace fx::decoders::detail
