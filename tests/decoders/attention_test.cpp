@@ -26,11 +26,7 @@ at::Tensor reference(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   return at::matmul(at::softmax(scores, -1), values);
 }
 
-size_t count(const fx::Graph& g, const std::string& target) {
-  size_t n = 0;
-  for (const fx::Node* node : g.nodes()) n += node->op() == fx::Opcode::CallFunction && node->target() == target;
-  return n;
-}
+using fx_test::count_calls;
 
 TEST(DecoderAttention, EqualsTheRepeatedCachesMaskedSoftmax) {
   torch::manual_seed(0);
@@ -75,21 +71,18 @@ TEST(DecoderAttention, BadShapesAreOneLine) {
 
 TEST(FuseAttention, OneKernelPerLayerAndHuggingFacesGreedyTokens) {
   const std::string dir = fx_test::llama_fixture("f32", "");
-  const auto t = fx::load_value(dir + "/expected.pt").toTupleRef().elements();
-  const at::Tensor prompt_t = t[0].toTensor().flatten().contiguous(), greedy_t = t[2].toTensor().contiguous();
-  const std::vector<int64_t> prompt(prompt_t.data_ptr<int64_t>(), prompt_t.data_ptr<int64_t>() + prompt_t.numel());
-  const std::vector<int64_t> greedy(greedy_t.data_ptr<int64_t>(), greedy_t.data_ptr<int64_t>() + greedy_t.numel());
+  const auto [prompt, greedy, logits] = fx_test::llama_expected(dir);
   auto model = fx::decoders::load_llama(dir, {1, 64});
   const size_t layers = static_cast<size_t>(model->config().num_hidden_layers);
   auto gm = fx::decoders::capture(model);
-  ASSERT_EQ(count(gm->graph(), "aten::softmax.int"), layers);
-  const size_t rep = count(gm->graph(), "aten::repeat_interleave.self_int");
+  ASSERT_EQ(count_calls(gm->graph(), "aten::softmax.int"), layers);
+  const size_t rep = count_calls(gm->graph(), "aten::repeat_interleave.self_int");
   EXPECT_EQ(rep, 2 * layers);  // the fixture's heads are grouped: 4 query heads, 2 key / value heads
   EXPECT_EQ(fx::decoders::fuse_attention(*gm), layers);
-  EXPECT_EQ(count(gm->graph(), "fxcpp::decoder_attention"), layers);
+  EXPECT_EQ(count_calls(gm->graph(), "fxcpp::decoder_attention"), layers);
   for (const char* gone : {"aten::softmax.int", "aten::repeat_interleave.self_int", "aten::masked_fill.Scalar",
                            "aten::matmul"})
-    EXPECT_EQ(count(gm->graph(), gone), 0u) << gone;
+    EXPECT_EQ(count_calls(gm->graph(), gone), 0u) << gone;
   EXPECT_EQ(fx::decoders::fuse_attention(*gm), 0u);  // nothing left to fuse
   fx::decoders::GenerateOptions o;
   o.max_new_tokens = static_cast<int64_t>(greedy.size());
@@ -98,7 +91,7 @@ TEST(FuseAttention, OneKernelPerLayerAndHuggingFacesGreedyTokens) {
   fx::decoders::DecoderPassReport passes;
   auto fast = fx::decoders::optimize_decoder(fx::decoders::capture(model), {}, nullptr, &passes);
   EXPECT_EQ(passes.fused_attention, layers);
-  EXPECT_EQ(count(fast->graph(), "fxcpp::decoder_attention"), layers);
+  EXPECT_EQ(count_calls(fast->graph(), "fxcpp::decoder_attention"), layers);
   EXPECT_EQ(fx::decoders::generate(fast, prompt, o).tokens, greedy);
 }
 

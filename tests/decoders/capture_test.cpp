@@ -26,19 +26,11 @@ struct Loaded {
 
 Loaded load(int64_t max_batch = 1) {
   const std::string dir = fx_test::llama_fixture("f32", "");
-  const auto t = fx::load_value(dir + "/expected.pt").toTupleRef().elements();
-  const at::Tensor prompt = t[0].toTensor().flatten().contiguous(), greedy = t[2].toTensor().contiguous();
-  return {fx::decoders::load_llama(dir, {max_batch, 64}),
-          std::vector<int64_t>(prompt.data_ptr<int64_t>(), prompt.data_ptr<int64_t>() + prompt.numel()),
-          std::vector<int64_t>(greedy.data_ptr<int64_t>(), greedy.data_ptr<int64_t>() + greedy.numel()),
-          t[1].toTensor()};
+  const fx_test::LlamaExpected e = fx_test::llama_expected(dir);
+  return {fx::decoders::load_llama(dir, {max_batch, 64}), e.prompt, e.greedy, e.logits};
 }
 
-size_t count(const fx::Graph& g, const std::string& target) {
-  size_t n = 0;
-  for (const fx::Node* node : g.nodes()) n += node->op() == fx::Opcode::CallFunction && node->target() == target;
-  return n;
-}
+using fx_test::count_calls;
 
 using fx_test::error_of;
 
@@ -53,12 +45,12 @@ TEST(DecoderCapture, OneGraphWhoseCachesAreTheModelsBuffersWrittenInPlace) {
   EXPECT_EQ(s.max_batch, 1);
   EXPECT_EQ(s.max_seq, 64);
   EXPECT_EQ(s.vocab_size, l.model->config().vocab_size);
-  EXPECT_EQ(count(gm->graph(), "aten::index_copy_"), static_cast<size_t>(2 * layers));
+  EXPECT_EQ(count_calls(gm->graph(), "aten::index_copy_"), static_cast<size_t>(2 * layers));
   // The graph's caches are the model's (shared, not copied): the update is in place.
   EXPECT_TRUE(gm->fetch_attr(s.caches[0]).is_same(l.model->model->layers[0]->as<fx::decoders::LlamaDecoderLayer>()
                                                       ->self_attn->k_cache));
   // T is dynamic: the sizes are read from the tokens (aten::size.int), not baked in.
-  EXPECT_GE(count(gm->graph(), "aten::size.int"), 1u);
+  EXPECT_GE(count_calls(gm->graph(), "aten::size.int"), 1u);
   // Prefill logits equal Hugging Face's, then every decode step equals eager's.
   at::NoGradGuard no_grad;
   const at::Tensor tokens = torch::tensor(l.prompt).unsqueeze(0);
@@ -85,7 +77,7 @@ TEST(DecoderCapture, GenerateOnTheGraphPlainAndOptimisedEqualsHuggingFacesGreedy
   auto fast = fx::decoders::optimize_decoder(gm, {}, &report);
   const int64_t layers = l.model->config().num_hidden_layers;
   EXPECT_EQ(report.onednn_linears, static_cast<size_t>(7 * layers + 1));  // q k v o gate up down, lm_head
-  EXPECT_EQ(count(fast->graph(), "aten::index_copy_"), static_cast<size_t>(2 * layers));
+  EXPECT_EQ(count_calls(fast->graph(), "aten::index_copy_"), static_cast<size_t>(2 * layers));
   EXPECT_EQ(fx::decoders::generate(fast, l.prompt, o).tokens, l.greedy);
   // Twice: the caches are reset between sequences.
   EXPECT_EQ(fx::decoders::generate(fast, l.prompt, o).tokens, l.greedy);

@@ -17,6 +17,9 @@ import tempfile
 
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_checks import check, finish  # noqa: E402
+
 fxcpp, fixture = sys.argv[1], sys.argv[2]
 prompt, _, greedy = torch.load(fixture + "/expected.pt")
 prompt, greedy = prompt[0].tolist(), greedy.tolist()
@@ -25,18 +28,8 @@ with open(fixture + "/expected_text.json", encoding="utf-8") as f:
 eos = expected["eos_id"]
 model = fixture + "/tokenizer.model"
 ids = ",".join(str(i) for i in prompt)
-passed = failed = 0
 if shutil.which("spm_decode") is None:
     sys.exit("check_generate_cli.py: spm_decode not found: install Debian's sentencepiece (scripts/setup.sh)")
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAILED:", what)
 
 
 def run(*args, folder=fixture):
@@ -137,5 +130,4 @@ finally:
 r = run("--prompt-ids", "1", folder=fixture + "/config.json")
 check(r.returncode == 2 and r.stderr.count("\n") == 1 and
       r.stderr.startswith("fxcpp generate: %s/config.json: not a " % fixture), "not a folder: " + r.stderr)
-print("%d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+finish()

@@ -19,6 +19,8 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_checks import check, finish  # noqa: E402
 import gguf_writer  # noqa: E402
 
 fxcpp, fixture, llama_dir = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -31,16 +33,6 @@ if not shutil.which("node"):
     print("SKIPPED: no node (Debian's nodejs) to run llama.cpp's binding")
     sys.exit(77)
 BENCH = os.path.join(ROOT, "bench", "llama_cpp", "llama_bench.js")
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAILED:", what)
 
 
 def llama(gguf, ids, *args):
@@ -112,5 +104,4 @@ try:
                   llama(ggufs["Q4_0"], sequence, "--mode", "teacher")["top1"], f32)) / len(f32)))
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
-print("%d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+finish()

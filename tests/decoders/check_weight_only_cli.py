@@ -12,22 +12,15 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_checks import check, finish  # noqa: E402
+
 import torch
 
 fxcpp, fixture, out_dir = sys.argv[1], sys.argv[2], sys.argv[3]
 os.makedirs(out_dir, exist_ok=True)
 prompt, _, greedy = torch.load(fixture + "/expected.pt")  # _: the reference's logits of the prompt
 ids = ",".join(str(i) for i in prompt[0].tolist())
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAILED:", what)
 
 
 def fx(*args):
@@ -101,5 +94,4 @@ for args, text in [
     check(r.returncode == 2, "%s: exit %d" % (args, r.returncode))
     check(r.stderr.strip() == "fxcpp %s: %s" % (args[0], text), "%s: stderr %r" % (args, r.stderr))
 
-print("%d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+finish()

@@ -29,11 +29,8 @@ struct Loaded {
 
 Loaded load() {
   const std::string dir = fixture();
-  const auto t = fx::load_value(dir + "/expected.pt").toTupleRef().elements();
-  const at::Tensor prompt = t[0].toTensor().flatten().contiguous(), greedy = t[2].toTensor().contiguous();
-  return {fx::decoders::load_llama(dir, {1, 64}),
-          std::vector<int64_t>(prompt.data_ptr<int64_t>(), prompt.data_ptr<int64_t>() + prompt.numel()),
-          std::vector<int64_t>(greedy.data_ptr<int64_t>(), greedy.data_ptr<int64_t>() + greedy.numel())};
+  const fx_test::LlamaExpected e = fx_test::llama_expected(dir);
+  return {fx::decoders::load_llama(dir, {1, 64}), e.prompt, e.greedy};
 }
 
 TEST(Generate, GreedyEqualsHuggingFacesAndStreamsEachToken) {

@@ -6,6 +6,8 @@
 #include "fx_paths.h"
 
 #include <fx/error.h>
+#include <fx/graph.h>
+#include <fx/tensor_file.h>
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -15,6 +17,7 @@
 #include <functional>
 #include <string>
 #include <system_error>
+#include <vector>
 
 namespace fx_test {
 
@@ -35,6 +38,32 @@ inline std::string llama_fixture(const std::string& name, const std::string& fla
   if (ec) fs::remove_all(tmp, ec);  // another process put its own in place first
   fs::remove_all(dir.string() + ".old" + std::to_string(::getpid()), ec);
   return dir.string();
+}
+
+/// What a fixture folder's expected.pt holds (make_llama_fixture.py).
+struct LlamaExpected {
+  /// The prompt's ids, and the greedy ids continuing it.
+  std::vector<int64_t> prompt, greedy;
+  /// Hugging Face's logits of the prompt [1, T, V].
+  at::Tensor logits;
+};
+
+inline std::vector<int64_t> ids_of(const at::Tensor& t) {
+  const at::Tensor c = t.flatten().contiguous();
+  return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+}
+
+/// The folder `dir`'s expected.pt.
+inline LlamaExpected llama_expected(const std::string& dir) {
+  const auto t = fx::load_value(dir + "/expected.pt").toTupleRef().elements();
+  return {ids_of(t[0].toTensor()), ids_of(t[2].toTensor()), t[1].toTensor()};
+}
+
+/// How many call_function nodes of `target` the graph has.
+inline size_t count_calls(const fx::Graph& g, const std::string& target) {
+  size_t n = 0;
+  for (const fx::Node* node : g.nodes()) n += node->op() == fx::Opcode::CallFunction && node->target() == target;
+  return n;
 }
 
 /// The text of the fx::Error `f` throws, or "no error".

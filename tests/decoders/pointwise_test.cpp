@@ -13,11 +13,7 @@
 
 namespace pointwise_test {
 
-size_t count(const fx::Graph& g, const std::string& target) {
-  size_t n = 0;
-  for (const fx::Node* node : g.nodes()) n += node->op() == fx::Opcode::CallFunction && node->target() == target;
-  return n;
-}
+using fx_test::count_calls;
 
 double relative(const at::Tensor& a, const at::Tensor& b) {
   return (a - b).abs().max().item<double>() / b.abs().max().item<double>();
@@ -49,10 +45,7 @@ TEST(DecoderPointwise, KernelsEqualHuggingFacesArithmetic) {
 
 TEST(DecoderPointwise, PassesFireOnTheCapturedDecoderAndKeepItsTokens) {
   const std::string dir = fx_test::llama_fixture("f32", "");
-  const auto t = fx::load_value(dir + "/expected.pt").toTupleRef().elements();
-  const at::Tensor prompt_t = t[0].toTensor().flatten().contiguous(), greedy_t = t[2].toTensor().contiguous();
-  const std::vector<int64_t> prompt(prompt_t.data_ptr<int64_t>(), prompt_t.data_ptr<int64_t>() + prompt_t.numel());
-  const std::vector<int64_t> greedy(greedy_t.data_ptr<int64_t>(), greedy_t.data_ptr<int64_t>() + greedy_t.numel());
+  const auto [prompt, greedy, logits] = fx_test::llama_expected(dir);
   auto model = fx::decoders::load_llama(dir, {1, 64});
   const size_t layers = static_cast<size_t>(model->config().num_hidden_layers);
   auto gm = fx::decoders::capture(model);
@@ -62,8 +55,8 @@ TEST(DecoderPointwise, PassesFireOnTheCapturedDecoderAndKeepItsTokens) {
   EXPECT_EQ(fx::decoders::fuse_silu_mul(*gm), layers);
   for (const char* gone : {"aten::rsqrt", "aten::pow.Tensor_Scalar", "aten::mean.dim", "aten::cat", "aten::neg",
                            "aten::narrow", "aten::silu"})
-    EXPECT_EQ(count(gm->graph(), gone), 0u) << gone;
-  EXPECT_EQ(count(gm->graph(), "fxcpp::rms_norm"), 2 * layers + 1);
+    EXPECT_EQ(count_calls(gm->graph(), gone), 0u) << gone;
+  EXPECT_EQ(count_calls(gm->graph(), "fxcpp::rms_norm"), 2 * layers + 1);
   EXPECT_LT(gm->graph().nodes().to_vector().size(), before - 20 * layers);
   fx::decoders::GenerateOptions o;
   o.max_new_tokens = static_cast<int64_t>(greedy.size());
@@ -76,7 +69,7 @@ TEST(DecoderPointwise, PassesFireOnTheCapturedDecoderAndKeepItsTokens) {
   EXPECT_EQ(passes.fused_rms_norm, 2 * layers + 1);
   EXPECT_EQ(passes.fused_rotary, 2 * layers);
   EXPECT_EQ(passes.fused_silu_mul, layers);
-  EXPECT_EQ(count(fast->graph(), "fxcpp::silu_mul"), layers);
+  EXPECT_EQ(count_calls(fast->graph(), "fxcpp::silu_mul"), layers);
   EXPECT_EQ(fx::decoders::generate(fast, prompt, o).tokens, greedy);
 }
 
