@@ -45,20 +45,10 @@ if installed && loads; then
   exit 0
 fi
 
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-  echo "setup_llama_cpp: installing nodejs npm" >&2
-  { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-      nodejs npm; } >&2 || true
-  if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-    echo "setup_llama_cpp: no node / npm (Debian's nodejs, npm could not be installed)" >&2
-    exit 1
-  fi
-fi
-
-mkdir -p "$dir"
-[ -f "$dir/package.json" ] || echo '{"private": true}' > "$dir/package.json"
+# shellcheck source=scripts/ensure_node.sh
+source "$(dirname "$0")/ensure_node.sh"
+ensure_node setup_llama_cpp || exit 1
+npm_project "$dir"
 echo "setup_llama_cpp: npm install --ignore-scripts node-llama-cpp@$version into $dir" >&2
 if ! (cd "$dir" && timeout 600 npm install -E --ignore-scripts --omit=optional --no-audit --no-fund --loglevel=error \
         "node-llama-cpp@$version" "@node-llama-cpp/linux-x64@$version") >&2; then
