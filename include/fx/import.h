@@ -51,7 +51,9 @@ namespace fx {
 
 /// torch.fx's default rule: torch.nn (and torch.ao.nn) module types are
 /// leaves, except the containers Sequential, ModuleList, ModuleDict,
-/// ParameterList, ParameterDict and plain Module.
+/// ParameterList, ParameterDict and plain Module, and the transformer
+/// layers TransformerEncoder(Layer) / TransformerDecoder(Layer), which the
+/// importer writes out with their attention (docs/capture.md).
 bool is_torch_nn_leaf(const torch::jit::Module& module, const std::string& type_name,
                       const std::string& qualified_name);
 

@@ -17,6 +17,9 @@ bool is_torch_nn_leaf(const torch::jit::Module& /*module*/, const std::string& t
   const bool torch_nn = type_name.rfind("__torch__.torch.nn.", 0) == 0 ||
                         type_name.rfind("__torch__.torch.ao.nn.", 0) == 0;
   if (!torch_nn) return false;
+  // torch.nn's transformer layers are written out by the importer (their
+  // fast-path checks would hide their linears and attention).
+  if (import_detail::is_opened_transformer_type(type_name)) return false;
   size_t dot = type_name.rfind('.');
   return containers.count(type_name.substr(dot + 1)) == 0;
 }

@@ -120,11 +120,20 @@ std::shared_ptr<Graph> Importer::build_graph() {
     inputs.push_back(Val::of_node(p));
   }
 
-  std::vector<Val> outputs = call_graph(g, std::move(inputs), "forward", root_ref, nullptr, nullptr,
-                                        root_ref->type_name + ".forward");
   Frame top;
   top.function_name = "forward";
   top.self = root_ref;
+  // A root of torch.nn's transformer classes: written out (transformer_import.cpp).
+  std::optional<std::vector<Val>> opened;
+  if (is_opened_transformer_type(root_ref->type_name) || is_attention_type(root_ref->type_name)) {
+    std::vector<Val> args(inputs.begin() + 1, inputs.end());
+    for (size_t i = 0; i < args.size(); ++i)
+      if (args[i].kind == Val::Kind::Symbolic) args[i].type = g.inputs()[i + 1]->type();
+    opened = open_transformer(root_ref, args, g.return_node(), top);
+  }
+  std::vector<Val> outputs = opened ? std::move(*opened)
+                                    : call_graph(g, std::move(inputs), "forward", root_ref, nullptr, nullptr,
+                                                 root_ref->type_name + ".forward");
   if (outputs.size() == 1) {
     graph_->output(to_argument(outputs[0], g.return_node(), top));
   } else {
@@ -436,6 +445,7 @@ void Importer::run_node(const jit::Node* n, Frame& f) {
              "(ImportOptions::is_leaf_module: a leaf runs its own scripted forward)");
   if (run_mutation(n, f)) return;
   if (run_special(n, f)) return;
+  if (expand_fused_transformer(n, f)) return;
   run_operator(n, f);
 }
 
@@ -480,7 +490,20 @@ void Importer::call_method(const jit::Node* n, Frame& f) {
   const Val self = value(n->input(0), f, n);
   const std::string name = n->s(jit::attr::name);
   if (self.kind != Val::Kind::Module) fail(n, f, "method '" + name + "' called on a value that is not a module");
-  if (is_forward_method(name) && is_leaf(*self.module)) {
+  bool inline_attention = false;
+  if (is_forward_method(name)) {
+    // torch.nn's transformer layers, written out (transformer_import.cpp).
+    std::vector<Val> args;
+    for (size_t i = 1; i < n->inputs().size(); ++i) args.push_back(value(n->input(i), f, n));
+    if (auto outs = open_transformer(self.module, args, n, f)) {
+      for (size_t i = 0; i < n->outputs().size(); ++i) bind(n->outputs()[i], outs->at(i), f);
+      return;
+    }
+    // A traced layer's attention: its traced forward, inlined with the layer's.
+    inline_attention = is_attention_type(self.module->type_name) && f.self &&
+                       is_transformer_layer_type(f.self->type_name) && !self.module->module.hasattr("num_heads");
+  }
+  if (is_forward_method(name) && !inline_attention && is_leaf(*self.module)) {
     ArgList args;
     for (size_t i = 1; i < n->inputs().size(); ++i) args.push_back(to_argument(value(n->input(i), f, n), n, f));
     Node* node = graph_->call_module(self.module->path, local(args));

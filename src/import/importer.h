@@ -59,6 +59,13 @@ inline std::string class_name_of(const c10::ClassTypePtr& type) {
   return type->name() ? type->name()->qualifiedName() : type->str();
 }
 
+/// torch.nn's TransformerEncoderLayer / TransformerDecoderLayer (demangled names).
+bool is_transformer_layer_type(const std::string& type_name);
+/// Those and TransformerEncoder / TransformerDecoder: not leaves (is_torch_nn_leaf).
+bool is_opened_transformer_type(const std::string& type_name);
+/// torch.nn.MultiheadAttention.
+bool is_attention_type(const std::string& type_name);
+
 /// Imports one TorchScript module; use once.
 class Importer {
  public:
@@ -147,6 +154,57 @@ class Importer {
   std::optional<c10::IValue> compute_meta(Node* n);
   bool fold_with_example(const torch::jit::Node* n, Frame& f);
   void guard_example_inputs();
+
+  // torch.nn's transformer layers written out (transformer_import.cpp).
+  /// A mask argument: no node when absent; its dtype and rank, known at import.
+  struct MaskInfo {
+    Node* node = nullptr;
+    c10::ScalarType dtype = c10::ScalarType::Undefined;
+    int64_t rank = 0;
+  };
+  /// `m`'s forward on `args` (self not included) as its eager slow path when
+  /// it is one of torch.nn's transformer classes this importer writes out;
+  /// nullopt when it is not (the caller imports it as usual).
+  std::optional<std::vector<Val>> open_transformer(const std::shared_ptr<const ModuleRef>& m,
+                                                   const std::vector<Val>& args, const torch::jit::Node* n, Frame& f);
+  std::optional<Val> open_attention(const std::shared_ptr<const ModuleRef>& m, const std::vector<Val>& args,
+                                    const torch::jit::Node* n, Frame& f);
+  /// Calls method `name` of `m` as a TorchScript call would: a leaf's
+  /// forward is a call_module, anything else is inlined.
+  Val call_module_method(const std::shared_ptr<const ModuleRef>& m, const std::string& name, std::vector<Val> args,
+                         const torch::jit::Node* n, Frame& f);
+  std::shared_ptr<const ModuleRef> child_module(const std::shared_ptr<const ModuleRef>& m, const std::string& name);
+  Val module_tensor(const std::shared_ptr<const ModuleRef>& m, const std::string& name, const torch::jit::Node* n,
+                    Frame& f);
+  /// An Optional[Tensor] or bool input of the graph whose example value (or
+  /// default) is None / a bool: that constant, checked by a torch._assert
+  /// when the graph runs; `v` otherwise.
+  Val settle_input(const Val& v, const std::string& what, const torch::jit::Node* n, Frame& f);
+  /// What is known of a mask now; nullopt when it is present but its dtype is
+  /// not known; fails on dtypes eager rejects.
+  std::optional<MaskInfo> mask_info(const Val& v, const std::string& what, const std::shared_ptr<const ModuleRef>& m,
+                                    const torch::jit::Node* n, Frame& f);
+
+  /// Attention on batch-major [N, L, E] inputs (the same node thrice:
+  /// self-attention, one in_proj linear), heads split, masks applied, out_proj.
+  struct Attention {
+    Node *xq = nullptr, *xk = nullptr, *xv = nullptr;
+    Argument w_in, b_in, w_out, b_out;
+    int64_t heads = 1, head_dim = 1;
+    MaskInfo attn, kpm;
+    bool unbatched = false;  ///< the key padding mask is [S]
+    double dropout = 0;      ///< of the attention weights (training)
+  };
+  /// The output [N, L, E] and the attention weights [N, H, L, S].
+  std::pair<Node*, Node*> emit_attention(const Attention& a, const torch::jit::Node* n, Frame& f);
+  /// aten::_transformer_encoder_layer_fwd / _native_multi_head_attention
+  /// (traced fast paths), written out; false when not one of them or with a mask.
+  bool expand_fused_transformer(const torch::jit::Node* n, Frame& f);
+  Node* aten_op(const std::string& name, const char* overload, ArgList args, const torch::jit::Node* n, Frame& f);
+  static Argument int_list(const std::vector<int64_t>& v);
+  /// A tensor's rank: from rank_hints_, else its meta value (example inputs).
+  std::optional<int64_t> rank_of(Node* x);
+  std::unordered_map<const Node*, int64_t> rank_hints_;  ///< ranks known without meta tensors (layer outputs)
 
   bool is_leaf(const ModuleRef& m);
   const Val& value(const torch::jit::Value* v, Frame& f, const torch::jit::Node* user);

@@ -79,3 +79,22 @@ add_test(NAME import_families_detection_optimized
                  ${FX_SRC}/tests/cli/compare_outputs.py)
 set_tests_properties(import_families_detection_optimized PROPERTIES FIXTURES_REQUIRED fx_families_1 TIMEOUT 600
                      ENVIRONMENT "OMP_NUM_THREADS=1" LABELS families PASS_REGULAR_EXPRESSION "within tolerance")
+
+# torch.nn's transformer layers written out by the importer (issue 68):
+# tests/import/transformers/make_transformers.py scripts and traces them
+# (seeded, with inputs and eager outputs); check_transformers imports each,
+# asserts no transformer call_module is left, compares with eager (eval,
+# optimize_for_inference with oneDNN linears, train mode) within 1e-5, and
+# that an int key padding mask fails with one line naming the module.
+fx_executable(check_transformers SOURCES ${FX_SRC}/tests/import/transformers/check_transformers.cpp LIBS fxcpp)
+set_target_properties(check_transformers PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${FX_BIN}/tests)
+set(FX_TRANSFORMER_CASES encoder_script encoder_trace encoder_trace_fast encoder_padding_script layer_norm_first_script
+    mha_masks_script mha_seq_first_script mha_unbatched_script decoder_layer_script decoder_layer_trace_fast decoder_script
+    error_int_padding_script)
+add_test(NAME import_transformers_export
+         COMMAND ${FX_PYTHON} ${FX_SRC}/tests/import/transformers/make_transformers.py --out ${FX_BIN}/transformers)
+set_tests_properties(import_transformers_export PROPERTIES FIXTURES_SETUP fx_transformers TIMEOUT 300
+                     ENVIRONMENT "OMP_NUM_THREADS=1")
+add_test(NAME import_transformers COMMAND check_transformers ${FX_BIN}/transformers ${FX_TRANSFORMER_CASES})
+set_tests_properties(import_transformers PROPERTIES FIXTURES_REQUIRED fx_transformers TIMEOUT 300
+                     ENVIRONMENT "OMP_NUM_THREADS=1")
