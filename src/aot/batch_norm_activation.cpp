@@ -5,7 +5,7 @@
 // what they compute). Each call runs the kernels built for the capability
 // ATen's own kernels run with here, so the values are ATen's.
 #include "aot/batch_norm_activation_kernel.h"
-#include "aot/cpu_capability.h"
+#include "onednn/cpu_capability.h"
 
 #include <torch/library.h>
 

@@ -1,4 +1,4 @@
-#include "aot/cpu_capability.h"
+#include "onednn/cpu_capability.h"
 
 #include <cstdlib>
 #include <cstring>

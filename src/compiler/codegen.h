@@ -1,0 +1,54 @@
+#pragma once
+// The C++ code generator of fused kernels: a program (program.h) becomes one
+// extern "C" function over ATen's at::vec::Vectorized<float>, built for the
+// CPU capability ATen's own kernels run (AVX2 or AVX-512), as TorchInductor's
+// C++ backend writes its kernels.
+#include "compiler/program.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fx::compiler::detail {
+
+/// What the host passes a generated kernel (the same struct is written out
+/// at the top of every generated source). Operands are the inputs, then the
+/// outputs; every operand's strides are in elements over the iteration
+/// dimensions, the last of which is the row.
+struct KernelArgs {
+  /// Iteration dimensions (>= 1).
+  int64_t ndim;
+  /// Their sizes.
+  const int64_t* sizes;
+  /// Strides: operand k's dimension d at [k * ndim + d].
+  const int64_t* strides;
+  /// Each operand's first element.
+  char* const* data;
+  /// Pieces each row is cut into (1 when the program reduces).
+  int64_t chunks;
+  /// Elements of a piece (a multiple of the vector width; the row when chunks is 1).
+  int64_t chunk;
+};
+
+/// The signature of a generated kernel: runs the work items [begin, end)
+/// (item w: row w / chunks, piece w % chunks).
+using KernelFn = void (*)(const KernelArgs*, int64_t begin, int64_t end);
+
+/// A generated kernel: its symbol and its complete translation unit.
+struct GeneratedKernel {
+  std::string symbol;
+  std::string source;
+};
+
+/// The kernel of `program_text` (deterministic: the same text, the same
+/// source and symbol).
+GeneratedKernel generate_kernel(const std::string& program_text);
+
+/// The compiler flags the kernels are built with: ATen's CPU capability's
+/// instruction set and at::vec width, -O3, the libtorch headers, Sleef.
+const std::vector<std::string>& kernel_flags();
+
+/// Floats a vector of the kernels holds (8 for AVX2, 16 for AVX-512).
+int64_t kernel_vector_width();
+
+}  // namespace fx::compiler::detail

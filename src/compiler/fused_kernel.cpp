@@ -1,0 +1,228 @@
+// fxcpp::fused_kernel(Tensor[] inputs, str program) -> Tensor[]: the
+// operator fuse_kernels' nodes call. Its program (program.h) names the
+// kernel: the first call of a program generates the C++ (codegen.h), has
+// the kernel cache build or find it, and keeps the function for the
+// process. Each call then lays out the operands as TensorIterator does for
+// ATen's kernels: inputs broadcast to one iteration shape, full outputs in
+// the first full input's memory format (channels-last stays channels-last),
+// dimensions that are contiguous in every operand merged, and the rows (or
+// pieces of rows, when nothing reduces) shared by at::parallel_for.
+#include <fx/compiler/fuse_kernels.h>
+
+#include <fx/compiler/kernel_cache.h>
+#include <fx/error.h>
+
+#include "compiler/codegen.h"
+
+#include <ATen/ExpandUtils.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+namespace fx::compiler {
+namespace {
+
+using detail::KernelArgs;
+using detail::KernelFn;
+using detail::OutputKind;
+using detail::Program;
+
+struct LoadedKernel {
+  Program program;
+  KernelFn fn = nullptr;
+  std::string symbol;
+};
+
+std::mutex& kernels_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+std::unordered_map<std::string, std::unique_ptr<LoadedKernel>>& kernels() {
+  static std::unordered_map<std::string, std::unique_ptr<LoadedKernel>> k;
+  return k;
+}
+
+const LoadedKernel& loaded(const std::string& program) {
+  std::lock_guard<std::mutex> lock(kernels_mutex());
+  auto& map = kernels();
+  auto it = map.find(program);
+  if (it != map.end()) return *it->second;
+  auto k = std::make_unique<LoadedKernel>();
+  k->program = detail::parse_program(program);
+  const detail::GeneratedKernel g = detail::generate_kernel(program);
+  k->symbol = g.symbol;
+  k->fn = reinterpret_cast<KernelFn>(KernelCache::global().load({g.source, g.symbol}, detail::kernel_flags()));
+  return *map.emplace(program, std::move(k)).first->second;
+}
+
+[[noreturn]] void fail(const std::string& symbol, const std::string& what) {
+  throw Error("fxcpp::fused_kernel " + symbol + ": " + what);
+}
+
+/// The iteration order of a pointwise kernel: the first full input's memory format.
+std::vector<int64_t> order_of(const std::vector<at::Tensor>& inputs, at::IntArrayRef shape, at::MemoryFormat* format) {
+  std::vector<int64_t> perm(shape.size());
+  for (size_t d = 0; d < perm.size(); ++d) perm[d] = static_cast<int64_t>(d);
+  *format = at::MemoryFormat::Contiguous;
+  for (const at::Tensor& t : inputs) {
+    if (t.sizes() != shape) continue;
+    if (t.dim() == 4 && !t.is_contiguous() && t.is_contiguous(at::MemoryFormat::ChannelsLast)) {
+      *format = at::MemoryFormat::ChannelsLast;
+      perm = {0, 2, 3, 1};
+    } else if (t.dim() == 5 && !t.is_contiguous() && t.is_contiguous(at::MemoryFormat::ChannelsLast3d)) {
+      *format = at::MemoryFormat::ChannelsLast3d;
+      perm = {0, 2, 3, 4, 1};
+    }
+    break;
+  }
+  return perm;
+}
+
+std::vector<at::Tensor> run(const LoadedKernel& k, const std::vector<at::Tensor>& inputs) {
+  const Program& p = k.program;
+  if (static_cast<int>(inputs.size()) != p.inputs)
+    fail(k.symbol, "expected " + std::to_string(p.inputs) + " inputs, got " + std::to_string(inputs.size()));
+  std::vector<int64_t> shape;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor& t = inputs[i];
+    if (!t.defined() || t.scalar_type() != at::kFloat || !t.device().is_cpu() || t.layout() != at::kStrided)
+      fail(k.symbol, "input " + std::to_string(i) + " must be a float32 CPU tensor, got " +
+                         (t.defined() ? std::string(c10::toString(t.scalar_type())) + " " + t.device().str() : "None"));
+    try {
+      shape = i == 0 ? t.sizes().vec() : at::infer_size(shape, t.sizes());
+    } catch (const std::exception&) {
+      fail(k.symbol, "input " + std::to_string(i) + " of shape " + c10::str(t.sizes()) +
+                         " does not broadcast with the others' " + c10::str(at::IntArrayRef(shape)));
+    }
+  }
+  const bool scalar = shape.empty();
+  if (scalar) shape = {1};
+  const bool reduces = p.reduces();
+  at::MemoryFormat format = at::MemoryFormat::Contiguous;
+  const std::vector<int64_t> perm = reduces ? std::vector<int64_t>{} : order_of(inputs, shape, &format);
+  const at::TensorOptions options = inputs[0].options();
+  std::vector<at::Tensor> outputs, operands;
+  for (const at::Tensor& t : inputs) operands.push_back(scalar ? t.reshape({1}) : t.expand(shape));
+  std::vector<int64_t> row_shape(shape.begin(), shape.end() - 1);
+  for (const auto& [v, kind] : p.outputs) {
+    (void)v;
+    if (kind == OutputKind::Full) {
+      outputs.push_back(at::empty(scalar ? at::IntArrayRef{} : at::IntArrayRef(shape), options.memory_format(format)));
+      operands.push_back(scalar ? outputs.back().reshape({1}) : outputs.back());
+    } else {
+      std::vector<int64_t> s = row_shape;
+      if (kind == OutputKind::Row) s.push_back(1);
+      outputs.push_back(at::empty(s, options));
+      operands.push_back((kind == OutputKind::Row ? outputs.back() : outputs.back().unsqueeze(-1)).expand(shape));
+    }
+  }
+  if (!perm.empty())
+    for (at::Tensor& t : operands) t = t.permute(perm);
+  // Iteration dimensions: size-1 ones dropped, neighbours contiguous in every operand merged
+  // (never the row into another when the kernel reduces).
+  const int64_t nd0 = static_cast<int64_t>(operands[0].dim());
+  std::vector<int64_t> sizes;
+  std::vector<std::vector<int64_t>> strides(operands.size());
+  for (int64_t d = 0; d < nd0; ++d) {
+    const int64_t size = operands[0].size(d);
+    const bool last = d == nd0 - 1;
+    if (size == 1 && !(last && (reduces || sizes.empty()))) continue;
+    const bool merge = !sizes.empty() && !(last && reduces) && [&] {
+      for (size_t k = 0; k < operands.size(); ++k)
+        if (strides[k].back() != operands[k].stride(d) * size) return false;
+      return true;
+    }();
+    if (merge) {
+      sizes.back() *= size;
+      for (size_t k = 0; k < operands.size(); ++k) strides[k].back() = operands[k].stride(d);
+    } else {
+      sizes.push_back(size);
+      for (size_t k = 0; k < operands.size(); ++k) strides[k].push_back(operands[k].stride(d));
+    }
+  }
+  if (sizes.empty()) {
+    sizes.push_back(1);
+    for (auto& s : strides) s.push_back(0);
+  }
+  int64_t numel = 1;
+  for (int64_t s : sizes) numel *= s;
+  if (numel == 0) return outputs;
+  const int64_t nd = static_cast<int64_t>(sizes.size()), inner = sizes.back(), rows = numel / inner;
+  std::vector<int64_t> flat(operands.size() * nd);
+  std::vector<char*> data(operands.size());
+  for (size_t k = 0; k < operands.size(); ++k) {
+    for (int64_t d = 0; d < nd; ++d) flat[k * nd + d] = strides[k][d];
+    data[k] = static_cast<char*>(operands[k].data_ptr());
+  }
+  KernelArgs args{nd, sizes.data(), flat.data(), data.data(), 1, inner};
+  if (!reduces && inner > 2 * 16384) {
+    const int64_t width = 16;  // a multiple of every capability's vector width
+    args.chunks = inner / 16384;
+    args.chunk = ((inner + args.chunks - 1) / args.chunks + width - 1) / width * width;
+    args.chunks = (inner + args.chunk - 1) / args.chunk;
+  }
+  const int64_t items = rows * args.chunks;
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, std::min(args.chunk, inner)));
+  at::parallel_for(0, items, grain, [&](int64_t begin, int64_t end) { k.fn(&args, begin, end); });
+  return outputs;
+}
+
+std::vector<at::Tensor> fused_kernel(at::TensorList inputs, const std::string& program) {
+  return run(loaded(program), inputs.vec());
+}
+
+}  // namespace
+
+std::string kernel_source(const std::string& program) { return detail::generate_kernel(program).source; }
+
+std::vector<at::Tensor> run_kernel(const std::string& program, const std::vector<at::Tensor>& inputs) {
+  return run(loaded(program), inputs);
+}
+
+bool can_compile_kernels() { return KernelCache::compiler_available(); }
+
+namespace detail {
+
+/// Builds the kernels of `programs` (missing ones compiled `jobs` at a
+/// time) and keeps them for the process; adds to `report`.
+void prepare_kernels(const std::vector<std::string>& programs, int jobs, FuseReport& report) {
+  std::vector<KernelSource> sources;
+  std::vector<std::string> todo;
+  {
+    std::lock_guard<std::mutex> lock(kernels_mutex());
+    for (const std::string& p : programs) {
+      if (kernels().count(p) || std::find(todo.begin(), todo.end(), p) != todo.end()) continue;
+      const GeneratedKernel g = generate_kernel(p);
+      sources.push_back({g.source, g.symbol});
+      todo.push_back(p);
+    }
+  }
+  if (todo.empty()) return;
+  std::vector<LoadInfo> infos;
+  const std::vector<void*> fns = KernelCache::global().load_all(sources, kernel_flags(), jobs, &infos);
+  std::lock_guard<std::mutex> lock(kernels_mutex());
+  for (size_t i = 0; i < todo.size(); ++i) {
+    report.compiled += infos[i].compiled;
+    if (kernels().count(todo[i])) continue;
+    auto k = std::make_unique<LoadedKernel>();
+    k->program = parse_program(todo[i]);
+    k->symbol = sources[i].symbol;
+    k->fn = reinterpret_cast<KernelFn>(fns[i]);
+    kernels().emplace(todo[i], std::move(k));
+  }
+}
+
+}  // namespace detail
+
+TORCH_LIBRARY_FRAGMENT(fxcpp, m) {
+  m.def("fused_kernel(Tensor[] inputs, str program) -> Tensor[]", &fused_kernel);
+}
+
+}  // namespace fx::compiler
