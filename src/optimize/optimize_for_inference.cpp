@@ -2,6 +2,7 @@
 // clean up → warm up (see the header).
 #include <fx/optimize/optimize_for_inference.h>
 
+#include <fx/compiler/fuse_kernels.h>
 #include <fx/graph.h>
 #include <fx/module_attributes.h>
 #include <fx/onednn.h>
@@ -104,6 +105,16 @@ void optimize_graph(GraphModule& m, const OptimizeOptions& options, const std::v
       r.blocked_convs += passes_detail::block_activations(g);
       g.lint();
     }
+  }
+  if (options.fuse_kernels && options.dtype == c10::ScalarType::Float) {
+    compiler::FuseReport fused;
+    compiler::fuse_kernels(*out, {}, &fused);
+    r.fused_groups += fused.groups;
+    r.fused_nodes += fused.fused_nodes;
+    r.fused_kernels += fused.kernels;
+    r.kernels_compiled += fused.compiled;
+    r.kernel_compile_ms += fused.compile_ms;
+    r.warnings.insert(r.warnings.end(), fused.warnings.begin(), fused.warnings.end());
   }
   if (options.reinplace) {
     size_t reinplaced = 0;

@@ -26,6 +26,8 @@ py::dict report_dict(const OptimizeReport& r) {
   d["onednn_matmuls"] = r.onednn_matmuls;
   d["fused_post_ops"] = r.fused_post_ops;
   d["reinplaced"] = r.reinplaced;
+  d["fused_kernels"] = r.fused_groups;
+  d["fused_nodes"] = r.fused_nodes;
   d["dtype"] = std::string(c10::toString(r.dtype));
   d["cpu"] = r.cpu;
   d["aten_linears"] = r.aten_linears;

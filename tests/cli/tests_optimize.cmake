@@ -124,7 +124,7 @@ add_test(NAME cli.bench_engine_table
 set_tests_properties(cli.bench_engine_table PROPERTIES FIXTURES_REQUIRED fx_models_0 TIMEOUT 120
                      PASS_REGULAR_EXPRESSION "\nfxcpp optimized +[0-9.]+ +[0-9.]+ +— +[0-9.]+ +— +[0-9.]+  \\(optimize_for_inference\\)\n\nfxcpp optimized: optimised in .*\npeak resident memory of the process: [0-9.]+ MB \\(this engine alone\\)\n$")
 fx_cli_one_line(bench_engine_unknown
-                "^fxcpp bench: --engine: unknown engine 'tensorrt' \\(valid: torchscript, torchscript_opt, fxcpp, fxcpp_opt, fxcpp_opt_bf16, fxcpp_opt_unplanned, fxcpp_int8, python_int8, fxcpp_opt_direct, fxcpp_opt_onednn_linear, fxcpp_opt_nhwc, fxcpp_int8_7bit\\)\n$"
+                "^fxcpp bench: --engine: unknown engine 'tensorrt' \\(valid: torchscript, torchscript_opt, fxcpp, fxcpp_opt, fxcpp_opt_bf16, fxcpp_opt_unplanned, fxcpp_int8, python_int8, fxcpp_opt_direct, fxcpp_opt_onednn_linear, fxcpp_opt_nhwc, fxcpp_int8_7bit, fxcpp_opt_nofuse\\)\n$"
                 bench ${FX_LINEAR} --input ${FX_LINEAR_IN} --engine tensorrt)
 fx_cli_one_line(bench_engine_roofline "^fxcpp bench: --engine goes with a MODEL, not --roofline\n$"
                 bench --roofline --engine fxcpp)

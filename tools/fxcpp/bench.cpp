@@ -206,7 +206,9 @@ json report_json(const OptimizeReport& r) {
           {"onednn_matmuls", r.onednn_matmuls},  {"fused_post_ops", r.fused_post_ops},
           {"dtype", r.dtype == at::kBFloat16 ? "bfloat16" : "float32"}, {"cpu", r.cpu},
           {"aten_linears", r.aten_linears},      {"linear_choices", linear_choice_lines(r)},
-          {"linear_note", r.linear_note},        {"warnings", r.warnings}};
+          {"linear_note", r.linear_note},        {"warnings", r.warnings},
+          {"fused_kernels", r.fused_groups},     {"fused_nodes", r.fused_nodes},
+          {"kernels_compiled", r.kernels_compiled}, {"kernel_compile_ms", r.kernel_compile_ms}};
 }
 
 void print_json(const Setup& s, const std::vector<Engine>& engines) {
@@ -421,7 +423,7 @@ std::vector<Engine> prepare_engines(const ModelArgs& args, const std::vector<std
     bool bf16, plan_memory, winograd;
     LinearKernel linear;
     const char *label, *prepare;
-    bool blocked = true;
+    bool blocked = true, fuse = true;
   };
   const LinearKernel automatic = LinearKernel::Auto;
   const Variant variants[] = {
@@ -432,6 +434,8 @@ std::vector<Engine> prepare_engines(const ModelArgs& args, const std::vector<std
       {9, false, true, true, LinearKernel::OneDnn, "fxcpp opt, oneDNN linear",
        "optimize_for_inference, every linear on oneDNN"},
       {10, false, true, true, automatic, "fxcpp opt, NHWC only", "optimize_for_inference, blocked_activations off",
+       false},
+      {12, false, true, true, automatic, "fxcpp opt, no fusion", "optimize_for_inference, fuse_kernels off", true,
        false}};
   size_t optimised_left = 0;
   for (const Variant& v : variants) optimised_left += want(engine_names()[v.slot]) ? 1 : 0;
@@ -444,7 +448,7 @@ std::vector<Engine> prepare_engines(const ModelArgs& args, const std::vector<std
     // before the optimised module packs its weights (optimize_model).
     const bool last_use = !want("fxcpp") && --optimised_left == 0;
     auto opt = optimize_model(last_use ? std::move(gm) : gm, inputs, v.bf16, &report, v.plan_memory, v.winograd,
-                              v.linear, v.blocked);
+                              v.linear, v.blocked, v.fuse);
     if (!args.has("json")) print_warnings("bench", report);  // --json: in its "optimize" object
     if (!setup.report) {
       setup.report = report;  // fp32's when it runs
@@ -530,7 +534,7 @@ const std::vector<std::string>& engine_names() {
   static const std::vector<std::string> names = {"torchscript", "torchscript_opt", "fxcpp", "fxcpp_opt",
                                                  "fxcpp_opt_bf16", "fxcpp_opt_unplanned", "fxcpp_int8", "python_int8",
                                                  "fxcpp_opt_direct", "fxcpp_opt_onednn_linear", "fxcpp_opt_nhwc",
-                                                 "fxcpp_int8_7bit"};
+                                                 "fxcpp_int8_7bit", "fxcpp_opt_nofuse"};
   return names;
 }
 

@@ -16,7 +16,7 @@ namespace fx::cli {
 namespace {
 
 int run_optimize(const std::vector<std::string>& argv) {
-  ModelArgs args = parse_model_args(argv, {"input", "output", "linear-kernel"}, {"bf16", "no-winograd"});  // -i / -o as well
+  ModelArgs args = parse_model_args(argv, {"input", "output", "linear-kernel"}, {"bf16", "no-winograd", "no-fuse"});  // -i / -o as well
   if (!args.has("output")) throw Error("-o OUT.fx is required");
   const std::string out = args.get("output");
   check_output_path(out, "-o");
@@ -31,6 +31,7 @@ int run_optimize(const std::vector<std::string>& argv) {
   }
   if (args.has("bf16")) options.dtype = at::kBFloat16;
   options.winograd = !args.has("no-winograd");
+  options.fuse_kernels = !args.has("no-fuse");
   options.linear_kernel = linear_kernel_option(args.get("linear-kernel", "auto"));
   options.warm_up = false;  // kernels are made where the file is loaded, for that CPU
   set_activity("optimising " + args.model);

@@ -10,8 +10,9 @@ namespace fx::cli {
 
 std::shared_ptr<GraphModule> optimize_model(std::shared_ptr<GraphModule> gm, const std::vector<c10::IValue>& inputs,
                                             bool bf16, OptimizeReport* report, bool plan_memory, bool winograd,
-                                            LinearKernel linear, bool blocked) {
+                                            LinearKernel linear, bool blocked, bool fuse) {
   OptimizeOptions options;
+  options.fuse_kernels = fuse;
   options.linear_kernel = linear;
   options.blocked_activations = blocked;
   options.plan_memory = plan_memory;
@@ -50,6 +51,11 @@ std::string report_line(const OptimizeReport& r) {
     line += buf;
   }
   if (!r.linear_note.empty() && r.onednn_linears) line += "; " + r.linear_note;
+  if (r.fused_groups) {
+    std::snprintf(buf, sizeof buf, "; fused: %zu kernels for %zu nodes (%zu distinct, %zu compiled in %.0f ms)",
+                  r.fused_groups, r.fused_nodes, r.fused_kernels, r.kernels_compiled, r.kernel_compile_ms);
+    line += buf;
+  }
   return line;
 }
 

@@ -16,12 +16,12 @@ namespace fx::cli {
 /// once `gm` is released: a caller that moves its only reference in frees
 /// the original parameters before the weights are packed (lower peak
 /// memory); report->optimize_ms includes that forward. `plan_memory`,
-/// `winograd`, `linear`, `blocked`: OptimizeOptions::plan_memory, ::winograd, ::linear_kernel,
-/// ::blocked_activations.
+/// `winograd`, `linear`, `blocked`, `fuse`: OptimizeOptions::plan_memory, ::winograd, ::linear_kernel,
+/// ::blocked_activations, ::fuse_kernels.
 std::shared_ptr<GraphModule> optimize_model(std::shared_ptr<GraphModule> gm, const std::vector<c10::IValue>& inputs,
                                             bool bf16, OptimizeReport* report, bool plan_memory = true,
                                             bool winograd = true, LinearKernel linear = LinearKernel::Auto,
-                                            bool blocked = true);
+                                            bool blocked = true, bool fuse = true);
 
 /// "optimised in 12.3 ms: 71 -> 50 nodes; 20 modules frozen, ..., float32
 /// kernels (avx512_core)" (one line).

@@ -17,10 +17,10 @@ namespace {
 
 int run_profile(const std::vector<std::string>& argv) {
   ModelArgs args = parse_model_args(argv, {"input", "top", "runs", "warmup", "trace", "threads", "batch", "linear-kernel"},
-                                    {"optimize", "bf16", "no-winograd"});
+                                    {"optimize", "bf16", "no-winograd", "no-fuse"});
   if (!args.has("input")) throw Error("--input IN.pt is required");
   if (args.has("bf16") && !args.has("optimize")) throw Error("--bf16 goes with --optimize");
-  for (const char* o : {"no-winograd", "linear-kernel"})
+  for (const char* o : {"no-winograd", "no-fuse", "linear-kernel"})
     if (args.has(o) && !args.has("optimize")) throw Error(std::string("--") + o + " goes with --optimize");
   const LinearKernel linear = linear_kernel_option(args.get("linear-kernel", "auto"));
   set_threads(args);
@@ -36,7 +36,7 @@ int run_profile(const std::vector<std::string>& argv) {
     set_activity("optimising " + args.model + " for " + args.get("input"));
     OptimizeReport report;
     gm = optimize_model(gm, inputs, args.has("bf16"), &report, /*plan_memory=*/true, !args.has("no-winograd"),
-                        linear);
+                        linear, /*blocked=*/true, !args.has("no-fuse"));
     print_warnings("profile", report);
     std::cerr << "fxcpp profile: " << report_line(report) << "\n";
     for (const std::string& l : linear_choice_lines(report)) std::cerr << "fxcpp profile: " << l << "\n";

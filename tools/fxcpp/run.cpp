@@ -19,13 +19,13 @@ namespace {
 int run_run(const std::vector<std::string>& argv) {
   ModelArgs args =
       parse_model_args(argv, {"input", "output", "calibration", "linear-kernel"},
-                       {"interpreter", "optimize", "bf16", "report", "specialize-shapes", "quantize", "no-winograd"});
+                       {"interpreter", "optimize", "bf16", "report", "specialize-shapes", "quantize", "no-winograd", "no-fuse"});
   if (!args.has("input")) throw Error("--input IN.pt is required");
   if (args.has("calibration") && !args.has("quantize")) throw Error("--calibration goes with --quantize");
   if (args.has("quantize") && args.has("optimize")) throw Error("--quantize and --optimize: give one of them");
   if ((args.has("bf16") || (args.has("report") && !args.has("quantize"))) && !args.has("optimize"))
     throw Error(std::string("--") + (args.has("bf16") ? "bf16" : "report") + " goes with --optimize");
-  for (const char* o : {"no-winograd", "linear-kernel"})
+  for (const char* o : {"no-winograd", "no-fuse", "linear-kernel"})
     if (args.has(o) && !args.has("optimize")) throw Error(std::string("--") + o + " goes with --optimize");
   const LinearKernel linear = linear_kernel_option(args.get("linear-kernel", "auto"));
   if (args.has("output")) check_output_path(args.get("output"), "--output");
@@ -37,7 +37,7 @@ int run_run(const std::vector<std::string>& argv) {
     // Moved in: the imported module (its original parameters) is freed
     // before the optimised one packs its weights.
     gm = optimize_model(std::move(gm), inputs, args.has("bf16"), &report, /*plan_memory=*/true,
-                        !args.has("no-winograd"), linear);
+                        !args.has("no-winograd"), linear, /*blocked=*/true, !args.has("no-fuse"));
     print_warnings("run", report);
     if (args.has("report") || progress_enabled()) {
       std::cerr << "fxcpp run: " << report_line(report) << "\n";

@@ -97,6 +97,12 @@ struct OptimizeOptions {
   bool blocked_activations = true;
   /// Run element-wise ops in place where their input is dead (fx::reinplace).
   bool reinplace = true;
+  /// fx::compiler::fuse_kernels after lowering: the pointwise and
+  /// last-dimension reduction chains oneDNN leaves (residual adds, GELU,
+  /// softmax, layer norm's arithmetic) become generated C++ kernels, compiled
+  /// while optimising (cached on disk). Without a C++ compiler nothing is
+  /// fused and a warning says so. Float32 graphs only.
+  bool fuse_kernels = true;
   /// Keep freed memory in the process (glibc mallopt: no trimming, no mmap
   /// for large blocks) so a steady-state forward does not page-fault its
   /// buffers back in every call. Process-wide; off leaves malloc as it is.
@@ -143,6 +149,11 @@ struct OptimizeReport {
   size_t fused_post_ops = 0;
   /// Ops turned into their in-place form (fx::reinplace).
   size_t reinplaced = 0;
+  /// fuse_kernels: groups made (fxcpp::fused_kernel nodes), the nodes they
+  /// replaced, distinct kernels, kernels compiled now (the others were
+  /// cached) and the compile's wall time.
+  size_t fused_groups = 0, fused_nodes = 0, fused_kernels = 0, kernels_compiled = 0;
+  double kernel_compile_ms = 0;
   /// The dtype of the oneDNN kernels: OptimizeOptions::dtype, or float32
   /// where bf16 was asked for and this CPU has no bf16 kernels.
   c10::ScalarType dtype = c10::ScalarType::Float;
