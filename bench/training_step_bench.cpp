@@ -10,7 +10,9 @@
 //                                           5 eager with fx::FusedSGD, 6 engine 4 with fx::FusedSGD
 //                                           (the others: torch::optim::SGD), 7 engine 6 without
 //                                           fuse_batch_norm_activation (the pass's worth, side by side),
-//                                           8 engine 6 without conv_as_winograd (the same)
+//                                           8 engine 6 without conv_as_winograd (the same),
+//                                           9 engine 6 with conv_forward_rewrites, 10 engine 6 without
+//                                           fuse_kernels (fxcpp's generated kernels: their worth)
 //   BM_TrainStepMemory/...                  the memory of a step (one process each)
 //
 // scripts/bench_training.py runs them interleaved (random interleaving of
@@ -79,6 +81,7 @@ std::unique_ptr<Trainer> make_trainer(int model, int engine_and_optimizer, int64
     if (engine_and_optimizer == 7) without.fuse_batch_norm_activation = false;
     if (engine_and_optimizer == 8) without.conv_winograd_min_positions = 0;
     if (engine_and_optimizer == 9) without.conv_forward_rewrites = true;  // the opt-in: forward convolutions too
+    if (engine_and_optimizer == 10) without.fuse_kernels = false;
     options.fw_compiler = options.bw_compiler = fx::training_compiler(without);
   }
   if (model == 0 || model == 1) {
@@ -131,12 +134,13 @@ void BM_TrainStep(benchmark::State& state) {
                                   "aot_min_cut_nhwc_fused_sgd",
                                   "aot_min_cut_nhwc_fused_sgd_no_bn_fusion",
                                   "aot_min_cut_nhwc_fused_sgd_no_winograd",
-                                  "aot_min_cut_nhwc_fused_sgd_forward_rewrites"};
+                                  "aot_min_cut_nhwc_fused_sgd_forward_rewrites",
+                                  "aot_min_cut_nhwc_fused_sgd_no_fuse_kernels"};
   state.SetLabel(std::string(models[state.range(0)]) + " " + engines[state.range(1)]);
 }
 
 BENCHMARK(BM_TrainStep)
-    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {8, 32}})
+    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {8, 32}})
     ->ArgNames({"model", "engine", "batch"})
     ->Unit(benchmark::kMillisecond)
     ->MinTime(1.0);
@@ -203,7 +207,7 @@ void BM_TrainStepMemory(benchmark::State& state) {
 }
 
 BENCHMARK(BM_TrainStepMemory)
-    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {8, 32}})
+    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {8, 32}})
     ->ArgNames({"model", "engine", "batch"})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);

@@ -264,6 +264,11 @@ struct TrainingCompileOptions {
   /// conv_as_winograd's min_positions (0: no rewrite). Rewritten
   /// first: the large maps are its, the small ones conv_as_matmul's.
   int64_t conv_winograd_min_positions = 512;
+  /// fx::compiler::fuse_kernels last: the pointwise and last-dimension
+  /// reduction chains left (dropout's scale, residual adds, softmax's and
+  /// GELU's backward formulas, threshold_backward) as generated kernels
+  /// (docs/compiler.md). Without a C++ compiler nothing is fused.
+  bool fuse_kernels = true;
 };
 
 /// How many nodes each of training_compiler's rewrites replaced in one graph.
@@ -274,6 +279,8 @@ struct TrainingRewrites {
   size_t bmm_as_onednn_matmul = 0;
   size_t bernoulli_as_fxcpp = 0;
   size_t fuse_batch_norm_activation = 0;
+  /// Nodes fuse_kernels replaced by generated kernels.
+  size_t fuse_kernels = 0;
   /// Each rewrite's name (its function's) and count, in the order they run.
   std::vector<std::pair<std::string, size_t>> items() const;
   /// The sum of the counts.

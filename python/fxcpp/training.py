@@ -53,7 +53,7 @@ def _prefixed(named, prefix):
     return (((prefix + "." + name if prefix else name), t) for name, t in named)
 
 
-def aot_module(model, example_inputs=None, *, partition="default", conv_forward_rewrites=False):
+def aot_module(model, example_inputs=None, *, partition="default", conv_forward_rewrites=False, fuse_kernels=True):
     """functorch's aot_module by fxcpp: `model` (traced by torch.fx.symbolic_trace unless it is a GraphModule)
     with its forward and backward captured as ATen graphs at the first call (again for new input shapes or
     after train() / eval()), split by `partition` ("default", "min-cut": fxcpp's, recomputing batch-norm outputs
@@ -62,13 +62,15 @@ def aot_module(model, example_inputs=None, *, partition="default", conv_forward_
     conv_forward_rewrites: also run the forward's convolutions on fxcpp's kernels (Winograd, products on small
     maps; TrainingCompileOptions::conv_forward_rewrites). Off by default: the forward then computes eager's values
     to the bit, so gradients differ from eager's by the backward's rounding only, never by a ReLU whose mask
-    flipped on a pre-activation within rounding of zero."""
+    flipped on a pre-activation within rounding of zero.
+    fuse_kernels: fuse the pointwise / last-dimension reduction chains left into generated C++ kernels
+    (TrainingCompileOptions::fuse_kernels, docs/compiler.md); False runs them on ATen."""
     gm = model if isinstance(model, torch.fx.GraphModule) else torch.fx.symbolic_trace(model)
     inputs = None
     if example_inputs is not None:
         inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
     cgm = from_fx(gm, inputs)
-    compiled = _C._aot_module(cgm, partition, conv_forward_rewrites)
+    compiled = _C._aot_module(cgm, partition, conv_forward_rewrites, fuse_kernels)
     out = AotModule(compiled, cgm)
     out.train(model.training)
     return out

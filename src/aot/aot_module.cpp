@@ -1,6 +1,8 @@
 // aot_function / aot_module: the joint forward+backward trace, its
 // partition, and the autograd node that runs the compiled halves
 // (functorch 1.13 aot_autograd.py's aot_dispatch_autograd).
+#include <fx/compiler/fuse_kernels.h>
+
 #include "aot/gradient_ready_hooks.h"
 #include "aot/make_fx_session.h"
 #include "aot/partition_util.h"
@@ -531,7 +533,8 @@ std::vector<std::pair<std::string, size_t>> TrainingRewrites::items() const {
           {"conv_as_matmul", conv_as_matmul},
           {"bmm_as_onednn_matmul", bmm_as_onednn_matmul},
           {"bernoulli_as_fxcpp", bernoulli_as_fxcpp},
-          {"fuse_batch_norm_activation", fuse_batch_norm_activation}};
+          {"fuse_batch_norm_activation", fuse_batch_norm_activation},
+          {"fuse_kernels", fuse_kernels}};
 }
 
 size_t TrainingRewrites::total() const {
@@ -550,6 +553,11 @@ TrainingRewrites rewrite_for_training(Graph& g, const TrainingCompileOptions& op
   if (options.bernoulli_as_fxcpp) r.bernoulli_as_fxcpp = bernoulli_as_fxcpp(g);
   if (options.fuse_batch_norm_activation)
     r.fuse_batch_norm_activation = fuse_batch_norm_activation(g, options.fuse_batch_norm_backward);
+  if (options.fuse_kernels) {
+    compiler::FuseReport fused;
+    compiler::fuse_kernels(g, {}, &fused);
+    r.fuse_kernels = fused.fused_nodes;
+  }
   return r;
 }
 

@@ -53,7 +53,7 @@ void bind_training(py::module_& m) {
         if (!only.empty()) {
           const std::vector<std::string> known = {"conv_as_winograd", "conv_weight_grad_as_matmul", "conv_as_matmul",
                                                   "bmm_as_onednn_matmul", "bernoulli_as_fxcpp",
-                                                  "fuse_batch_norm_activation"};
+                                                  "fuse_batch_norm_activation", "fuse_kernels"};
           for (const std::string& name : only)
             if (std::find(known.begin(), known.end(), name) == known.end())
               throw Error("_rewrite_for_training: no rewrite named '" + name + "'");
@@ -64,6 +64,7 @@ void bind_training(py::module_& m) {
           options.bmm_as_onednn_matmul = on("bmm_as_onednn_matmul");
           options.bernoulli_as_fxcpp = on("bernoulli_as_fxcpp");
           options.fuse_batch_norm_activation = on("fuse_batch_norm_activation");
+          options.fuse_kernels = on("fuse_kernels");
         }
         auto copy = std::make_shared<GraphModule>(gm, passes_detail::copy_graph(gm->graph()), gm->class_name());
         TrainingRewrites r;
@@ -84,15 +85,18 @@ void bind_training(py::module_& m) {
         "Whether oneDNN has its Winograd convolutions on this CPU (conv_as_winograd can fire).");
   m.def(
       "_aot_module",
-      [](const std::shared_ptr<GraphModule>& gm, const std::string& partition, bool conv_forward_rewrites) {
+      [](const std::shared_ptr<GraphModule>& gm, const std::string& partition, bool conv_forward_rewrites,
+         bool fuse_kernels) {
         AotOptions options;
         options.partition_fn = partition_named(partition);
         TrainingCompileOptions compile;
         compile.conv_forward_rewrites = conv_forward_rewrites;
+        compile.fuse_kernels = fuse_kernels;
         options.fw_compiler = options.bw_compiler = training_compiler(compile);
         return aot_module(gm, options);
       },
       py::arg("gm"), py::arg("partition") = "default", py::arg("conv_forward_rewrites") = false,
+      py::arg("fuse_kernels") = true,
       "fx::aot_module(gm): traced and compiled at the first forward (again for new shapes or train/eval).");
 }
 
