@@ -56,6 +56,7 @@ SECTIONS = [
     ("quantize_dynamic", "Dynamic int8 linear layers", None),
     ("bench_pipeline", "Pipeline and data parallelism", "bench_pipeline"),
     ("bench_decoder", "Decoder LLMs: fxcpp generate vs llama.cpp", "bench_decoder"),
+    ("fused_kernels", "Fused kernels", None),
     ("training", "Training steps", None),
     ("training_memory", "Training steps: resident memory", None),
     ("qat", "Quantization-aware training", None),
