@@ -10,6 +10,7 @@ released and gives back what torch.fx's pass gives back:
     parts = fxcpp.passes.split_module(gm, gm, lambda n: ...)
     fxcpp.passes.subgraph_rewriter.replace_pattern(gm, pattern, replacement)
     fxcpp.passes.PassManager(["cse", "eliminate_dead_code"])(gm)
+    gm2, report = fxcpp.passes.fuse_kernels(gm, x)     # fxcpp's compiler: generated kernels
 """
 import types
 
@@ -43,6 +44,17 @@ def shape_prop(gm, *inputs):
             if "tensor_meta" in m:
                 n.meta["tensor_meta"] = m["tensor_meta"]
     return out
+
+
+def fuse_kernels(gm, *example_inputs):
+    """fxcpp's compiler (docs/compiler.md; no torch.fx counterpart): shapes propagated on `example_inputs`, then the
+    chains of pointwise operators and last-dimension reductions fused into generated C++ kernels
+    (torch.ops.fxcpp.fused_kernel nodes). Returns (the module, as gm's kind: an fxcpp.GraphModule is changed in
+    place, a torch.fx one converted), and the report: groups, fused_nodes, kernels, compiled, compile_ms, warnings,
+    programs."""
+    cgm = _fxcpp(gm)
+    report = _C._fuse_kernels(cgm, *example_inputs)
+    return _back(gm, cgm), report
 
 
 def cse(gm):

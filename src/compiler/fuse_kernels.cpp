@@ -619,7 +619,8 @@ size_t fuse_kernels(Graph& g, const FuseOptions& options, FuseReport* report) {
   }
   if (!can_compile_kernels()) {
     r.warnings.push_back("fuse_kernels: no C++ compiler (" + KernelCache::compiler() +
-                         " does not run): " + std::to_string(groups.size()) + " groups left to ATen");
+                         " does not run): " + std::to_string(groups.size()) +
+                         (groups.size() == 1 ? " group" : " groups") + " left to ATen");
     if (report) *report = r;
     return 0;
   }

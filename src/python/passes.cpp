@@ -3,6 +3,7 @@
 // them (torch.fx GraphModules in and out).
 #include "python/bindings.h"
 
+#include <fx/compiler/fuse_kernels.h>
 #include <fx/passes.h>
 
 #include <map>
@@ -40,6 +41,30 @@ void bind_passes(py::module_& m) {
           return to_python(out);
         },
         "fx::ShapeProp(gm).propagate(*args): every node's meta['tensor_meta']; the graph's result.");
+  m.def("_fuse_kernels",
+        [](const std::shared_ptr<GraphModule>& gm, const py::args& args) {
+          std::vector<c10::IValue> inputs = to_ivalues(args);
+          compiler::FuseReport r;
+          {
+            py::gil_scoped_release release;
+            if (!inputs.empty()) ShapeProp(gm).propagate(std::move(inputs));
+            compiler::fuse_kernels(*gm, {}, &r);
+          }
+          py::dict d;
+          d["groups"] = r.groups;
+          d["fused_nodes"] = r.fused_nodes;
+          d["kernels"] = r.kernels;
+          d["compiled"] = r.compiled;
+          d["compile_ms"] = r.compile_ms;
+          d["warnings"] = r.warnings;
+          py::list programs;
+          for (const compiler::FusedGroup& g : r.details) programs.append(g.program);
+          d["programs"] = programs;
+          return d;
+        },
+        "fx::ShapeProp(gm).propagate(*args) (when given), then fx::compiler::fuse_kernels(gm) in place: its report.");
+  m.def("_fuse_kernels_available", &compiler::can_compile_kernels,
+        "Whether fused kernels can be built here (the system's C++ compiler runs).");
   m.def("_cse",
         [](const std::shared_ptr<GraphModule>& gm) {
           py::gil_scoped_release release;

@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <unistd.h>
 
 using fx::Argument;
@@ -404,4 +405,23 @@ TEST(FuseKernels, OptimizeForInferenceFusesUnlessToldNot) {
       expect_close(got[1].toTensor(), want[1].toTensor(), 0, 0, "optimised add, run " + std::to_string(run));
     }
   }
+}
+
+TEST(FuseKernels, WithoutACompilerNothingIsFusedAndOneLineSaysSo) {
+  const char* before = std::getenv("FXCPP_CXX");
+  const std::string saved = before ? before : "";
+  setenv("FXCPP_CXX", "/nonexistent/g++", 1);
+  auto gm = encoder_tail();
+  std::vector<c10::IValue> in = {at::randn({2, 64}), at::randn({2, 64}), at::randn({64}), at::randn({64})};
+  fx::ShapeProp(gm).propagate(in);
+  fx::compiler::FuseReport r;
+  const size_t groups = fx::compiler::fuse_kernels(*gm, {}, &r);
+  if (before)
+    setenv("FXCPP_CXX", saved.c_str(), 1);
+  else
+    unsetenv("FXCPP_CXX");
+  EXPECT_EQ(groups, 0u);
+  EXPECT_EQ(count(gm->graph(), "fxcpp::fused_kernel"), 0u);
+  EXPECT_EQ(r.warnings, (std::vector<std::string>{
+                            "fuse_kernels: no C++ compiler (/nonexistent/g++ does not run): 1 group left to ATen"}));
 }

@@ -78,3 +78,15 @@ def test_graphs_breaking_the_convention_are_refused(model):
                             "input_pos int64 [T])")
     with pytest.raises(TypeError):
         fxcpp.generate("model", PROMPT, 4)
+
+
+def test_optimised_graph_runs_generated_kernels(model):
+    """The torch.fx-traced gpt-fast decoder's RMSNorm (with its residual add) and rotary halves do not match the
+    decoder passes' patterns written for HF's graph; fxcpp's compiler fuses them (fx::compiler::fuse_kernels in the
+    optimiser), and the greedy tokens above are eager's with them."""
+    from fxcpp.decoders import decoder_graph
+    gm, _ = decoder_graph(copy.deepcopy(model), True)
+    programs = [n.args[1] for n in gm.graph.nodes if n.op == "call_function" and n.target == "fxcpp::fused_kernel"]
+    if not programs and not fxcpp._C._fuse_kernels_available():
+        pytest.skip("no C++ compiler")
+    assert any("mean(" in p and "rsqrt(" in p for p in programs), programs

@@ -1,4 +1,5 @@
 """fxcpp.passes from Python: the same results as the same passes in Python torch.fx."""
+import pytest
 import torch
 import torch.fx
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -132,3 +133,30 @@ def test_pass_manager_runs_cpp_passes():
     cgm = fxcpp.from_fx(gm)
     r = fxcpp.passes.PassManager(["cse"])(cgm)  # an fxcpp.GraphModule stays one
     assert isinstance(r.graph_module, fxcpp.GraphModule)
+
+
+class _BlockTail(torch.nn.Module):
+    """A transformer block's tail: residual add, LayerNorm (a module: kept), GELU (tanh), scaled softmax."""
+
+    def __init__(self):
+        super().__init__()
+        self.ln = torch.nn.LayerNorm(64)
+
+    def forward(self, x, r):
+        return torch.softmax(torch.nn.functional.gelu(self.ln(x + r), approximate="tanh") * 0.125, -1)
+
+
+def test_fuse_kernels_fuses_a_chain_and_matches_eager():
+    torch.manual_seed(0)
+    m = _BlockTail().eval()
+    x, r = torch.randn(4, 16, 64), torch.randn(4, 16, 64)
+    fused, report = fxcpp.passes.fuse_kernels(torch.fx.symbolic_trace(m), x, r)
+    if report["warnings"]:
+        pytest.skip(report["warnings"][0])
+    assert report["groups"] == 1 and report["fused_nodes"] == 3, report
+    assert report["programs"][0].startswith("inputs 1; %1 = gelu_tanh(%0); %2 = mul(%1, 0.125); %3 = max(%2);")
+    kernels = [n for n in fused.graph.nodes if n.target is torch.ops.fxcpp.fused_kernel]
+    assert len(kernels) == 1
+    torch.testing.assert_close(fused(x, r), m(x, r), rtol=1e-5, atol=1e-6)
+    x3, r3 = torch.randn(3, 5, 64), torch.randn(3, 5, 64)  # another batch and length: the same kernel
+    torch.testing.assert_close(fused(x3, r3), m(x3, r3), rtol=1e-5, atol=1e-6)
