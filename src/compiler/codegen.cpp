@@ -29,7 +29,7 @@ namespace fx::compiler::detail {
 namespace {
 
 /// The generator's version: part of every symbol, so a changed generator never loads an old kernel.
-constexpr const char* kGeneratorVersion = "fxk1";
+constexpr const char* kGeneratorVersion = "fxk2";
 
 /// A 64-bit FNV-1a hash, hex.
 std::string fnv_hex(const std::string& s) {
@@ -73,6 +73,20 @@ inline V ld(const float* p, int64_t s) {
 }
 inline V ldn(const float* p, int64_t s, int64_t n) {
   if (s == 0) return V(*p);
+  alignas(64) float b[VS] = {};
+  for (int64_t k = 0; k < n; ++k) b[k] = p[k * s];
+  return V::loadu(b);
+}
+inline V ld(const uint8_t* p, int64_t s) {
+  alignas(64) float b[VS];
+  if (s == 1) {
+    for (int64_t k = 0; k < VS; ++k) b[k] = p[k];
+  } else {
+    for (int64_t k = 0; k < VS; ++k) b[k] = p[k * s];
+  }
+  return V::loadu(b);
+}
+inline V ldn(const uint8_t* p, int64_t s, int64_t n) {
   alignas(64) float b[VS] = {};
   for (int64_t k = 0; k < n; ++k) b[k] = p[k * s];
   return V::loadu(b);
@@ -195,8 +209,11 @@ class Generator {
        << "      const int64_t i = r % a->sizes[d];\n      r /= a->sizes[d];\n";
     for (int k = 0; k < n_ops; ++k) o_ << "      o" << k << " += i * a->strides[" << k << " * nd + d];\n";
     o_ << "    }\n";
-    for (int k = 0; k < n_in; ++k)
-      o_ << "    const float* p" << k << " = reinterpret_cast<const float*>(a->data[" << k << "]) + o" << k << ";\n";
+    for (int k = 0; k < n_in; ++k) {
+      const char* type = input_type(k) == "u8" ? "uint8_t" : "float";
+      o_ << "    const " << type << "* p" << k << " = reinterpret_cast<const " << type << "*>(a->data[" << k << "]) + o"
+         << k << ";\n";
+    }
     for (size_t k = 0; k < p_.outputs.size(); ++k)
       o_ << "    float* q" << k << " = reinterpret_cast<float*>(a->data[" << n_in + k << "]) + o" << n_in + k << ";\n";
     const int levels = p_.reduction_levels();
@@ -212,6 +229,11 @@ class Generator {
   }
 
  private:
+  const std::string& input_type(int k) const {
+    static const std::string f32 = "f32";
+    return static_cast<size_t>(k) < p_.input_types.size() ? p_.input_types[k] : f32;
+  }
+
   std::string operand(const Operand& a) const {
     switch (a.kind) {
       case Operand::Kind::Value: return (p_.ops[a.value].row ? "r" : "v") + std::to_string(a.value);
@@ -475,7 +497,9 @@ int64_t kernel_vector_width() {
 
 const std::vector<std::string>& kernel_flags() {
   static const std::vector<std::string> flags = [] {
-    std::vector<std::string> f = {"-O3", "-std=c++17", "-shared", "-fPIC", "-w"};
+    // -ffp-contract=off: no a * b + c made one FMA across what were separate operators, so a chain of
+    // exact operations (dropout's mask * x + residual) rounds as ATen's unfused operators do, to the bit.
+    std::vector<std::string> f = {"-O3", "-std=c++17", "-shared", "-fPIC", "-w", "-ffp-contract=off"};
     switch (fx::detail::aten_cpu_capability()) {
       case fx::detail::CpuCapability::Avx512:
         f.insert(f.end(), {"-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma", "-mf16c",

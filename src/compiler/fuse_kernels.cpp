@@ -150,9 +150,18 @@ const std::set<std::string>& unary_ops() {
 /// into `b` when given; `*out` is its value.
 std::optional<Kind> lower(const Node* n, Builder* b, Operand* out) {
   if (n->op() != Opcode::CallFunction || !float_meta(n)) return {};
+  const Target t = parse_target(n->target());
+  // A uint8 / bool tensor made float32 (a dropout mask): the kernel reads its bytes.
+  if (t.ns == "aten" && t.base == "to" && t.overload == "dtype" && n->args().size() >= 2 && n->args()[0].is_node() &&
+      n->args()[1].kind() == Argument::Kind::ScalarType && n->args()[1].to_scalar_type() == at::kFloat &&
+      only_kwargs(n, {"non_blocking", "copy", "memory_format"}) && n->args().size() <= 4) {
+    const TensorMetadata* m = tensor_meta_of(n->args()[0].to_node());
+    if (!m || (m->dtype != at::kByte && m->dtype != at::kBool) || m->shape != float_meta(n)->shape) return {};
+    if (b && out) *out = b->of(n->args()[0]);
+    return Kind::Pointwise;
+  }
   for (const Node* in : n->all_input_nodes())
     if (!float_meta(in)) return {};
-  const Target t = parse_target(n->target());
   const bool aten = t.ns == "aten";
   auto A = [&](size_t i, const char* name, Argument fallback = nullptr) { return arg_of(n, i, name, fallback); };
   auto set = [&](Operand o) {
@@ -532,7 +541,11 @@ std::string program_of(const Group& grp, const Fuser& fuser, std::vector<Node*>*
         inputs->push_back(i);
       }
   p.inputs = static_cast<int>(inputs->size());
-  for (int i = 0; i < p.inputs; ++i) p.ops.push_back(Op{"input", {}, false, 0});
+  for (int i = 0; i < p.inputs; ++i) {
+    p.ops.push_back(Op{"input", {}, false, 0});
+    const TensorMetadata* m = tensor_meta_of((*inputs)[i]);
+    p.input_types.push_back(m && (m->dtype == at::kByte || m->dtype == at::kBool) ? "u8" : "f32");
+  }
   Builder b{p, values};
   for (const Node* m : grp.members) {
     Operand v;

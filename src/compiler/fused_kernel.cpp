@@ -92,8 +92,12 @@ std::vector<at::Tensor> run(const LoadedKernel& k, const std::vector<at::Tensor>
   std::vector<int64_t> shape;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const at::Tensor& t = inputs[i];
-    if (!t.defined() || t.scalar_type() != at::kFloat || !t.device().is_cpu() || t.layout() != at::kStrided)
-      fail(k.symbol, "input " + std::to_string(i) + " must be a float32 CPU tensor, got " +
+    const bool bytes = i < p.input_types.size() && p.input_types[i] == "u8";
+    const bool dtype_ok = t.defined() && (bytes ? t.scalar_type() == at::kByte || t.scalar_type() == at::kBool
+                                                : t.scalar_type() == at::kFloat);
+    if (!dtype_ok || !t.device().is_cpu() || t.layout() != at::kStrided)
+      fail(k.symbol, "input " + std::to_string(i) + " must be a " + (bytes ? "uint8 or bool" : "float32") +
+                         " CPU tensor, got " +
                          (t.defined() ? std::string(c10::toString(t.scalar_type())) + " " + t.device().str() : "None"));
     try {
       shape = i == 0 ? t.sizes().vec() : at::infer_size(shape, t.sizes());
@@ -107,7 +111,7 @@ std::vector<at::Tensor> run(const LoadedKernel& k, const std::vector<at::Tensor>
   const bool reduces = p.reduces();
   at::MemoryFormat format = at::MemoryFormat::Contiguous;
   const std::vector<int64_t> perm = reduces ? std::vector<int64_t>{} : order_of(inputs, shape, &format);
-  const at::TensorOptions options = inputs[0].options();
+  const at::TensorOptions options = inputs[0].options().dtype(at::kFloat);  // outputs are float32 (inputs may be bytes)
   std::vector<at::Tensor> outputs, operands;
   for (const at::Tensor& t : inputs) operands.push_back(scalar ? t.reshape({1}) : t.expand(shape));
   std::vector<int64_t> row_shape(shape.begin(), shape.end() - 1);

@@ -139,7 +139,18 @@ Program parse_program(const std::string& text) {
   const std::string& first = statements.front();
   if (first.rfind("inputs ", 0) != 0) bad(first, "a program starts with 'inputs N'");
   p.inputs = std::atoi(first.c_str() + 7);
-  if (p.inputs < 1 || first != "inputs " + std::to_string(p.inputs)) bad(first, "expected 'inputs N' with N >= 1");
+  const std::string count = "inputs " + std::to_string(p.inputs);
+  if (p.inputs < 1 || first.compare(0, count.size(), count) != 0) bad(first, "expected 'inputs N' with N >= 1");
+  p.input_types.assign(static_cast<size_t>(p.inputs), "f32");
+  if (first.size() > count.size()) {
+    // "inputs N: t0 t1 ...", one storage type per input.
+    if (first.compare(count.size(), 2, ": ") != 0) bad(first, "expected 'inputs N' or 'inputs N: TYPE ...'");
+    std::vector<std::string> types = split(first.substr(count.size() + 2), ' ');
+    if (types.size() != static_cast<size_t>(p.inputs)) bad(first, "one type per input");
+    for (const std::string& t : types)
+      if (t != "f32" && t != "u8") bad(first, "input type '" + t + "' is not f32 or u8");
+    p.input_types = types;
+  }
   for (int i = 0; i < p.inputs; ++i) p.ops.push_back(Op{"input", {}, false, 0});
   for (size_t s = 1; s + 1 < statements.size(); ++s) {
     const std::string& st = statements[s];
@@ -196,6 +207,10 @@ Program parse_program(const std::string& text) {
 
 std::string print_program(const Program& p) {
   std::string s = "inputs " + std::to_string(p.inputs);
+  if (std::any_of(p.input_types.begin(), p.input_types.end(), [](const std::string& t) { return t != "f32"; })) {
+    s += ":";
+    for (int i = 0; i < p.inputs; ++i) s += " " + (static_cast<size_t>(i) < p.input_types.size() ? p.input_types[i] : "f32");
+  }
   for (size_t i = p.inputs; i < p.ops.size(); ++i) {
     s += "; %" + std::to_string(i) + " = " + p.ops[i].name + "(";
     for (size_t a = 0; a < p.ops[i].args.size(); ++a) {

@@ -2,7 +2,7 @@
 // A fused kernel's program: the values a group of graph nodes computes, as
 // the text a `fxcpp::fused_kernel` node carries and prints, e.g.
 //
-//   %2 = add(%0, %1); %3 = mean(%2); %4 = sub(%2, %3); return %4 full, %3 row
+//   inputs 2; %2 = add(%0, %1); %3 = mean(%2); %4 = sub(%2, %3); return %4 full, %3 row
 //
 // %0 .. %(inputs-1) are the node's tensor inputs, broadcast to one
 // iteration shape whose last dimension every reduction reduces (a "row").
@@ -48,6 +48,9 @@ struct Op {
 struct Program {
   /// Number of tensor inputs (the first values).
   int inputs = 0;
+  /// Each input's storage: "f32" (float32) or "u8" (uint8 or bool, read as 0 / 1 ...: a dropout mask);
+  /// the text lists them after the count ("inputs 2: u8 f32") when any is not f32. Values are float32.
+  std::vector<std::string> input_types;
   /// Every value, inputs first.
   std::vector<Op> ops;
   /// The values returned, with how each is stored.
