@@ -112,59 +112,66 @@ std::vector<at::Tensor> run(const LoadedKernel& k, const std::vector<at::Tensor>
   at::MemoryFormat format = at::MemoryFormat::Contiguous;
   const std::vector<int64_t> perm = reduces ? std::vector<int64_t>{} : order_of(inputs, shape, &format);
   const at::TensorOptions options = inputs[0].options().dtype(at::kFloat);  // outputs are float32 (inputs may be bytes)
-  std::vector<at::Tensor> outputs, operands;
-  for (const at::Tensor& t : inputs) operands.push_back(scalar ? t.reshape({1}) : t.expand(shape));
+  // Every operand's strides over the iteration shape, 0 where it is broadcast (arithmetic on sizes and
+  // strides: no views made, a call costs what the kernel does on small tensors).
+  const size_t nd0 = shape.size();
+  std::vector<std::vector<int64_t>> operand_strides;
+  std::vector<char*> data;
+  auto add = [&](const at::Tensor& t, bool flat_row) {
+    std::vector<int64_t> st(nd0, 0);
+    const size_t rank = static_cast<size_t>(t.dim());
+    for (size_t d = 0; d < rank; ++d) st[flat_row ? d : nd0 - rank + d] = t.size(d) == 1 ? 0 : t.stride(d);
+    operand_strides.push_back(std::move(st));
+    data.push_back(static_cast<char*>(t.data_ptr()));
+  };
+  for (const at::Tensor& t : inputs) add(t, false);
+  std::vector<at::Tensor> outputs;
   std::vector<int64_t> row_shape(shape.begin(), shape.end() - 1);
   for (const auto& [v, kind] : p.outputs) {
     (void)v;
     if (kind == OutputKind::Full) {
       outputs.push_back(at::empty(scalar ? at::IntArrayRef{} : at::IntArrayRef(shape), options.memory_format(format)));
-      operands.push_back(scalar ? outputs.back().reshape({1}) : outputs.back());
     } else {
       std::vector<int64_t> s = row_shape;
       if (kind == OutputKind::Row) s.push_back(1);
       outputs.push_back(at::empty(s, options));
-      operands.push_back((kind == OutputKind::Row ? outputs.back() : outputs.back().unsqueeze(-1)).expand(shape));
     }
+    add(outputs.back(), kind == OutputKind::RowFlat);
   }
-  if (!perm.empty())
-    for (at::Tensor& t : operands) t = t.permute(perm);
-  // Iteration dimensions: size-1 ones dropped, neighbours contiguous in every operand merged
-  // (never the row into another when the kernel reduces).
-  const int64_t nd0 = static_cast<int64_t>(operands[0].dim());
+  const size_t n_operands = operand_strides.size();
+  // Iteration dimensions in the layout's order: size-1 ones dropped, neighbours contiguous in every
+  // operand merged (never the row into another when the kernel reduces).
   std::vector<int64_t> sizes;
-  std::vector<std::vector<int64_t>> strides(operands.size());
-  for (int64_t d = 0; d < nd0; ++d) {
-    const int64_t size = operands[0].size(d);
-    const bool last = d == nd0 - 1;
+  std::vector<std::vector<int64_t>> strides(n_operands);
+  for (size_t i = 0; i < nd0; ++i) {
+    const size_t d = perm.empty() ? i : static_cast<size_t>(perm[i]);
+    const int64_t size = shape[d];
+    const bool last = i == nd0 - 1;
     if (size == 1 && !(last && (reduces || sizes.empty()))) continue;
     const bool merge = !sizes.empty() && !(last && reduces) && [&] {
-      for (size_t k = 0; k < operands.size(); ++k)
-        if (strides[k].back() != operands[k].stride(d) * size) return false;
+      for (size_t k = 0; k < n_operands; ++k)
+        if (strides[k].back() != operand_strides[k][d] * size) return false;
       return true;
     }();
     if (merge) {
       sizes.back() *= size;
-      for (size_t k = 0; k < operands.size(); ++k) strides[k].back() = operands[k].stride(d);
+      for (size_t k = 0; k < n_operands; ++k) strides[k].back() = operand_strides[k][d];
     } else {
       sizes.push_back(size);
-      for (size_t k = 0; k < operands.size(); ++k) strides[k].push_back(operands[k].stride(d));
+      for (size_t k = 0; k < n_operands; ++k) strides[k].push_back(operand_strides[k][d]);
     }
   }
   if (sizes.empty()) {
     sizes.push_back(1);
-    for (auto& s : strides) s.push_back(0);
+    for (auto& st : strides) st.push_back(0);
   }
   int64_t numel = 1;
   for (int64_t s : sizes) numel *= s;
   if (numel == 0) return outputs;
   const int64_t nd = static_cast<int64_t>(sizes.size()), inner = sizes.back(), rows = numel / inner;
-  std::vector<int64_t> flat(operands.size() * nd);
-  std::vector<char*> data(operands.size());
-  for (size_t k = 0; k < operands.size(); ++k) {
+  std::vector<int64_t> flat(n_operands * nd);
+  for (size_t k = 0; k < n_operands; ++k)
     for (int64_t d = 0; d < nd; ++d) flat[k * nd + d] = strides[k][d];
-    data[k] = static_cast<char*>(operands[k].data_ptr());
-  }
   KernelArgs args{nd, sizes.data(), flat.data(), data.data(), 1, inner};
   if (!reduces && inner > 2 * 16384) {
     const int64_t width = 16;  // a multiple of every capability's vector width
