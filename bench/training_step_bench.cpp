@@ -12,7 +12,8 @@
 //                                           fuse_batch_norm_activation (the pass's worth, side by side),
 //                                           8 engine 6 without conv_as_winograd (the same),
 //                                           9 engine 6 with conv_forward_rewrites, 10 engine 6 without
-//                                           fuse_kernels (fxcpp's generated kernels: their worth)
+//                                           fuse_kernels (fxcpp's generated kernels: their worth),
+//                                           11 engine 6 without sink_recomputation
 //   BM_TrainStepMemory/...                  the memory of a step (one process each)
 //
 // scripts/bench_training.py runs them interleaved (random interleaving of
@@ -82,6 +83,7 @@ std::unique_ptr<Trainer> make_trainer(int model, int engine_and_optimizer, int64
     if (engine_and_optimizer == 8) without.conv_winograd_min_positions = 0;
     if (engine_and_optimizer == 9) without.conv_forward_rewrites = true;  // the opt-in: forward convolutions too
     if (engine_and_optimizer == 10) without.fuse_kernels = false;
+    if (engine_and_optimizer == 11) without.sink_recomputation = false;
     options.fw_compiler = options.bw_compiler = fx::training_compiler(without);
   }
   if (model == 0 || model == 1) {
@@ -135,12 +137,13 @@ void BM_TrainStep(benchmark::State& state) {
                                   "aot_min_cut_nhwc_fused_sgd_no_bn_fusion",
                                   "aot_min_cut_nhwc_fused_sgd_no_winograd",
                                   "aot_min_cut_nhwc_fused_sgd_forward_rewrites",
-                                  "aot_min_cut_nhwc_fused_sgd_no_fuse_kernels"};
+                                  "aot_min_cut_nhwc_fused_sgd_no_fuse_kernels",
+                                  "aot_min_cut_nhwc_fused_sgd_no_sink_recomputation"};
   state.SetLabel(std::string(models[state.range(0)]) + " " + engines[state.range(1)]);
 }
 
 BENCHMARK(BM_TrainStep)
-    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {8, 32}})
+    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {8, 32}})
     ->ArgNames({"model", "engine", "batch"})
     ->Unit(benchmark::kMillisecond)
     ->MinTime(1.0);
@@ -207,7 +210,7 @@ void BM_TrainStepMemory(benchmark::State& state) {
 }
 
 BENCHMARK(BM_TrainStepMemory)
-    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {8, 32}})
+    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {8, 32}})
     ->ArgNames({"model", "engine", "batch"})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);

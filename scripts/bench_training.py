@@ -42,7 +42,8 @@ MODELS = ["resnet18", "mobilenet_v2", "encoder"]
 ENGINES = ["eager", "aot default", "aot functorch min-cut", "aot fxcpp min-cut", "aot fxcpp min-cut NHWC",
            "eager + FusedSGD", "aot fxcpp min-cut NHWC + FusedSGD",
            "the same without fuse_batch_norm_activation", "the same without conv_as_winograd",
-           "the same with conv_forward_rewrites", "the same without fuse_kernels"]
+           "the same with conv_forward_rewrites", "the same without fuse_kernels",
+           "the same without sink_recomputation"]
 
 
 def cpu_name():

@@ -232,6 +232,16 @@ size_t bernoulli_as_fxcpp(Graph& g);
 /// Returns how many it fused.
 size_t fuse_batch_norm_activation(Graph& g, bool backward = true);
 
+/// Moves a backward graph's recomputations (call_functions that read no
+/// tangent, pure, reading nothing a write in the graph touches) from the
+/// start of the graph, where a partition leaves them (the joint graph's
+/// order), to just before their first use, as autograd's engine would run
+/// them (PyTorch 2.1's reordering_to_mimic_autograd_engine): the values the
+/// min cut recomputes are then alive only near their use instead of all at
+/// once. Same values; a graph without tangents is left alone. Returns how
+/// many recomputations moved past a node that followed them.
+size_t sink_recomputation(Graph& g);
+
 /// What training_compiler rewrites before it plans a graph.
 struct TrainingCompileOptions {
   /// conv_weight_grad_as_matmul's max_positions (0: no rewrite).
@@ -269,6 +279,10 @@ struct TrainingCompileOptions {
   /// GELU's backward formulas, threshold_backward) as generated kernels
   /// (docs/compiler.md). Without a C++ compiler nothing is fused.
   bool fuse_kernels = true;
+  /// sink_recomputation last: a backward's recomputed values computed
+  /// where they are used, not all at the start (the memory plan's arena
+  /// then holds a few of them at a time).
+  bool sink_recomputation = true;
 };
 
 /// How many nodes each of training_compiler's rewrites replaced in one graph.
@@ -281,6 +295,8 @@ struct TrainingRewrites {
   size_t fuse_batch_norm_activation = 0;
   /// Nodes fuse_kernels replaced by generated kernels.
   size_t fuse_kernels = 0;
+  /// Recomputations sink_recomputation moved to their use.
+  size_t sink_recomputation = 0;
   /// Each rewrite's name (its function's) and count, in the order they run.
   std::vector<std::pair<std::string, size_t>> items() const;
   /// The sum of the counts.
@@ -290,16 +306,16 @@ struct TrainingRewrites {
 /// Rewrites `g` (a forward or backward graph of a partition, with
 /// tensor_meta) for speed as training_compiler does: conv_as_winograd,
 /// conv_weight_grad_as_matmul, conv_as_matmul, bmm_as_onednn_matmul,
-/// bernoulli_as_fxcpp, fuse_batch_norm_activation, as `options` says.
+/// bernoulli_as_fxcpp, fuse_batch_norm_activation, fuse_kernels, then
+/// sink_recomputation, as `options` says.
 /// Each computes what it replaces to rounding; run on a copy of a graph, it
 /// lets a test compare the two on the same inputs and see what fired.
 TrainingRewrites rewrite_for_training(Graph& g, const TrainingCompileOptions& options = {});
 
 /// The default compiler of aot_function / aot_module: rewrites a copy of the
-/// graph for speed (conv_as_winograd, conv_weight_grad_as_matmul, conv_as_matmul,
-/// bmm_as_onednn_matmul, bernoulli_as_fxcpp, then fuse_batch_norm_activation,
-/// as TrainingCompileOptions says; the graph given stays as the partition
-/// made it), then runs it as graph_module_compiler does.
+/// graph for speed and memory (rewrite_for_training, as TrainingCompileOptions
+/// says; the graph given stays as the partition made it), then runs it as
+/// graph_module_compiler does.
 AotCompiler training_compiler(TrainingCompileOptions options = {});
 
 /// How aot_function / aot_module capture and compile.

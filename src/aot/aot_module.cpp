@@ -534,7 +534,8 @@ std::vector<std::pair<std::string, size_t>> TrainingRewrites::items() const {
           {"bmm_as_onednn_matmul", bmm_as_onednn_matmul},
           {"bernoulli_as_fxcpp", bernoulli_as_fxcpp},
           {"fuse_batch_norm_activation", fuse_batch_norm_activation},
-          {"fuse_kernels", fuse_kernels}};
+          {"fuse_kernels", fuse_kernels},
+          {"sink_recomputation", sink_recomputation}};
 }
 
 size_t TrainingRewrites::total() const {
@@ -558,6 +559,7 @@ TrainingRewrites rewrite_for_training(Graph& g, const TrainingCompileOptions& op
     compiler::fuse_kernels(g, {}, &fused);
     r.fuse_kernels = fused.fused_nodes;
   }
+  if (options.sink_recomputation) r.sink_recomputation = sink_recomputation(g);
   return r;
 }
 

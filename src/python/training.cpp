@@ -53,7 +53,8 @@ void bind_training(py::module_& m) {
         if (!only.empty()) {
           const std::vector<std::string> known = {"conv_as_winograd", "conv_weight_grad_as_matmul", "conv_as_matmul",
                                                   "bmm_as_onednn_matmul", "bernoulli_as_fxcpp",
-                                                  "fuse_batch_norm_activation", "fuse_kernels"};
+                                                  "fuse_batch_norm_activation", "fuse_kernels",
+                                                  "sink_recomputation"};
           for (const std::string& name : only)
             if (std::find(known.begin(), known.end(), name) == known.end())
               throw Error("_rewrite_for_training: no rewrite named '" + name + "'");
@@ -65,6 +66,7 @@ void bind_training(py::module_& m) {
           options.bernoulli_as_fxcpp = on("bernoulli_as_fxcpp");
           options.fuse_batch_norm_activation = on("fuse_batch_norm_activation");
           options.fuse_kernels = on("fuse_kernels");
+          options.sink_recomputation = on("sink_recomputation");
         }
         auto copy = std::make_shared<GraphModule>(gm, passes_detail::copy_graph(gm->graph()), gm->class_name());
         TrainingRewrites r;

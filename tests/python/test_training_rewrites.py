@@ -38,7 +38,7 @@ from fxcpp import _C
 RTOL_GRAD, ATOL_GRAD = 1e-4, 1e-6
 RTOL_FWD, ATOL_FWD = 1e-5, 1e-5
 REWRITES = ("conv_as_winograd", "conv_weight_grad_as_matmul", "conv_as_matmul", "bmm_as_onednn_matmul",
-            "bernoulli_as_fxcpp", "fuse_batch_norm_activation", "fuse_kernels")
+            "bernoulli_as_fxcpp", "fuse_batch_norm_activation", "fuse_kernels", "sink_recomputation")
 
 
 class Encoder(torch.nn.Module):
