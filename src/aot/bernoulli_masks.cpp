@@ -15,6 +15,12 @@
 // element by element in memory order (TensorIterator's order for a dense
 // tensor), then puts the engine back. Same masks, same generator state
 // after, so a compiled step draws what eager draws from the same seed.
+//
+// The recurrence, the tempering and the comparison are integer arithmetic
+// written without branches, so that the compiler vectorises them; each is
+// built for AVX-512, AVX2 and the baseline (GCC's target_clones: the CPU
+// picks at load time) and gives the same bits on all three. Measured on an
+// AMD EPYC Zen 5, 1 thread, 131072 floats (BM_Bernoulli): see the commit.
 #include <fx/aot.h>
 #include <fx/tensor_meta.h>
 
@@ -26,6 +32,7 @@
 #include <array>
 #include <cmath>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 
 namespace fx {
@@ -34,17 +41,23 @@ namespace {
 constexpr int kN = at::MERSENNE_STATE_N;
 constexpr int kM = at::MERSENNE_STATE_M;
 
+#define FX_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default"), noinline))
+
 inline uint32_t twist(uint32_t u, uint32_t v) {
-  return (((u & at::UMASK) | (v & at::LMASK)) >> 1) ^ ((v & 1) ? at::MATRIX_A : 0);
+  return (((u & at::UMASK) | (v & at::LMASK)) >> 1) ^ (static_cast<uint32_t>(-static_cast<int32_t>(v & 1)) & at::MATRIX_A);
 }
 
 /// The MT19937 recurrence over the whole state (at::mt19937's next_state).
-void next_state(at::mt19937_data_pod& d) {
-  uint32_t* s = d.state_.data();
-  int i = 0;
-  for (; i < kN - kM; ++i) s[i] = s[i + kM] ^ twist(s[i], s[i + 1]);
-  for (; i < kN - 1; ++i) s[i] = s[i + kM - kN] ^ twist(s[i], s[i + 1]);
+/// The second loop reads what the first wrote 227 words back: no
+/// dependence within a vector.
+FX_VECTOR_CLONES void twist_state(uint32_t* __restrict s) {
+  for (int i = 0; i < kN - kM; ++i) s[i] = s[i + kM] ^ twist(s[i], s[i + 1]);
+  for (int i = kN - kM; i < kN - 1; ++i) s[i] = s[i + kM - kN] ^ twist(s[i], s[i + 1]);
   s[kN - 1] = s[kM - 1] ^ twist(s[kN - 1], s[0]);
+}
+
+void next_state(at::mt19937_data_pod& d) {
+  twist_state(d.state_.data());
   d.left_ = kN;
   d.next_ = 0;
 }
@@ -54,6 +67,19 @@ inline uint32_t temper(uint32_t y) {
   y ^= (y << 7) & 0x9d2c5680;
   y ^= (y << 15) & 0xefc60000;
   return y ^ (y >> 18);
+}
+
+FX_VECTOR_CLONES void temper_all(const uint32_t* __restrict s, uint32_t* __restrict out, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = temper(s[i]);
+}
+
+/// out[i] = the 53 low bits of (words[2i] << 32 | words[2i + 1]) < below,
+/// as 0 / 1 floats.
+FX_VECTOR_CLONES void compare_pairs(const uint32_t* __restrict words, int64_t n, uint64_t below, float* __restrict out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t bits = (static_cast<uint64_t>(words[2 * i] & 0x1fffffu) << 32) | words[2 * i + 1];
+    out[i] = bits < below ? 1.0f : 0.0f;
+  }
 }
 
 /// The next `n` outputs of the engine whose state is `d`, as n calls of
@@ -67,8 +93,7 @@ void draw(at::mt19937_data_pod& d, uint32_t* out, size_t n) {
       continue;
     }
     const size_t take = std::min(static_cast<size_t>(d.left_ - 1), n - k);
-    const uint32_t* s = d.state_.data() + d.next_;
-    for (size_t i = 0; i < take; ++i) out[k + i] = temper(s[i]);
+    temper_all(d.state_.data() + d.next_, out + k, take);
     d.next_ += static_cast<uint32_t>(take);
     d.left_ -= static_cast<int>(take);
     k += take;
@@ -98,6 +123,10 @@ at::Tensor& bernoulli_(at::Tensor& self, double p) {
                                for (int64_t begin = 0; begin < numel; begin += kChunk) {
                                  const int64_t n = std::min(kChunk, numel - begin);
                                  draw(state, words.data(), static_cast<size_t>(2 * n));
+                                 if (std::is_same_v<scalar_t, float>) {  // (not a template: both branches compile)
+                                   compare_pairs(words.data(), n, below, reinterpret_cast<float*>(out + begin));
+                                   continue;
+                                 }
                                  for (int64_t i = 0; i < n; ++i) {
                                    const uint64_t bits =
                                        (static_cast<uint64_t>(words[2 * i]) << 32) | words[2 * i + 1];
