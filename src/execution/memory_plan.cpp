@@ -190,6 +190,16 @@ class BackingPool {
     }
     return Backing{system.allocate(bytes), bytes};
   }
+  /// Frees the idle backings: a recording forward, which allocates every
+  /// buffer from the system allocator, may then reuse their memory instead
+  /// of growing the process beside them (the next replay takes a new one).
+  void drop_idle() {
+    std::vector<Backing> dropped;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      dropped.swap(idle_);
+    }
+  }
   ArenaPoolStats stats() {
     std::lock_guard<std::mutex> lock(mutex_);
     ArenaPoolStats st;
@@ -493,6 +503,7 @@ MemoryPlanner::Scope::Scope(MemoryPlanner* planner, const std::shared_ptr<const 
       planner->entries_.push_back(entry);
       state_->mode = PlanScopeState::Mode::Record;
       state_->recording = std::make_shared<Recording>();
+      BackingPool::instance().drop_idle();
     } else if (entry && entry->state == Entry::State::Ready) {
       for (auto it = entry->idle.begin(); it != entry->idle.end(); ++it)
         if ((*it)->refs.load(std::memory_order_acquire) == 1) {  // no buffer of it alive

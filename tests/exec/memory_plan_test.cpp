@@ -98,6 +98,27 @@ TEST(MemoryPlan, GraphsRunOneAfterAnotherShareOneArenasMemory) {
   EXPECT_LE(after.idle_bytes - std::min(after.idle_bytes, before.idle_bytes), sl.arena_bytes);
 }
 
+// A recording forward allocates every buffer from the system allocator:
+// it first frees the pool's idle backings, so that it reuses their memory
+// instead of growing the process beside them (a training step's second
+// backward, recorded while the forward's backing sat idle, peaked 19 MB
+// higher on resnet18). The replays after it take a backing again.
+TEST(MemoryPlan, ARecordingForwardFreesTheIdleBackingsFirst) {
+  auto first = chain(), second = chain();
+  first->set_memory_planning(true);
+  second->set_memory_planning(true);
+  for (int i = 0; i < 3; ++i) first->forward(input(16, 1.0 + i));
+  ASSERT_GE(fx::arena_pool_stats().idle_backings, 1u) << "the replayed forward gave its backing back";
+  const at::Tensor x = input(16, 5.0);
+  EXPECT_TRUE(at::allclose(second->forward(x), expected(x)));  // recorded
+  EXPECT_EQ(fx::arena_pool_stats().idle_backings, 0u);
+  EXPECT_TRUE(at::allclose(second->forward(x), expected(x)));  // replayed: takes and gives back a backing
+  EXPECT_EQ(second->memory_plan_stats().replayed_forwards, 1u);
+  const fx::ArenaPoolStats after = fx::arena_pool_stats();
+  EXPECT_EQ(after.idle_backings, 1u);
+  EXPECT_EQ(after.idle_bytes, second->memory_plan_stats().arena_bytes);
+}
+
 TEST(MemoryPlan, OutputsKeptByTheCallerAreNeverOverwritten) {
   // The output is a view of an intermediate: that buffer escapes the forward.
   auto g = std::make_shared<Graph>();
