@@ -8,6 +8,7 @@
 // dimensions that are contiguous in every operand merged, and the rows (or
 // pieces of rows, when nothing reduces) shared by at::parallel_for.
 #include <fx/compiler/fuse_kernels.h>
+#include <fx/passes/graph_drawer.h>
 
 #include <fx/compiler/kernel_cache.h>
 #include <fx/error.h>
@@ -235,5 +236,20 @@ void prepare_kernels(const std::vector<std::string>& programs, int jobs, FuseRep
 TORCH_LIBRARY_FRAGMENT(fxcpp, m) {
   m.def("fused_kernel(Tensor[] inputs, str program) -> Tensor[]", &fused_kernel);
 }
+
+namespace {
+
+/// The HTML drawing of a graph shows a fused kernel's program and its C++
+/// one click away (fx::register_node_details).
+const bool kDrawsKernels = [] {
+  register_node_details("fxcpp::fused_kernel", [](const Node& n) -> std::vector<std::pair<std::string, std::string>> {
+    if (n.args().size() < 2 || n.args()[1].kind() != Argument::Kind::String) return {};
+    const std::string& program = n.args()[1].to_string();
+    return {{"kernel program", program}, {"kernel C++", kernel_source(program)}};
+  });
+  return true;
+}();
+
+}  // namespace
 
 }  // namespace fx::compiler

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <mutex>
 #include <regex>
 
 namespace fx {
@@ -15,6 +16,35 @@ namespace fx {
 using namespace drawer_detail;
 
 namespace {
+
+struct DetailsRegistry {
+  std::mutex mutex;
+  std::unordered_map<std::string, NodeDetails> by_target;
+};
+
+DetailsRegistry& details_registry() {
+  static auto* r = new DetailsRegistry;  // never destroyed: libraries may register at exit-time teardown
+  return *r;
+}
+
+nlohmann::json node_details(const Node& n) {
+  nlohmann::json out = nlohmann::json::array();
+  if (n.op() != Opcode::CallFunction) return out;
+  NodeDetails fn;
+  {
+    DetailsRegistry& r = details_registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    auto it = r.by_target.find(n.target());
+    if (it == r.by_target.end()) return out;
+    fn = it->second;
+  }
+  try {
+    for (auto& [title, text] : fn(n)) out.push_back({title, text});
+  } catch (const std::exception& e) {
+    out.push_back({"details", std::string("(not available: ") + e.what() + ")"});
+  }
+  return out;
+}
 
 const char* memory_format_name(const std::optional<c10::MemoryFormat>& f) {
   if (!f) return "None";
@@ -44,6 +74,7 @@ nlohmann::json node_json(const FxGraphDrawer& d, const Node& n, const TimeRange&
                      {"memory_format", memory_format_name(m.memory_format)}});
   j["tensor_meta"] = metas;
   j["stack_trace"] = n.stack_trace();
+  j["details"] = node_details(n);
   nlohmann::json inputs = nlohmann::json::array(), users = nlohmann::json::array();
   for (Node* i : n.all_input_nodes()) inputs.push_back(i->name());
   for (Node* u : n.users()) users.push_back(u->name());
@@ -187,6 +218,21 @@ const char* const kScript = R"JS(
     tr.appendChild(td);
     table.appendChild(tr);
   }
+  function shown(s) {
+    var span = document.createElement('span');
+    var a = text('a', 'show (' + s.split('\n').length + ' lines)');
+    a.className = 'fx-show';
+    var pre = text('pre', s);
+    pre.style.display = 'none';
+    a.addEventListener('click', function () {
+      var open = pre.style.display === 'none';
+      pre.style.display = open ? 'block' : 'none';
+      a.textContent = (open ? 'hide' : 'show') + ' (' + s.split('\n').length + ' lines)';
+    });
+    span.appendChild(a);
+    span.appendChild(pre);
+    return span;
+  }
   function links(names) {
     var span = document.createElement('span');
     names.forEach(function (name, i) {
@@ -227,6 +273,7 @@ const char* const kScript = R"JS(
     if (n.time_us !== undefined)
       row(t, 'time', (n.time_us / 1000).toFixed(3) + ' ms (' + (100 * n.time_share).toFixed(1) + ' %)');
     row(t, 'source', n.stack_trace || '-');
+    (n.details || []).forEach(function (d) { row(t, d[0], shown(d[1])); });
     panel.appendChild(t);
     return true;
   }
@@ -289,12 +336,28 @@ const char* const kScript = R"JS(
     result.legend = !!document.getElementById('fx-legend');
     var timed = data.nodes.filter(function (n) { return n.time_us !== undefined; });
     result.hottest = timed.length ? timed.reduce(function (a, b) { return b.time_us > a.time_us ? b : a; }).name : null;
+    var detailed = data.nodes.filter(function (n) { return n.details && n.details.length; })[0];
+    if (detailed) {
+      select(detailed.name, true);
+      var all = panel.querySelectorAll('a.fx-show'), link = all[all.length - 1];
+      var hidden = link.nextSibling.offsetParent === null;
+      link.dispatchEvent(new MouseEvent('click', { bubbles: true }));
+      result.details_node = detailed.name;
+      result.details_hidden_before = hidden;
+      result.details_shown = link.nextSibling.offsetParent !== null ? link.nextSibling.textContent : null;
+    }
     document.getElementById('selftest').textContent = JSON.stringify(result);
   }
 })();
 )JS";
 
 }  // namespace
+
+void register_node_details(const std::string& target, NodeDetails details) {
+  DetailsRegistry& r = details_registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.by_target[target] = std::move(details);
+}
 
 std::string FxGraphDrawer::render_html() const {
   const TimeRange times = time_range(*this);

@@ -65,6 +65,8 @@ void bind_passes(py::module_& m) {
         "fx::ShapeProp(gm).propagate(*args) (when given), then fx::compiler::fuse_kernels(gm) in place: its report.");
   m.def("_fuse_kernels_available", &compiler::can_compile_kernels,
         "Whether fused kernels can be built here (the system's C++ compiler runs).");
+  m.def("_kernel_source", &compiler::kernel_source, py::arg("program"),
+        "fx::compiler::kernel_source: the C++ a fused kernel's program is compiled from.");
   m.def("_cse",
         [](const std::shared_ptr<GraphModule>& gm) {
           py::gil_scoped_release release;

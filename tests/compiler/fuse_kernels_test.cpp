@@ -6,6 +6,7 @@
 #include <fx/error.h>
 #include <fx/graph.h>
 #include <fx/optimize/optimize_for_inference.h>
+#include <fx/passes/graph_drawer.h>
 #include <fx/passes/shape_prop.h>
 #include <fx/serialize.h>
 
@@ -13,6 +14,7 @@
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstdio>
@@ -280,6 +282,20 @@ TEST(FuseKernels, ChainBecomesOneKernelAndMatchesUnfused) {
   std::remove(path);
   EXPECT_EQ(count(loaded->graph(), "fxcpp::fused_kernel"), 1u);
   expect_close(loaded->forward(in).toTuple()->elements()[0].toTensor(), want[0].toTensor(), 1e-5, 1e-5, "loaded");
+
+  // The HTML drawing carries the kernel's program and C++ behind a link of
+  // the node's details.
+  const std::string html = fx::FxGraphDrawer(gm, "tail").render_html();
+  const std::string program = r.details.at(0).program;
+  const std::string source = fx::compiler::kernel_source(program);
+  auto json_string = [](const std::string& s) {
+    std::string j = nlohmann::json(s).dump();
+    for (size_t p = j.find("</"); p != std::string::npos; p = j.find("</", p + 3)) j.replace(p, 2, "<\\/");
+    return j;
+  };
+  EXPECT_NE(html.find("[\"kernel program\"," + json_string(program) + "]"), std::string::npos);
+  EXPECT_NE(html.find("[\"kernel C++\"," + json_string(source) + "]"), std::string::npos);
+  EXPECT_NE(source.find("at::vec::Vectorized<float>"), std::string::npos);
 }
 
 TEST(FuseKernels, ReaderBetweenMembersMovesAfterTheKernel) {

@@ -42,3 +42,12 @@ set_tests_properties(cli.summary_without_shapes_resnet18 PROPERTIES FIXTURES_REQ
 fx_cli_bad_input(summary_bad_shape "fxcpp inspect: --shape expects sizes like 1x3x224x224, got '1x3xq'\n$"
                  inspect ${FX_MODELS_DIR}/resnet18.pt --summary --shape 1x3xq)
 set_tests_properties(cli.summary_bad_shape PROPERTIES FIXTURES_REQUIRED fx_models_0)
+
+# draw_kernel_browser: a fused kernel's C++ one click away in the page (issue 68), in headless Chromium
+# (python/draw_kernel_browser_test.py); skipped (exit 77) without chromium or a C++ compiler.
+if(TARGET fxcpp_python)
+  add_test(NAME draw_kernel_browser
+           COMMAND /usr/bin/python3 ${FX_SRC}/python/draw_kernel_browser_test.py --fxcpp $<TARGET_FILE:fxcpp_cli>
+                   --python ${FX_BIN}/python --out ${FX_BIN}/draw)
+  set_tests_properties(draw_kernel_browser PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 ENVIRONMENT "OMP_NUM_THREADS=1")
+endif()

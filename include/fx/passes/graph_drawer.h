@@ -39,6 +39,7 @@
 #include <fx/graph_module.h>
 #include <fx/tensor_meta.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -132,5 +133,15 @@ std::vector<TensorMetadata> node_tensor_meta(const Node& node);
 /// over it). Throws fx::Error naming the path if that fails; then `path` is
 /// unchanged and no temporary file is left.
 void write_text_file_atomically(const std::string& path, const std::string& text);
+
+/// Extra details of a node the HTML page shows, each a title and a text
+/// behind a "show" link (a fused kernel's program and C++ source): the
+/// layer that knows a target registers them, the drawer below it shows them.
+using NodeDetails = std::function<std::vector<std::pair<std::string, std::string>>(const Node& node)>;
+
+/// Registers `details` for call_function nodes of `target` (replacing any
+/// earlier registration); thread-safe. Details that throw are shown as the
+/// error's text.
+void register_node_details(const std::string& target, NodeDetails details);
 
 }  // namespace fx
