@@ -48,6 +48,16 @@ def chromium(binary, profile_dir, *args, timeout=120):
     return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
 
 
+def selftest(binary, page):
+    """Opens `page`#selftest in headless Chromium: the page's self-test result (a dict)."""
+    with tempfile.TemporaryDirectory() as profile:
+        r = chromium(binary, profile, "--dump-dom", "file://" + page + "#selftest")
+    m = re.search(r'<pre id="selftest"[^>]*>(.*?)</pre>', r.stdout, re.S)
+    if not m or not m.group(1).strip():
+        fail("no self-test result in the DOM (chromium exit %d): %s" % (r.returncode, r.stderr[-2000:]))
+    return json.loads(html.unescape(m.group(1)))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fxcpp", required=True)
@@ -78,12 +88,7 @@ def main():
     if re.search(r"https?://", text):
         fail("the page refers to a URL")
 
-    with tempfile.TemporaryDirectory() as profile:
-        r = chromium(binary, profile, "--dump-dom", "file://" + page + "#selftest")
-    m = re.search(r'<pre id="selftest"[^>]*>(.*?)</pre>', r.stdout, re.S)
-    if not m or not m.group(1).strip():
-        fail("no self-test result in the DOM (chromium exit %d): %s" % (r.returncode, r.stderr[-2000:]))
-    res = json.loads(html.unescape(m.group(1)))
+    res = selftest(binary, page)
     print("draw_browser_test: self-test result:", json.dumps({k: v for k, v in res.items() if k != "panel_text"}))
 
     checks = [

@@ -14,16 +14,12 @@ C++ compiler.
     /usr/bin/python3 python/draw_kernel_browser_test.py --fxcpp build/fxcpp --python build/python --out build/draw
 """
 import argparse
-import html
-import json
 import os
-import re
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from draw_browser_test import SKIP, chromium, chromium_binary, fail  # noqa: E402
+from draw_browser_test import SKIP, chromium_binary, fail, selftest  # noqa: E402
 
 
 def main():
@@ -66,12 +62,7 @@ def main():
                        text=True, timeout=300)
     if r.returncode != 0:
         fail("fxcpp draw exited %d: %s" % (r.returncode, r.stderr.strip()))
-    with tempfile.TemporaryDirectory() as profile:
-        r = chromium(binary, profile, "--dump-dom", "file://" + page + "#selftest")
-    m = re.search(r'<pre id="selftest"[^>]*>(.*?)</pre>', r.stdout, re.S)
-    if not m or not m.group(1).strip():
-        fail("no self-test result in the DOM (chromium exit %d): %s" % (r.returncode, r.stderr[-2000:]))
-    res = json.loads(html.unescape(m.group(1)))
+    res = selftest(binary, page)
     shown = res.get("details_shown") or ""
     print("draw_kernel_browser_test: details of %r, %d characters shown after the click" %
           (res.get("details_node"), len(shown)))
