@@ -74,7 +74,7 @@ nlohmann::json node_json(const FxGraphDrawer& d, const Node& n, const TimeRange&
                      {"memory_format", memory_format_name(m.memory_format)}});
   j["tensor_meta"] = metas;
   j["stack_trace"] = n.stack_trace();
-  j["details"] = node_details(n);
+  if (nlohmann::json details = node_details(n); !details.empty()) j["details"] = std::move(details);
   nlohmann::json inputs = nlohmann::json::array(), users = nlohmann::json::array();
   for (Node* i : n.all_input_nodes()) inputs.push_back(i->name());
   for (Node* u : n.users()) users.push_back(u->name());
