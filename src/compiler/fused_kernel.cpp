@@ -14,6 +14,7 @@
 #include <fx/error.h>
 
 #include "compiler/codegen.h"
+#include "compiler/program_aten.h"
 
 #include <ATen/ExpandUtils.h>
 #include <ATen/Parallel.h>
@@ -59,7 +60,12 @@ const LoadedKernel& loaded(const std::string& program) {
   k->program = detail::parse_program(program);
   const detail::GeneratedKernel g = detail::generate_kernel(program);
   k->symbol = g.symbol;
-  k->fn = reinterpret_cast<KernelFn>(KernelCache::global().load({g.source, g.symbol}, detail::kernel_flags()));
+  if (KernelCache::compiler_available()) {
+    k->fn = reinterpret_cast<KernelFn>(KernelCache::global().load({g.source, g.symbol}, detail::kernel_flags()));
+  } else {  // k->fn stays null: run() computes the program with ATen's operators
+    TORCH_WARN_ONCE("fxcpp::fused_kernel: no C++ compiler (", KernelCache::compiler(),
+                    " does not run): fused kernels run as ATen operators");
+  }
   return *map.emplace(program, std::move(k)).first->second;
 }
 
@@ -138,6 +144,12 @@ std::vector<at::Tensor> run(const LoadedKernel& k, const std::vector<at::Tensor>
       outputs.push_back(at::empty(s, options));
     }
     add(outputs.back(), kind == OutputKind::RowFlat);
+  }
+  if (k.fn == nullptr) {  // no compiler here: the same values from ATen's operators
+    const std::vector<at::Tensor> values = detail::run_program_on_aten(p, inputs, shape);
+    for (size_t i = 0; i < outputs.size(); ++i)
+      outputs[i].copy_(values[i].numel() == outputs[i].numel() ? values[i].reshape(outputs[i].sizes()) : values[i]);
+    return outputs;
   }
   const size_t n_operands = operand_strides.size();
   // Iteration dimensions in the layout's order: size-1 ones dropped, neighbours contiguous in every

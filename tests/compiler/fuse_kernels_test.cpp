@@ -445,6 +445,46 @@ TEST(FuseKernels, WithoutACompilerNothingIsFusedAndOneLineSaysSo) {
                             "fuse_kernels: no C++ compiler (/nonexistent/g++ does not run): 1 group left to ATen"}));
 }
 
+// A graph with kernels loaded where no C++ compiler runs (a deployed,
+// optimised file): fxcpp::fused_kernel computes its program with ATen's
+// operators, the same values, and says so once.
+TEST(FusedKernel, WithoutACompilerTheProgramRunsOnAtenOperators) {
+  struct Captured : c10::WarningHandler {
+    std::vector<std::string> lines;
+    void process(const c10::SourceLocation&, const std::string& msg, const bool) override { lines.push_back(msg); }
+  } captured;
+  const char* before = std::getenv("FXCPP_CXX");
+  const std::string saved = before ? before : "";
+  setenv("FXCPP_CXX", "/nonexistent/g++", 1);
+  // add + layer norm (no affine) + GELU (tanh) on a broadcast bias; the mean kept flat; a uint8 mask selects.
+  const std::string program =
+      "inputs 3: f32 f32 u8; %3 = add(%0, %1); %4 = mean(%3); %5 = sub(%3, %4); %6 = mul(%5, %5); %7 = mean(%6); "
+      "%8 = add(%7, 1.0000000000000001e-05); %9 = rsqrt(%8); %10 = mul(%5, %9); %11 = gelu_tanh(%10); "
+      "%12 = le_select(%2, 0, 0, %11); %13 = div(%3, n); return %12 full, %4 row_flat, %13 full";
+  const at::Tensor x = at::randn({3, 5, 64}), bias = at::randn({64});
+  const at::Tensor mask = at::randint(0, 2, {3, 5, 64}, at::kByte);
+  std::vector<at::Tensor> got;
+  {
+    c10::Warning::WarningHandlerGuard guard(&captured);
+    got = fx::compiler::run_kernel(program, {x, bias, mask});
+  }
+  if (before)
+    setenv("FXCPP_CXX", saved.c_str(), 1);
+  else
+    unsetenv("FXCPP_CXX");
+  ASSERT_EQ(got.size(), 3u);
+  const at::Tensor h = x + bias;
+  const at::Tensor want = at::where(mask.le(0), at::zeros({}), at::gelu(at::layer_norm(h, {64}), "tanh"));
+  EXPECT_EQ(got[0].sizes(), x.sizes());
+  expect_close(got[0], want, 1e-5, 1e-5, "layer norm + gelu, masked");
+  EXPECT_EQ(got[1].sizes(), (std::vector<int64_t>{3, 5}));
+  expect_close(got[1], h.mean(-1), 1e-6, 1e-6, "mean");
+  expect_close(got[2], h / 64, 0, 0, "divided by the row length");
+  EXPECT_EQ(captured.lines, (std::vector<std::string>{
+                                "fxcpp::fused_kernel: no C++ compiler (/nonexistent/g++ does not run): fused kernels "
+                                "run as ATen operators"}));
+}
+
 TEST(FuseKernels, DropoutMasksAreReadAsBytes) {
   if (!fx::compiler::can_compile_kernels()) GTEST_SKIP() << "no C++ compiler";
   // What a training graph holds for dropout: a bool mask viewed as uint8, made float, scaled, times x, plus a residual.
