@@ -26,6 +26,7 @@
 #include <fx/graph.h>
 
 #include "aot/partition_util.h"
+#include "targets/registry.h"
 
 #include <algorithm>
 #include <functional>
@@ -45,15 +46,19 @@ bool draws_random_numbers(const Node* n) {
   return false;
 }
 
-/// Ops whose output shares its input's memory (a write to one is a write to the other).
+/// Whether `n`'s result shares memory with its first argument, as its
+/// schema says (`Tensor(a) self -> Tensor(a)`: view, transpose, reshape,
+/// split, detach, contiguous ...): a write to one is a write to the other.
 bool is_view(const Node* n) {
-  static const std::unordered_set<std::string> views = {
-      "aten::t",         "aten::view",          "aten::_reshape_alias", "aten::reshape",     "aten::expand",
-      "aten::permute",   "aten::transpose.int", "aten::unsqueeze",      "aten::squeeze.dim", "aten::squeeze",
-      "aten::select.int", "aten::slice.Tensor", "aten::detach",         "aten::alias",       "aten::as_strided",
-      "aten::unfold",    "aten::narrow",        "aten::split.Tensor",   "aten::chunk",       "aten::unbind.int",
-      "aten::view_as",   "aten::expand_as",     "aten::flatten.using_ints", "aten::diagonal"};
-  return n->op() == Opcode::CallFunction && views.count(n->target()) > 0;
+  if (n->op() != Opcode::CallFunction) return false;
+  for (const c10::OperatorHandle& op : detail::operator_overloads(n->target())) {
+    const c10::FunctionSchema& schema = op.schema();
+    if (schema.returns().empty() || schema.arguments().empty()) continue;
+    const c10::AliasInfo* out = schema.returns()[0].alias_info();
+    const c10::AliasInfo* self = schema.arguments()[0].alias_info();
+    if (out != nullptr && self != nullptr && !out->isWrite()) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -73,16 +78,15 @@ size_t sink_recomputation(Graph& g) {
   if (backward.empty()) return 0;  // not a backward graph
   // A write reaches every value sharing memory with what it writes: the
   // views' bases, then the views of those.
+  std::vector<std::pair<Node*, Node*>> views;  // (view, its base)
+  for (Node* n : nodes)
+    if (is_view(n) && !n->args().empty() && n->args()[0].is_node()) views.emplace_back(n, n->args()[0].to_node());
   for (bool grew = true; grew;) {
     grew = false;
-    for (Node* n : nodes) {
-      if (!is_view(n)) continue;
-      const std::vector<Node*> ins = n->all_input_nodes();
-      if (ins.empty()) continue;
-      const bool a = written.count(n) > 0, b = written.count(ins[0]) > 0;
-      if (a != b) {
-        written.insert(n);
-        written.insert(ins[0]);
+    for (const auto& [view, base] : views) {
+      if ((written.count(view) > 0) != (written.count(base) > 0)) {
+        written.insert(view);
+        written.insert(base);
         grew = true;
       }
     }
