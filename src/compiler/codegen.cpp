@@ -43,6 +43,10 @@ std::string fnv_hex(const std::string& s) {
   return buf;
 }
 
+// The generated source spells out KernelArgs's members from the same list.
+#define FX_STRINGIFY_(...) #__VA_ARGS__
+#define FX_STRINGIFY(...) FX_STRINGIFY_(__VA_ARGS__)
+
 /// The runtime the kernels share: the argument struct, loads and stores by
 /// stride (1: vector, 0: broadcast, else gathered), horizontal reductions
 /// and Welford's accumulator.
@@ -57,12 +61,7 @@ namespace {
 using V = at::vec::Vectorized<float>;
 constexpr int64_t VS = V::size();
 struct Args {
-  int64_t ndim;
-  const int64_t* sizes;
-  const int64_t* strides;
-  char* const* data;
-  int64_t chunks;
-  int64_t chunk;
+  )" FX_STRINGIFY(FX_KERNEL_ARGS_MEMBERS) R"(
 };
 inline V ld(const float* p, int64_t s) {
   if (s == 1) return V::loadu(p);

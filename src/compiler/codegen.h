@@ -11,23 +11,25 @@
 
 namespace fx::compiler::detail {
 
-/// What the host passes a generated kernel (the same struct is written out
-/// at the top of every generated source). Operands are the inputs, then the
-/// outputs; every operand's strides are in elements over the iteration
-/// dimensions, the last of which is the row.
-struct KernelArgs {
-  /// Iteration dimensions (>= 1).
-  int64_t ndim;
-  /// Their sizes.
-  const int64_t* sizes;
-  /// Strides: operand k's dimension d at [k * ndim + d].
-  const int64_t* strides;
-  /// Each operand's first element.
-  char* const* data;
-  /// Pieces each row is cut into (1 when the program reduces).
-  int64_t chunks;
-  /// Elements of a piece (a multiple of the vector width; the row when chunks is 1).
+/// The members of KernelArgs, in order: iteration dimensions (>= 1); their
+/// sizes; strides (operand k's dimension d at [k * ndim + d]); each
+/// operand's first element; pieces each row is cut into (1 when the program
+/// reduces); elements of a piece (a multiple of the vector width; the row
+/// when chunks is 1). One list, spelled out in the host's struct and, as
+/// text, in every generated source's (codegen.cpp), so the two cannot differ.
+#define FX_KERNEL_ARGS_MEMBERS \
+  int64_t ndim;                \
+  const int64_t* sizes;        \
+  const int64_t* strides;      \
+  char* const* data;           \
+  int64_t chunks;              \
   int64_t chunk;
+
+/// What the host passes a generated kernel. Operands are the inputs, then
+/// the outputs; every operand's strides are in elements over the iteration
+/// dimensions, the last of which is the row (members: FX_KERNEL_ARGS_MEMBERS).
+struct KernelArgs {
+  FX_KERNEL_ARGS_MEMBERS
 };
 
 /// The signature of a generated kernel: runs the work items [begin, end)
