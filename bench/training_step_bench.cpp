@@ -13,7 +13,9 @@
 //                                           8 engine 6 without conv_as_winograd (the same),
 //                                           9 engine 6 with conv_forward_rewrites, 10 engine 6 without
 //                                           fuse_kernels (fxcpp's generated kernels: their worth),
-//                                           11 engine 6 without sink_recomputation
+//                                           11 engine 6 without sink_recomputation,
+//                                           12 engine 6 with the FusedSGD stepped inside backward
+//                                           (AotModule::set_optimizer_in_backward: no zero_grad, no step)
 //   BM_TrainStepMemory/...                  the memory of a step (one process each)
 //
 // scripts/bench_training.py runs them interleaved (random interleaving of
@@ -45,10 +47,13 @@ struct Trainer {
   std::function<at::Tensor(const at::Tensor&)> forward;
   std::unique_ptr<torch::optim::SGD> opt;
   fx::FusedSGD* fused = nullptr;  // opt, when it is a FusedSGD (its zero_grad sets to none)
+  bool in_backward = false;       // fused_in_backward steps inside backward (set_optimizer_in_backward)
+  std::shared_ptr<fx::FusedSGD> fused_in_backward;
   at::Tensor x, labels;
   bool classifier = true;
 
   void zero_grad() {
+    if (in_backward) return;
     if (fused)
       fused->zero_grad();
     else
@@ -62,7 +67,10 @@ struct Trainer {
   void step() {
     zero_grad();
     forward_loss().backward();
-    opt->step();
+    optimizer_step();
+  }
+  void optimizer_step() {
+    if (!in_backward) opt->step();
   }
 };
 
@@ -77,7 +85,7 @@ std::unique_ptr<Trainer> make_trainer(int model, int engine_and_optimizer, int64
   options.partition_fn = engine >= 3   ? fx::min_cut_partition()
                          : engine == 2 ? fx::PartitionFn(fx::min_cut_rematerialization_partition)
                                        : fx::PartitionFn(fx::default_partition);
-  if (engine_and_optimizer >= 7) {
+  if (engine_and_optimizer >= 7 && engine_and_optimizer <= 11) {
     fx::TrainingCompileOptions without;
     if (engine_and_optimizer == 7) without.fuse_batch_norm_activation = false;
     if (engine_and_optimizer == 8) without.conv_winograd_min_positions = 0;
@@ -111,7 +119,13 @@ std::unique_ptr<Trainer> make_trainer(int model, int engine_and_optimizer, int64
   if (aot) t->forward = [aot](const at::Tensor& x) { return aot->forward(x); };
   t->module->train();
   const auto sgd = torch::optim::SGDOptions(0.01).momentum(0.9);
-  if (fused_sgd) {
+  if (engine_and_optimizer == 12) {
+    auto fused = std::make_shared<fx::FusedSGD>(t->module->parameters(), sgd);
+    aot->set_optimizer_in_backward(fused);
+    t->in_backward = true;
+    t->opt = std::make_unique<torch::optim::SGD>(t->module->parameters(), sgd);  // never stepped
+    t->fused_in_backward = std::move(fused);
+  } else if (fused_sgd) {
     auto fused = std::make_unique<fx::FusedSGD>(t->module->parameters(), sgd);
     t->fused = fused.get();
     t->opt = std::move(fused);
@@ -138,12 +152,13 @@ void BM_TrainStep(benchmark::State& state) {
                                   "aot_min_cut_nhwc_fused_sgd_no_winograd",
                                   "aot_min_cut_nhwc_fused_sgd_forward_rewrites",
                                   "aot_min_cut_nhwc_fused_sgd_no_fuse_kernels",
-                                  "aot_min_cut_nhwc_fused_sgd_no_sink_recomputation"};
+                                  "aot_min_cut_nhwc_fused_sgd_no_sink_recomputation",
+                                  "aot_min_cut_nhwc_fused_sgd_in_backward"};
   state.SetLabel(std::string(models[state.range(0)]) + " " + engines[state.range(1)]);
 }
 
 BENCHMARK(BM_TrainStep)
-    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {8, 32}})
+    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {8, 32}})
     ->ArgNames({"model", "engine", "batch"})
     ->Unit(benchmark::kMillisecond)
     ->MinTime(1.0);
@@ -199,7 +214,7 @@ void BM_TrainStepMemory(benchmark::State& state) {
       at::Tensor loss = t->forward_loss();
       kept = reporter->now - before;  // what the forward keeps for backward
       loss.backward();
-      t->opt->step();
+      t->optimizer_step();
     }
     peak = reporter->peak - base;
   }
@@ -210,7 +225,7 @@ void BM_TrainStepMemory(benchmark::State& state) {
 }
 
 BENCHMARK(BM_TrainStepMemory)
-    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {8, 32}})
+    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {8, 32}})
     ->ArgNames({"model", "engine", "batch"})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);

@@ -14,7 +14,8 @@ cross-entropy) and a TransformerEncoderLayer (d 64, 4 heads, feed-forward
   and the NHWC min cut with fx::FusedSGD instead of torch::optim::SGD (one
   pass per parameter, gradients set to none by zero_grad), and that last one
   without fuse_batch_norm_activation (TrainingCompileOptions), to show what
-  the pass is worth.
+  the pass is worth; the last, that step with the FusedSGD stepped inside
+  the backward (AotModule::set_optimizer_in_backward: no zero_grad, no step).
   Memory (BM_TrainStepMemory, one process per engine): the peak of the
   tensor bytes three steps allocate beyond those alive before them (the
   CPU allocator's count, as libtorch reports it to a memory profiler).
@@ -43,7 +44,7 @@ ENGINES = ["eager", "aot default", "aot functorch min-cut", "aot fxcpp min-cut",
            "eager + FusedSGD", "aot fxcpp min-cut NHWC + FusedSGD",
            "the same without fuse_batch_norm_activation", "the same without conv_as_winograd",
            "the same with conv_forward_rewrites", "the same without fuse_kernels",
-           "the same without sink_recomputation"]
+           "the same without sink_recomputation", "the same with FusedSGD in backward"]
 
 
 def cpu_name():

@@ -6,7 +6,9 @@ TransformerEncoderLayer (d 64, 4 heads, feed-forward 256, dropout 0.1, batch 8 x
 momentum and torch 1.13's zero_grad() (gradients zeroed, not set to None). VmRSS is read before the first step; the
 table gives the high-water mark (VmHWM, reset through /proc/self/clear_refs) over the first four steps (which trace and
 compile) and over steps 6-8 (steady state), each minus that first reading: what a step needs beyond the model and its
-data, gradients and momentum buffers included (they are the same in both engines).
+data, gradients and momentum buffers included (they are the same in both engines). The last engine steps SGD inside
+the compiled backward (AotModule.sgd_in_backward): each gradient is freed once its parameter is updated, so the
+gradients are never all held at once.
 
     /usr/bin/python3 scripts/bench_training_memory.py --build build [--save-dir docs/bench]
 
@@ -23,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_training import cpu_name, write_markdown  # noqa: E402
 
 MODELS = ["resnet18", "mobilenet_v2", "encoder"]
-ENGINES = ["eager", "fxcpp min-cut", "fxcpp default"]
+ENGINES = ["eager", "fxcpp min-cut", "fxcpp default", "fxcpp min-cut, SGD in backward"]
 
 CHILD = r'''
 import json, sys, warnings
@@ -58,22 +60,29 @@ if name == "encoder":
 else:
     model, x = getattr(torchvision.models, name)(num_classes=10).train(), torch.randn(8, 3, 64, 64)
 y = torch.randint(0, 10, (x.shape[0],))
+in_backward = engine.endswith("SGD in backward")
 if engine != "eager":
-    model = fxcpp.aot_module(model, partition="min-cut" if engine == "fxcpp min-cut" else "default")
-opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    model = fxcpp.aot_module(model, partition="default" if engine == "fxcpp default" else "min-cut")
+if in_backward:
+    opt = model.sgd_in_backward(lr=0.01, momentum=0.9)
+else:
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 before = status("VmRSS")
 reset_peak()
 peaks = {}
 for i in range(8):
-    opt.zero_grad()
+    if not in_backward:
+        opt.zero_grad()
     torch.nn.functional.cross_entropy(model(x), y).backward()
-    opt.step()
+    if not in_backward:
+        opt.step()
     if i == 3:
         peaks["compile"] = status("VmHWM") - before
     if i == 4:
         reset_peak()
 peaks["steady"] = status("VmHWM") - before
 peaks["accumulating"] = model._compiled.num_accumulating_backwards() if engine != "eager" else None
+peaks["in_backward"] = model.optimizer_in_backward_stats() if in_backward else None
 print(json.dumps(peaks))
 '''
 
@@ -91,8 +100,9 @@ def render(cpu, rows):
              "Resident memory a training step needs beyond the model and its data, MB: VmRSS before the first step "
              "to the high-water mark of the first four steps (which trace and compile) and of steps 6-8 (steady "
              "state); one process per engine; SGD with momentum, `zero_grad()` (torch 1.13's default: gradients "
-             "zeroed, not set to None), so the gradients and the momentum buffers are counted in every column. In "
-             "brackets the ratio to eager PyTorch.", "",
+             "zeroed, not set to None), so the gradients and the momentum buffers are counted in every column; "
+             "in the last, SGD steps inside the compiled backward (`AotModule.sgd_in_backward`, no `.grad` kept: "
+             "each gradient is freed once its parameter is updated). In brackets the ratio to eager PyTorch.", "",
              "| model | eager, steps 1-4 | " + " | ".join(e + ", steps 1-4" for e in ENGINES[1:]) +
              " | eager, steps 6-8 | " + " | ".join(e + ", steps 6-8" for e in ENGINES[1:]) + " |",
              "|---|" + "---:|" * (2 * len(ENGINES))]
@@ -106,7 +116,12 @@ def render(cpu, rows):
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "The compiled backward added each gradient into `.grad` as computed in "
               + ", ".join(f"{m} {rows[m]['fxcpp min-cut']['accumulating']}" for m in MODELS)
-              + " of 8 steps (min-cut; every step after the first, whose parameters had no `.grad` yet)."]
+              + " of 8 steps (min-cut; every step after the first, whose parameters had no `.grad` yet). SGD in "
+              "backward stepped " + ", ".join(
+                  f"{m} {rows[m][ENGINES[3]]['in_backward']['steps']} times "
+                  f"({rows[m][ENGINES[3]]['in_backward']['updates_at_gradient']} updates right after their gradient, "
+                  f"{rows[m][ENGINES[3]]['in_backward']['updates_after_reads']} after later reads, "
+                  f"{rows[m][ENGINES[3]]['in_backward']['updates_at_end']} at the end)" for m in MODELS) + "."]
     return "\n".join(lines) + "\n"
 
 

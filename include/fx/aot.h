@@ -37,6 +37,7 @@
 
 #include <fx/error.h>
 #include <fx/gradient_ready_hook.h>
+#include <fx/optimizer_in_backward.h>
 #include <fx/graph_module.h>
 #include <fx/trace.h>
 
@@ -392,6 +393,21 @@ class AotModule : public torch::nn::Module, public GradientReadyHooks {
   /// backward_graph() itself never changes, and without hooks backward
   /// runs it as before, at no extra cost. Throws fx::Error for an empty hook.
   RemovableHandle register_gradient_ready_hook(GradientReadyHook hook) override;
+
+  /// Steps `optimizer` inside every later plain backward() (PyTorch's
+  /// optimizer-in-backward): each parameter it holds is updated with its
+  /// gradient as soon as the backward graph has computed it and no longer
+  /// reads the parameter, and the gradient is freed there, so the step never
+  /// holds all the gradients at once; `.grad` of those parameters is left as
+  /// it is (no zero_grad(), no step() in the loop). The values are those of
+  /// backward() then optimizer->step(). A backward that is not a plain
+  /// backward() (torch.autograd.grad, backward(inputs=...), create_graph)
+  /// throws fx::Error while an optimizer is set. nullptr removes it. Throws
+  /// fx::Error while gradient-ready hooks are registered (they would lose
+  /// their gradients); register_gradient_ready_hook throws while it is set.
+  void set_optimizer_in_backward(std::shared_ptr<OptimizerInBackward> optimizer);
+  /// What the optimizer in backward did (see OptimizerInBackwardStats).
+  OptimizerInBackwardStats optimizer_in_backward_stats() const;
 
  private:
   struct State;

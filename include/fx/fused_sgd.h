@@ -27,14 +27,20 @@
 /// than float / double, parameter, gradient and buffer in different
 /// layouts) are updated by SGD::step's own operations.
 
+#include <fx/optimizer_in_backward.h>
+
 #include <torch/optim/sgd.h>
 
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace fx {
 
-/// torch::optim::SGD with a one-pass update per parameter (see the file comment).
-class FusedSGD : public torch::optim::SGD {
+/// torch::optim::SGD with a one-pass update per parameter (see the file
+/// comment); it can also step inside an AotModule's backward
+/// (AotModule::set_optimizer_in_backward), one parameter at a time.
+class FusedSGD : public torch::optim::SGD, public OptimizerInBackward {
  public:
   using torch::optim::SGD::SGD;
 
@@ -48,6 +54,19 @@ class FusedSGD : public torch::optim::SGD {
   /// zeroed in place as torch::optim::Optimizer::zero_grad() does.
   void zero_grad(bool set_to_none = true);
 
+  /// Whether `param` is in one of the parameter groups (the same tensor).
+  bool updates(const at::Tensor& param) const override;
+  /// SGD's update of one parameter with `grad` as its gradient (its group's
+  /// options, its momentum buffer): what step() does for it when
+  /// param.grad == grad. Throws fx::Error for a tensor that is
+  /// not a parameter of this optimizer.
+  void update(const at::Tensor& param, const at::Tensor& grad) override;
+  /// Allocates the momentum buffer of each parameter that has none yet (no
+  /// state until its first update fills it, as SGD's: the first update still
+  /// copies the gradient in); again for one whose parameter's layout changed
+  /// since (a buffer the first update cannot use is dropped then).
+  void allocate_state() override;
+
   /// Parameters the last step() updated with the fused loop, and with
   /// libtorch SGD's operations (a sparse gradient, another dtype, layouts
   /// that differ).
@@ -56,6 +75,10 @@ class FusedSGD : public torch::optim::SGD {
   size_t unfused_updates() const { return unfused_updates_; }
 
  private:
+  void update_one(const at::Tensor& p, const at::Tensor& g, const torch::optim::SGDOptions& o);
+  const torch::optim::SGDOptions* options_of(const at::Tensor& param) const;
+  /// Buffers allocate_state() made, by SGD's state key, until their parameter's first update.
+  std::unordered_map<std::string, at::Tensor> allocated_buffers_;
   size_t fused_updates_ = 0;
   size_t unfused_updates_ = 0;
 };

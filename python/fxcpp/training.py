@@ -47,6 +47,26 @@ class AotModule(torch.nn.Module):
         """fxcpp's backward graph of the last traced input signature."""
         return self._compiled.backward_graph()
 
+    def sgd_in_backward(self, lr, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
+        """Steps SGD (torch.optim.SGD's options and arithmetic, fx::FusedSGD) inside every later
+        loss.backward(): each parameter is updated as soon as the compiled backward has computed its gradient
+        and no longer reads the parameter, and the gradient is freed there (PyTorch's optimizer-in-backward).
+        The step never holds all the gradients at once; .grad stays None, the loop has no zero_grad() and no
+        step(). torch.autograd.grad through the module raises while it is set. Returns the optimizer (its
+        momentum_buffer(p)); remove_optimizer_in_backward() ends it."""
+        opt = _C.FusedSGD(list(self.parameters()), lr, momentum, dampening, weight_decay, nesterov)
+        self._compiled.set_optimizer_in_backward(opt)
+        return opt
+
+    def remove_optimizer_in_backward(self):
+        """Later backward() calls store gradients in .grad again."""
+        self._compiled.set_optimizer_in_backward(None)
+
+    def optimizer_in_backward_stats(self):
+        """What the optimizer in backward did, summed over backward runs: steps, and its updates made right
+        after their gradient, after later reads of the parameter, or when the graph had returned."""
+        return self._compiled.optimizer_in_backward_stats()
+
 
 def _prefixed(named, prefix):
     """(name, tensor) pairs with `prefix.` before each name (torch.nn.Module's named_* convention)."""

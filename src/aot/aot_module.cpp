@@ -5,6 +5,7 @@
 
 #include "aot/gradient_ready_hooks.h"
 #include "aot/make_fx_session.h"
+#include "aot/optimizer_in_backward.h"
 #include "aot/partition_util.h"
 #include "execution/memory_plan.h"
 #include "passes/graph_copy.h"
@@ -63,6 +64,36 @@ class GradientHooks {
   std::atomic<bool> any_{false};
 };
 
+/// An AotModule's optimizer in backward (set_optimizer_in_backward), shared
+/// by its entries, and what it did.
+class OptimizerSlot {
+ public:
+  std::shared_ptr<OptimizerInBackward> get() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return optimizer_;
+  }
+  void set(std::shared_ptr<OptimizerInBackward> optimizer) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    optimizer_ = std::move(optimizer);
+  }
+  void add(const OptimizerInBackwardStats& run) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.steps += run.steps;
+    stats_.updates_at_gradient += run.updates_at_gradient;
+    stats_.updates_after_reads += run.updates_after_reads;
+    stats_.updates_at_end += run.updates_at_end;
+  }
+  OptimizerInBackwardStats stats() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::shared_ptr<OptimizerInBackward> optimizer_;
+  OptimizerInBackwardStats stats_;
+};
+
 /// The shape of what the function returned: one tensor, or a tuple / list.
 enum class OutputKind { Tensor, Tuple, List };
 
@@ -88,6 +119,12 @@ struct Entry {
   HookedBackward accumulating_backward;
   CompiledGraph compiled_accumulating_backward;
   std::atomic<size_t> accumulating_runs{0};
+  /// The module's optimizer in backward, and the backward that steps it
+  /// (stepping_leaves: which inputs it updates), compiled on first use.
+  std::shared_ptr<OptimizerSlot> optimizer;
+  std::vector<bool> stepping_leaves;
+  HookedBackward stepping_backward;
+  CompiledGraph compiled_stepping_backward;
 };
 
 struct EntryHolder : torch::CustomClassHolder {
@@ -202,6 +239,36 @@ std::shared_ptr<Entry> trace_joint(const AotFunction& fn, const std::vector<at::
 /// input index), for the hook its graph calls on this thread.
 thread_local const std::vector<at::Tensor>* tls_accumulate_into = nullptr;
 
+/// The optimizer-in-backward run the stepping backward's hook reports to, on this thread.
+thread_local BackwardStepper* tls_stepper = nullptr;
+
+/// Which inputs `optimizer` updates in the backward about to run: those
+/// needing a gradient that are leaves it holds (none: an empty vector).
+/// Throws where the backward is not a plain backward() (torch.autograd.grad,
+/// backward(inputs=...), create_graph): the gradients asked for there are
+/// not for a step.
+std::vector<bool> step_in_backward(const std::vector<at::Tensor>& leaves, const std::vector<bool>& needs_grad,
+                                   const OptimizerInBackward& optimizer) {
+  std::vector<bool> stepping(needs_grad.size(), false);
+  bool any = false;
+  for (size_t k = 0; k < needs_grad.size() && k < leaves.size(); ++k) {
+    if (!needs_grad[k] || !leaves[k].defined() || !optimizer.updates(leaves[k])) continue;
+    const at::Tensor& v = leaves[k];
+    if (!torch::autograd::impl::hooks(v).empty())
+      throw Error("AotModule: input " + std::to_string(k) +
+                  " has a tensor hook, and the optimizer in backward (set_optimizer_in_backward) takes its gradient: "
+                  "remove the hook or the optimizer");
+    stepping[k] = any = true;
+  }
+  if (!any) return {};
+  const auto* exec_info = torch::autograd::get_current_graph_task_exec_info();
+  if (at::GradMode::is_enabled() || exec_info == nullptr || !exec_info->empty())
+    throw Error("AotModule: an optimizer steps in this module's backward (set_optimizer_in_backward), which runs "
+                "in a plain backward() only, not in torch.autograd.grad, backward(inputs=...) or "
+                "create_graph=True; call set_optimizer_in_backward(nullptr) first");
+  return stepping;
+}
+
 /// Which inputs of a backward about to run can take their gradient into
 /// .grad as the graph computes it, as AccumulateGrad would at the end: all
 /// of them or none (an empty vector). AccumulateGrad adds a new gradient
@@ -298,12 +365,28 @@ class CompiledFunction : public torch::autograd::Function<CompiledFunction> {
       auto lit = ctx->saved_data.find("leaves");
       if (lit != ctx->saved_data.end()) leaves = lit->second.toTensorVector();
     }
-    const std::vector<bool> accumulating = hooked ? std::vector<bool>{} : accumulate_in_place(leaves, e->needs_grad);
+    const std::shared_ptr<OptimizerInBackward> optimizer = e->optimizer ? e->optimizer->get() : nullptr;
+    const std::vector<bool> stepping =
+        optimizer && !hooked ? step_in_backward(leaves, e->needs_grad, *optimizer) : std::vector<bool>{};
+    const std::vector<bool> accumulating =
+        hooked || !stepping.empty() ? std::vector<bool>{} : accumulate_in_place(leaves, e->needs_grad);
     CompiledGraph run;
     bool accumulates = false;
     {
       std::lock_guard<std::mutex> lock(e->backward_mutex);
-      if (!accumulating.empty() &&
+      if (!stepping.empty()) {
+        if (!e->compiled_stepping_backward || e->stepping_leaves != stepping) {
+          e->stepping_leaves = stepping;
+          e->stepping_backward = insert_gradient_ready_hooks(
+              e->graphs.partitioned.backward, stepping,
+              std::make_shared<GradientReadyHookModule>([](size_t index, const at::Tensor& grad) {
+                if (tls_stepper != nullptr) tls_stepper->on_gradient(index, grad);
+              }),
+              /*consume=*/true);
+          e->compiled_stepping_backward = e->bw_compiler(e->stepping_backward.module, in);
+        }
+        run = e->compiled_stepping_backward;
+      } else if (!accumulating.empty() &&
           (e->accumulating_leaves.empty() || e->accumulating_leaves == accumulating)) {
         if (!e->compiled_accumulating_backward) {
           e->accumulating_leaves = accumulating;
@@ -340,7 +423,23 @@ class CompiledFunction : public torch::autograd::Function<CompiledFunction> {
     if (hooked)
       for (size_t k : e->hooked_backward.none_outputs) e->hooks->fire(k, at::Tensor());
     std::vector<c10::IValue> out;
-    if (accumulates) {
+    if (!stepping.empty()) {
+      // Gradients go to the optimizer as the graph computes them (each
+      // update once nothing in the graph reads its parameter any more).
+      optimizer->allocate_state();
+      BackwardStepper stepper(*optimizer, leaves, stepping, in);
+      BackwardStepper* previous = tls_stepper;
+      tls_stepper = &stepper;
+      try {
+        out = run(in);
+      } catch (...) {
+        tls_stepper = previous;
+        throw;
+      }
+      tls_stepper = previous;
+      stepper.finish(out);
+      e->optimizer->add(stepper.stats());
+    } else if (accumulates) {
       // Gradients of leaves the graph returns as constants (not computed by
       // a node) are left to autograd; the rest went into .grad as computed.
       const std::vector<at::Tensor>* previous = tls_accumulate_into;
@@ -387,6 +486,7 @@ struct AotModule::State {
   std::map<std::string, std::shared_ptr<aot_impl::Entry>> cache;
   std::shared_ptr<aot_impl::Entry> last;
   std::shared_ptr<aot_impl::GradientHooks> hooks = std::make_shared<aot_impl::GradientHooks>();
+  std::shared_ptr<aot_impl::OptimizerSlot> optimizer = std::make_shared<aot_impl::OptimizerSlot>();
 
   /// The module's parameters then buffers now (they may have been replaced);
   /// none for a function. With options.memory_format, 4-d floating-point
@@ -453,6 +553,7 @@ c10::IValue AotModule::forward(std::vector<c10::IValue> inputs) {
       e->graphs.compiled_forward = state_->options.fw_compiler(e->graphs.partitioned.forward, examples);
       e->bw_compiler = state_->options.bw_compiler;
       e->hooks = state_->hooks;
+      e->optimizer = state_->optimizer;
       state_->cache.emplace(key, e);
     }
     state_->last = e;
@@ -497,11 +598,24 @@ std::shared_ptr<GraphModule> AotModule::joint_graph() const { return graphs().jo
 
 RemovableHandle AotModule::register_gradient_ready_hook(GradientReadyHook hook) {
   if (!hook) throw Error("AotModule::register_gradient_ready_hook: the hook is empty");
+  if (state_->optimizer->get())
+    throw Error("AotModule::register_gradient_ready_hook: an optimizer steps in this module's backward "
+                "(set_optimizer_in_backward) and takes the gradients: remove it first");
   const uint64_t id = state_->hooks->add(std::move(hook));
   return RemovableHandle([weak = std::weak_ptr<aot_impl::GradientHooks>(state_->hooks), id] {
     if (auto hooks = weak.lock()) hooks->remove(id);
   });
 }
+
+void AotModule::set_optimizer_in_backward(std::shared_ptr<OptimizerInBackward> optimizer) {
+  if (optimizer && state_->hooks->any())
+    throw Error("AotModule::set_optimizer_in_backward: gradient-ready hooks are registered on this module (a "
+                "DataParallelTrainer's?), and the optimizer in backward would take their gradients: remove them first");
+  if (optimizer) optimizer->allocate_state();
+  state_->optimizer->set(std::move(optimizer));
+}
+
+OptimizerInBackwardStats AotModule::optimizer_in_backward_stats() const { return state_->optimizer->stats(); }
 
 size_t AotModule::num_traces() const {
   std::lock_guard<std::mutex> lock(state_->mutex);

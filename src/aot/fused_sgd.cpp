@@ -11,6 +11,8 @@
 // parameter is read and written once.
 #include <fx/fused_sgd.h>
 
+#include <fx/error.h>
+
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <ATen/cpu/vec/vec.h>
@@ -89,8 +91,9 @@ bool fusable(const at::Tensor& p, const at::Tensor& g, const at::Tensor& buf) {
 
 /// SGD::step's operations for one parameter (libtorch 1.13's code).
 template <typename StateMap>
-void unfused_update(const at::Tensor& p, const torch::optim::SGDOptions& o, StateMap& states, const std::string& key) {
-  at::Tensor d_p = p.grad().data();
+void unfused_update(const at::Tensor& p, const at::Tensor& grad, const torch::optim::SGDOptions& o, StateMap& states,
+                    const std::string& key) {
+  at::Tensor d_p = grad.data();
   if (o.weight_decay() != 0) d_p = d_p.add(p.data(), o.weight_decay());
   if (o.momentum() != 0) {
     at::Tensor buf;
@@ -120,33 +123,80 @@ at::Tensor FusedSGD::step(LossClosure closure) {
   }
   fused_updates_ = unfused_updates_ = 0;
   for (auto& group : param_groups_) {
-    auto& o = static_cast<torch::optim::SGDOptions&>(group.options());
-    for (auto& p : group.params()) {
-      if (!p.grad().defined()) continue;
-      const std::string key = c10::guts::to_string(p.unsafeGetTensorImpl());  // SGD's key
-      const at::Tensor& g = p.grad();
-      const bool momentum = o.momentum() != 0;
-      auto state = momentum ? state_.find(key) : state_.end();
-      at::Tensor buf = state != state_.end()
-                           ? static_cast<torch::optim::SGDParamState&>(*state->second).momentum_buffer()
-                           : at::Tensor();
-      if (!fusable(p, g, buf)) {
-        unfused_update(p, o, state_, key);
-        ++unfused_updates_;
-        continue;
-      }
-      const Mode mode{o.weight_decay() != 0, momentum, momentum && !buf.defined(), o.nesterov()};
-      if (mode.first) {
-        buf = at::empty_like(p);  // p's strides, which the gradient has too
-        auto s = std::make_unique<torch::optim::SGDParamState>();
-        s->momentum_buffer(buf);
-        state_[key] = std::move(s);
-      }
-      AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "fx::FusedSGD", [&] { fused_update<scalar_t>(p, g, buf, o, mode); });
-      ++fused_updates_;
-    }
+    const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
+    for (auto& p : group.params())
+      if (p.grad().defined()) update_one(p, p.grad(), o);
   }
   return loss;
+}
+
+void FusedSGD::update_one(const at::Tensor& p, const at::Tensor& g, const torch::optim::SGDOptions& o) {
+  const std::string key = c10::guts::to_string(p.unsafeGetTensorImpl());  // SGD's key
+  const bool momentum = o.momentum() != 0;
+  auto state = momentum ? state_.find(key) : state_.end();
+  at::Tensor buf = state != state_.end()
+                       ? static_cast<torch::optim::SGDParamState&>(*state->second).momentum_buffer()
+                       : at::Tensor();
+  at::Tensor allocated;
+  if (momentum && !buf.defined()) {
+    auto it = allocated_buffers_.find(key);
+    if (it != allocated_buffers_.end()) {
+      allocated = std::move(it->second);
+      allocated_buffers_.erase(it);
+    }
+  }
+  if (!fusable(p, g, buf)) {
+    unfused_update(p, g, o, state_, key);
+    ++unfused_updates_;
+    return;
+  }
+  const Mode mode{o.weight_decay() != 0, momentum, momentum && !buf.defined(), o.nesterov()};
+  if (mode.first) {
+    // p's strides, which the gradient has too; allocate_state()'s buffer where it has them still.
+    buf = allocated.defined() && allocated.sizes() == p.sizes() && allocated.strides() == p.strides() &&
+                  allocated.scalar_type() == p.scalar_type()
+              ? allocated
+              : at::empty_like(p);
+    auto s = std::make_unique<torch::optim::SGDParamState>();
+    s->momentum_buffer(buf);
+    state_[key] = std::move(s);
+  }
+  AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "fx::FusedSGD", [&] { fused_update<scalar_t>(p, g, buf, o, mode); });
+  ++fused_updates_;
+}
+
+const torch::optim::SGDOptions* FusedSGD::options_of(const at::Tensor& param) const {
+  for (const auto& group : param_groups_)
+    for (const auto& p : group.params())
+      if (p.unsafeGetTensorImpl() == param.unsafeGetTensorImpl())
+        return &static_cast<const torch::optim::SGDOptions&>(group.options());
+  return nullptr;
+}
+
+void FusedSGD::allocate_state() {
+  for (const auto& group : param_groups_) {
+    if (static_cast<const torch::optim::SGDOptions&>(group.options()).momentum() == 0) continue;
+    for (const auto& p : group.params()) {
+      const std::string key = c10::guts::to_string(p.unsafeGetTensorImpl());
+      if (state_.count(key)) continue;
+      auto it = allocated_buffers_.find(key);
+      // Again where the parameter's layout changed since (AotOptions::memory_format converts it at forward).
+      if (it != allocated_buffers_.end() && it->second.strides() == p.strides() &&
+          it->second.scalar_type() == p.scalar_type())
+        continue;
+      allocated_buffers_[key] = at::empty_like(p);
+    }
+  }
+}
+
+bool FusedSGD::updates(const at::Tensor& param) const { return param.defined() && options_of(param) != nullptr; }
+
+void FusedSGD::update(const at::Tensor& param, const at::Tensor& grad) {
+  const torch::optim::SGDOptions* o = options_of(param);
+  if (o == nullptr) throw Error("fx::FusedSGD::update: the tensor is not one of this optimizer's parameters");
+  if (!grad.defined()) return;
+  torch::NoGradGuard no_grad;
+  update_one(param, grad, *o);
 }
 
 void FusedSGD::zero_grad(bool set_to_none) {

@@ -8,6 +8,7 @@
 #include "python/bindings.h"
 
 #include <fx/aot.h>
+#include <fx/fused_sgd.h>
 #include <fx/onednn.h>
 
 #include <algorithm>
@@ -26,6 +27,26 @@ PartitionFn partition_named(const std::string& name) {
 }  // namespace
 
 void bind_training(py::module_& m) {
+  py::class_<FusedSGD, std::shared_ptr<FusedSGD>>(
+      m, "FusedSGD", "fx::FusedSGD: torch.optim.SGD's update in one pass per parameter (the optimizer of sgd_in_backward)")
+      .def(py::init([](const std::vector<at::Tensor>& params, double lr, double momentum, double dampening,
+                       double weight_decay, bool nesterov) {
+             return std::make_shared<FusedSGD>(params, torch::optim::SGDOptions(lr)
+                                                           .momentum(momentum)
+                                                           .dampening(dampening)
+                                                           .weight_decay(weight_decay)
+                                                           .nesterov(nesterov));
+           }),
+           py::arg("params"), py::arg("lr"), py::arg("momentum") = 0.0, py::arg("dampening") = 0.0,
+           py::arg("weight_decay") = 0.0, py::arg("nesterov") = false)
+      .def(
+          "momentum_buffer",
+          [](const FusedSGD& opt, const at::Tensor& param) -> py::object {
+            auto it = opt.state().find(c10::guts::to_string(param.unsafeGetTensorImpl()));
+            if (it == opt.state().end()) return py::none();
+            return py::cast(static_cast<const torch::optim::SGDParamState&>(*it->second).momentum_buffer());
+          },
+          "The momentum buffer of a parameter (None before its first update).");
   py::class_<AotModule, std::shared_ptr<AotModule>>(
       m, "AotModule", "fx::aot_module of an fxcpp GraphModule: forward and backward graphs compiled for training")
       .def("forward",
@@ -44,7 +65,24 @@ void bind_training(py::module_& m) {
       .def("joint_graph", &AotModule::joint_graph, "The joint GraphModule of the last traced signature.")
       .def("num_traces", &AotModule::num_traces, "How many input signatures were traced.")
       .def("num_accumulating_backwards", &AotModule::num_accumulating_backwards,
-           "How many backward runs added each gradient into its .grad as the graph computed it.");
+           "How many backward runs added each gradient into its .grad as the graph computed it.")
+      .def(
+          "set_optimizer_in_backward",
+          [](AotModule& aot, std::shared_ptr<FusedSGD> opt) { aot.set_optimizer_in_backward(std::move(opt)); },
+          py::arg("optimizer").none(true),
+          "fx::AotModule::set_optimizer_in_backward: the optimizer steps inside every later backward (None removes it).")
+      .def(
+          "optimizer_in_backward_stats",
+          [](const AotModule& aot) {
+            const OptimizerInBackwardStats s = aot.optimizer_in_backward_stats();
+            py::dict d;
+            d["steps"] = s.steps;
+            d["updates_at_gradient"] = s.updates_at_gradient;
+            d["updates_after_reads"] = s.updates_after_reads;
+            d["updates_at_end"] = s.updates_at_end;
+            return d;
+          },
+          "What the optimizer in backward did: steps, updates_at_gradient, updates_after_reads, updates_at_end.");
   m.def(
       "_rewrite_for_training",
       [](const std::shared_ptr<GraphModule>& gm, bool conv_forward_rewrites, const std::vector<std::string>& only) {

@@ -92,3 +92,39 @@ def test_bad_partition_is_an_fx_error():
     with pytest.raises(fxcpp.FxError, match="aot_module: partition must be 'default', 'min-cut' or "
                                             "'functorch-min-cut', not 'fast'"):
         fxcpp.aot_module(Net(), partition="fast")
+
+
+def test_sgd_in_backward_steps_as_torch_optim_sgd():
+    """AotModule.sgd_in_backward: the parameters, batch-norm statistics and momentum buffers of torch.optim.SGD's
+    loop, with no .grad kept; every parameter updated once per backward."""
+    torch.manual_seed(0)
+    eager = Net().train()
+    model = copy.deepcopy(eager)
+    compiled = fxcpp.aot_module(model, partition="min-cut")
+    opt_eager = torch.optim.SGD(eager.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3)
+    opt = compiled.sgd_in_backward(lr=0.1, momentum=0.9, weight_decay=1e-3)
+    g = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        x, y = torch.randn(4, 3, 8, 8, generator=g), torch.randint(0, 5, (4,), generator=g)
+        opt_eager.zero_grad()
+        torch.nn.functional.cross_entropy(eager(x), y).backward()
+        opt_eager.step()
+        torch.nn.functional.cross_entropy(compiled(x), y).backward()
+    for (name, a), (_, b) in zip(eager.named_parameters(), compiled.named_parameters()):
+        assert b.grad is None, name
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-6), name
+        assert torch.allclose(opt_eager.state[a]["momentum_buffer"], opt.momentum_buffer(b), rtol=1e-4,
+                              atol=1e-6), name
+    for (name, a), (_, b) in zip(eager.named_buffers(), model.named_buffers()):
+        assert torch.allclose(a.double(), b.double(), rtol=1e-5, atol=1e-7), name
+    stats = compiled.optimizer_in_backward_stats()
+    n = len(list(compiled.parameters()))
+    assert stats["steps"] == 3
+    assert stats["updates_at_gradient"] + stats["updates_after_reads"] + stats["updates_at_end"] == 3 * n
+    x = torch.randn(4, 3, 8, 8)
+    with pytest.raises(RuntimeError, match=r"AotModule: an optimizer steps in this module's backward "
+                                           r"\(set_optimizer_in_backward\), which runs in a plain backward\(\) only"):
+        torch.autograd.grad(compiled(x).sum(), list(compiled.parameters()))
+    compiled.remove_optimizer_in_backward()
+    compiled(x).sum().backward()
+    assert all(p.grad is not None for p in compiled.parameters())
