@@ -97,8 +97,12 @@ detail::WeightOnlyView view_of(const PackedWeightOnly& w) {
   return v;
 }
 
-at::Tensor run(WeightOnlyIsa isa, const std::string& who, const at::Tensor& x, const PackedWeightOnly& packed,
-               const c10::optional<at::Tensor>& bias) {
+/// When run() takes the prompt kernel (weight_only_gemm): from
+/// kWeightOnlyGemmMinRows rows on a VNNI CPU, never, or for any rows.
+enum class Gemm { Auto, Never, Always };
+
+at::Tensor run(WeightOnlyIsa isa, Gemm gemm, const std::string& who, const at::Tensor& x,
+               const PackedWeightOnly& packed, const c10::optional<at::Tensor>& bias) {
   check_packed(who, packed);
   check_inputs(who, x, packed, bias);
   std::vector<int64_t> out_sizes = x.sizes().vec();
@@ -115,7 +119,20 @@ at::Tensor run(WeightOnlyIsa isa, const std::string& who, const at::Tensor& x, c
   const at::Tensor x2 = x.reshape({rows, k}).to(at::kFloat).contiguous();
   const at::Tensor b = has_bias ? bias->to(at::kFloat).contiguous() : at::Tensor();
   at::Tensor out = at::empty({rows, n}, x.options().dtype(at::kFloat));
-  if (rows > 0 && n > 0) {
+  const bool prompt = isa == WeightOnlyIsa::Avx512Vnni &&
+                      (gemm == Gemm::Always || (gemm == Gemm::Auto && rows >= detail::kWeightOnlyGemmMinRows));
+  if (rows > 0 && n > 0 && prompt) {
+    const detail::WeightOnlyView v = view_of(w);
+    // Activations in K's order (the AVX2 kernels' layout), each panel of 16
+    // channels unpacked once and run against all of them.
+    const detail::WeightOnlyActivations a =
+        detail::quantize_activations(WeightOnlyIsa::Avx2, v, x2.data_ptr<float>(), rows, k);
+    float* y = out.data_ptr<float>();
+    const float* bp = has_bias ? b.data_ptr<float>() : nullptr;
+    at::parallel_for(0, (n + 15) / 16, 1, [&](int64_t begin, int64_t end) {
+      detail::weight_only_gemm(v, a, begin * 16, std::min(n, end * 16), bp, y, n);
+    });
+  } else if (rows > 0 && n > 0) {
     const detail::WeightOnlyView v = view_of(w);
     const detail::WeightOnlyActivations a = detail::quantize_activations(isa, v, x2.data_ptr<float>(), rows, k);
     float* y = out.data_ptr<float>();
@@ -138,12 +155,13 @@ at::Tensor run(WeightOnlyIsa isa, const std::string& who, const at::Tensor& x, c
 }
 
 WeightOnlyIsa isa_named(const std::string& who, const std::string& name) {
+  if (name == "avx512-vnni-gemm") return isa_named(who, "avx512-vnni");
   for (WeightOnlyIsa isa : {WeightOnlyIsa::Avx512Vnni, WeightOnlyIsa::Avx2, WeightOnlyIsa::Scalar}) {
     if (name != detail::weight_only_isa_name(isa)) continue;
     if (!detail::weight_only_isa_supported(isa)) fail(who, "this CPU cannot run the " + name + " kernel");
     return isa;
   }
-  fail(who, "unknown kernel '" + name + "', expected avx512-vnni, avx2 or scalar");
+  fail(who, "unknown kernel '" + name + "', expected avx512-vnni, avx512-vnni-gemm, avx2 or scalar");
 }
 
 /// One group's scale, zero point and integer values (see pack_weight_only's comment).
@@ -254,7 +272,7 @@ at::Tensor dequantize_weight_only(const PackedWeightOnly& w) {
 }
 
 at::Tensor linear_weight_only(const at::Tensor& x, const PackedWeightOnly& w, const c10::optional<at::Tensor>& bias) {
-  return wo_api::run(detail::weight_only_best_isa(), "linear_weight_only", x, w, bias);
+  return wo_api::run(detail::weight_only_best_isa(), wo_api::Gemm::Auto, "linear_weight_only", x, w, bias);
 }
 
 std::string weight_only_kernel(int bits) {
@@ -264,7 +282,9 @@ std::string weight_only_kernel(int bits) {
 
 at::Tensor detail::linear_weight_only_with(const std::string& kernel, const at::Tensor& x, const PackedWeightOnly& w,
                                            const c10::optional<at::Tensor>& bias) {
-  return wo_api::run(wo_api::isa_named("linear_weight_only_with", kernel), "linear_weight_only", x, w, bias);
+  return wo_api::run(wo_api::isa_named("linear_weight_only_with", kernel),
+                     kernel == "avx512-vnni-gemm" ? wo_api::Gemm::Always : wo_api::Gemm::Never, "linear_weight_only", x,
+                     w, bias);
 }
 
 namespace weight_only_api {

@@ -77,4 +77,20 @@ WeightOnlyActivations quantize_activations(WeightOnlyIsa isa, const WeightOnlyVi
 void weight_only_tile(WeightOnlyIsa isa, const WeightOnlyView& w, const WeightOnlyActivations& a, int64_t r0,
                       int64_t tile, int64_t n0, int64_t n1, const float* bias, float* y, int64_t ldy);
 
+/// The prompt kernel (weight_only_gemm.cpp, AVX-512 VNNI only): y[r][n] for
+/// every row of `a` and n in [n0, n1), by panels of 16 output channels
+/// unpacked once per call into vpdpbusd's broadcast layout. `a` holds the
+/// activations in K's order (quantize_activations for WeightOnlyIsa::Avx2);
+/// y row-major with n's stride `ldy`; bias (or null) added.
+void weight_only_gemm(const WeightOnlyView& w, const WeightOnlyActivations& a, int64_t n0, int64_t n1,
+                      const float* bias, float* y, int64_t ldy);
+
+/// Activation rows from which linear_weight_only runs weight_only_gemm on a
+/// VNNI CPU (below, the decode kernel's tiles of 4 rows).
+constexpr int64_t kWeightOnlyGemmMinRows = 16;
+
+/// Panels of 16 output channels weight_only_gemm has computed in this
+/// process (tests check that the prompt kernel ran).
+size_t weight_only_gemm_panels();
+
 }  // namespace fx::decoders::detail

@@ -5,6 +5,8 @@
 // (values and meta shapes), bias, and every error's text.
 #include <fx/decoders/weight_only.h>
 
+#include "decoders/weight_only_kernels.h"
+
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -89,8 +91,10 @@ std::vector<std::string> kernels_here() {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) out.push_back("avx2");
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx512vnni"))
-    out.push_back("avx512-vnni");
+      __builtin_cpu_supports("avx512vnni")) {
+    out.push_back("avx512-vnni-gemm");  // the prompt kernel, for any rows
+    out.push_back("avx512-vnni");       // the decode kernel, the best: last
+  }
   return out;
 }
 
@@ -228,6 +232,26 @@ TEST(WeightOnly, KernelChosenFromTheCpuFeatures) {
   EXPECT_TRUE(at::equal(fx::decoders::linear_weight_only(x, p), fx::decoders::detail::linear_weight_only_with(best, x, p)));
 }
 
+// From 16 rows (a prompt) a VNNI CPU runs the panel GEMM: it ran (its panel
+// count grew by the output's panels of 16), with the values of the kernel
+// named for it; a single row (decoding) does not.
+TEST(WeightOnly, PromptsRunThePanelGemmOnVnni) {
+  if (kernels_here().back() != "avx512-vnni") GTEST_SKIP() << "no AVX-512 VNNI on this CPU: the decode kernel serves prompts";
+  at::manual_seed(4);
+  for (const Case& c : {Case{8, 0, true}, Case{4, 32, true}, Case{4, 64, false}}) {
+    SCOPED_TRACE(c.name());
+    const PackedWeightOnly p = fx::decoders::pack_weight_only(at::randn({40, 256}), {c.bits, c.group, c.symmetric});
+    const at::Tensor x = at::randn({2, 9, 256});  // 18 rows
+    const size_t before = fx::decoders::detail::weight_only_gemm_panels();
+    const at::Tensor y = fx::decoders::linear_weight_only(x, p);
+    EXPECT_EQ(fx::decoders::detail::weight_only_gemm_panels() - before, 3u);  // 40 channels: 16 + 16 + 8
+    EXPECT_TRUE(at::equal(y, fx::decoders::detail::linear_weight_only_with("avx512-vnni-gemm", x, p)));
+    const size_t decode_before = fx::decoders::detail::weight_only_gemm_panels();
+    fx::decoders::linear_weight_only(x[0][0], p);
+    EXPECT_EQ(fx::decoders::detail::weight_only_gemm_panels(), decode_before);
+  }
+}
+
 TEST(WeightOnly, BiasAndOtherFloatDtypes) {
   at::manual_seed(4);
   const PackedWeightOnly p = fx::decoders::pack_weight_only(at::randn({kN, 96}), {8, 32, false});
@@ -318,7 +342,7 @@ TEST(WeightOnly, ErrorsAreOneExactLine) {
                "linear_weight_only: the packed weight is 5 x 0, expected in_features >= 1");
   expect_error([&] { fx::decoders::weight_only_kernel(3); }, "weight_only_kernel: bits is 3, expected 8 or 4");
   expect_error([&] { fx::decoders::detail::linear_weight_only_with("sse", at::randn({128}), p); },
-               "linear_weight_only_with: unknown kernel 'sse', expected avx512-vnni, avx2 or scalar");
+               "linear_weight_only_with: unknown kernel 'sse', expected avx512-vnni, avx512-vnni-gemm, avx2 or scalar");
   // Through the operator: the same lines.
   PackedWeightOnly three = p;
   three.scheme.bits = 3;

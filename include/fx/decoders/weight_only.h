@@ -93,7 +93,9 @@ std::string weight_only_kernel(int bits);
 namespace detail {
 
 /// linear_weight_only on the kernel named `kernel` ("avx512-vnni", "avx2",
-/// "scalar"), whatever the CPU would choose: for tests and benchmarks.
+/// "scalar": the decode kernels, for any number of rows; "avx512-vnni-gemm":
+/// the prompt kernel, which linear_weight_only takes from 16 rows on a VNNI
+/// CPU), whatever the CPU would choose: for tests and benchmarks.
 /// Throws fx::Error when the CPU cannot run it or the name is unknown.
 at::Tensor linear_weight_only_with(const std::string& kernel, const at::Tensor& x, const PackedWeightOnly& w,
                                    const c10::optional<at::Tensor>& bias = c10::nullopt);
