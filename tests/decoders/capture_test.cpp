@@ -3,6 +3,7 @@
 // plain and optimised, equals eager and Hugging Face's greedy tokens, and
 // the convention is checked on any graph in one line.
 #include <fx/decoders/capture.h>
+#include <fx/decoders/passes.h>
 #include <fx/graph.h>
 #include <fx/tensor_file.h>
 
@@ -83,6 +84,34 @@ TEST(DecoderCapture, GenerateOnTheGraphPlainAndOptimisedEqualsHuggingFacesGreedy
   EXPECT_EQ(fx::decoders::generate(fast, l.prompt, o).tokens, l.greedy);
   // With the cache equals without it: the whole prefix again at every step (the reference's greedy ids).
   EXPECT_GE(std::set<int64_t>(l.greedy.begin(), l.greedy.end()).size(), 4u);  // the greedy output varies
+}
+
+// keep_last_logits: the optimised head (oneDNN's linear) runs on the last
+// position only; the prompt's logits are [1, 1, V], the full graph's last
+// row, and generate's tokens are unchanged.
+TEST(DecoderCapture, KeepLastLogitsSlicesTheHeadsInput) {
+  Loaded l = load();
+  auto gm = fx::decoders::capture(l.model);
+  auto full = fx::decoders::optimize_decoder(gm);
+  auto last = fx::decoders::optimize_decoder(gm);
+  EXPECT_EQ(fx::decoders::keep_last_logits(*last), 1u);
+  EXPECT_EQ(fx::decoders::keep_last_logits(*last), 0u);  // sliced already
+  EXPECT_EQ(count_calls(last->graph(), "aten::slice.Tensor"), count_calls(full->graph(), "aten::slice.Tensor") + 1);
+  const fx::Node* head = last->graph().output_node()->args()[0].to_node();
+  EXPECT_EQ(head->target(), "fxcpp::onednn_linear");
+  EXPECT_EQ(head->args()[0].to_node()->target(), "aten::slice.Tensor");
+  at::NoGradGuard no_grad;
+  const at::Tensor tokens = torch::tensor(l.prompt).unsqueeze(0);
+  const int64_t t = tokens.size(1);
+  fx::decoders::reset_cache(*full);
+  const at::Tensor want = full->forward({tokens, torch::arange(t)}).toTensor();
+  fx::decoders::reset_cache(*last);
+  const at::Tensor got = last->forward({tokens, torch::arange(t)}).toTensor();
+  ASSERT_EQ(got.sizes(), (std::vector<int64_t>{1, 1, want.size(2)}));
+  EXPECT_LT((got[0][0] - want[0][t - 1]).abs().max().item<double>(), 1e-5 * want.abs().max().item<double>());
+  GenerateOptions o;
+  o.max_new_tokens = static_cast<int64_t>(l.greedy.size());
+  EXPECT_EQ(fx::decoders::generate(last, l.prompt, o).tokens, l.greedy);
 }
 
 TEST(DecoderCapture, CallsBreakingTheConventionAreOneLine) {

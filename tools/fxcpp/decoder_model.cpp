@@ -4,6 +4,7 @@
 #include "decoder_model.h"
 
 #include <fx/decoders/capture.h>
+#include <fx/decoders/passes.h>
 #include <fx/decoders/quantize_weight_only.h>
 #include <fx/serialize.h>
 
@@ -54,6 +55,8 @@ OpenedDecoder decoder_from_graph(std::shared_ptr<GraphModule> gm, const ModelArg
   if (engine == "fxcpp") {
     set_activity("optimising");
     gm = decoders::optimize_decoder(gm);
+    // Decoding reads the last position's logits only; teacher forcing reads them all.
+    if (!args.has("teacher-forced")) decoders::keep_last_logits(*gm);
   }
   const decoders::DecoderSignature s = decoders::check_decoder(*gm);
   OpenedDecoder d;

@@ -74,4 +74,13 @@ size_t fuse_rotary_embedding(GraphModule& gm);
 /// Replaces each silu(gate) * up of one shape by one fxcpp::silu_mul node; returns how many.
 size_t fuse_silu_mul(GraphModule& gm);
 
+/// The head of a decoder graph (the output's producer: a linear layer,
+/// oneDNN's or weight-only, or a matmul, over a [B, T, H] input) applied to
+/// the last position only, through aten::slice(x, 1, -1): the graph then
+/// returns the logits [B, 1, V] generate() reads, to the bit, without
+/// computing the other T - 1 positions' (HF's num_logits_to_keep = 1). For
+/// decoding only: teacher forcing wants every position. Returns 1 when it
+/// sliced, 0 when the graph has no such head (or is sliced already).
+size_t keep_last_logits(GraphModule& gm);
+
 }  // namespace fx::decoders
