@@ -36,6 +36,8 @@ constexpr int64_t kBlock = 32;
 constexpr int64_t kPanel = 16;
 /// Activation rows per pass over a panel, each weight vector loaded once for all of them.
 constexpr int kRows = 6;
+/// The same for two panels at once (32 channels: twice the accumulators).
+constexpr int kTwoPanelRows = 4;
 
 std::atomic<size_t> panel_count{0};
 
@@ -141,6 +143,65 @@ FX_WO_GEMM void rows_panel(const WeightOnlyView& w, const WeightOnlyActivations&
   for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + (r0 + r) * ldy + n0, m, _mm512_add_ps(f[r], bv));
 }
 
+/// rows_panel for two panels at once (32 channels): each activation
+/// broadcast serves two weight vectors.
+template <int R>
+FX_WO_GEMM void rows_two_panels(const WeightOnlyView& w, const WeightOnlyActivations& a, const Panel& p0,
+                                const Panel& p1, int64_t r0, int64_t n0, int64_t count, const float* bias, float* y,
+                                int64_t ldy) {
+  const int64_t xstride = a.padded_blocks * kBlock, blocks = a.blocks;
+  const int shift = w.group_shift;
+  const int8_t* xq[R];
+  const float* d[R];
+  __m512 f0[R], f1[R];
+  for (int r = 0; r < R; ++r) {
+    xq[r] = a.q.data() + (r0 + r) * xstride;
+    d[r] = a.d.data() + (r0 + r) * a.padded_blocks;
+    f0[r] = f1[r] = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint32_t* wb0 = p0.w.data() + b * 8 * kPanel;
+    const uint32_t* wb1 = p1.w.data() + b * 8 * kPanel;
+    __m512i acc0[R], acc1[R];
+    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int q = 0; q < 8; ++q) {
+      const __m512i wv0 = _mm512_loadu_si512(wb0 + q * kPanel), wv1 = _mm512_loadu_si512(wb1 + q * kPanel);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        int32_t x4;
+        std::memcpy(&x4, xq[r] + b * kBlock + 4 * q, 4);
+        const __m512i xb = _mm512_set1_epi32(x4);
+        acc0[r] = _mm512_dpbusd_epi32(acc0[r], wv0, xb);
+        acc1[r] = _mm512_dpbusd_epi32(acc1[r], wv1, xb);
+      }
+    }
+    const __m512 sv0 = _mm512_loadu_ps(p0.s.data() + (b >> shift) * kPanel);
+    const __m512 sv1 = _mm512_loadu_ps(p1.s.data() + (b >> shift) * kPanel);
+    for (int r = 0; r < R; ++r) {
+      const __m512 ds = _mm512_set1_ps(d[r][b]);
+      f0[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc0[r]), _mm512_mul_ps(ds, sv0), f0[r]);
+      f1[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc1[r]), _mm512_mul_ps(ds, sv1), f1[r]);
+    }
+  }
+  for (int64_t g = 0; g < w.groups; ++g) {
+    const __m512 sz0 = _mm512_loadu_ps(p0.sz.data() + g * kPanel), sz1 = _mm512_loadu_ps(p1.sz.data() + g * kPanel);
+    for (int r = 0; r < R; ++r) {
+      const __m512 xs = _mm512_set1_ps(a.xsum[(r0 + r) * w.groups + g]);
+      f0[r] = _mm512_fnmadd_ps(sz0, xs, f0[r]);
+      f1[r] = _mm512_fnmadd_ps(sz1, xs, f1[r]);
+    }
+  }
+  const int64_t c1 = count - kPanel;  // the second panel's channels (1..16)
+  const __mmask16 m1 = c1 >= kPanel ? __mmask16(0xFFFF) : __mmask16((1u << c1) - 1);
+  const __m512 b0 = bias ? _mm512_loadu_ps(bias + n0) : _mm512_setzero_ps();
+  const __m512 b1 = bias ? _mm512_maskz_loadu_ps(m1, bias + n0 + kPanel) : _mm512_setzero_ps();
+  for (int r = 0; r < R; ++r) {
+    _mm512_storeu_ps(y + (r0 + r) * ldy + n0, _mm512_add_ps(f0[r], b0));
+    _mm512_mask_storeu_ps(y + (r0 + r) * ldy + n0 + kPanel, m1, _mm512_add_ps(f1[r], b1));
+  }
+}
+
 #pragma GCC diagnostic pop
 
 }  // namespace
@@ -150,16 +211,31 @@ namespace wog = weight_only_panels;
 
 void weight_only_gemm(const WeightOnlyView& w, const WeightOnlyActivations& a, int64_t n0, int64_t n1,
                       const float* bias, float* y, int64_t ldy) {
-  thread_local wog::Panel panel;
-  for (int64_t p0 = n0; p0 < n1; p0 += wog::kPanel) {
+  thread_local wog::Panel panel, second;
+  int64_t p0 = n0;
+  // Two panels (32 channels) a pass while more than 16 are left.
+  for (; n1 - p0 > wog::kPanel; p0 += 2 * wog::kPanel) {
+    const int64_t count = std::min(2 * wog::kPanel, n1 - p0);
+    wog::pack(w, a.blocks, p0, wog::kPanel, panel);
+    wog::pack(w, a.blocks, p0 + wog::kPanel, count - wog::kPanel, second);
+    int64_t r0 = 0;
+    for (; r0 + wog::kTwoPanelRows <= a.rows; r0 += wog::kTwoPanelRows)
+      wog::rows_two_panels<wog::kTwoPanelRows>(w, a, panel, second, r0, p0, count, bias, y, ldy);
+    switch (a.rows - r0) {
+      case 3: wog::rows_two_panels<3>(w, a, panel, second, r0, p0, count, bias, y, ldy); break;
+      case 2: wog::rows_two_panels<2>(w, a, panel, second, r0, p0, count, bias, y, ldy); break;
+      case 1: wog::rows_two_panels<1>(w, a, panel, second, r0, p0, count, bias, y, ldy); break;
+      default: break;
+    }
+    wog::panel_count.fetch_add(2, std::memory_order_relaxed);
+  }
+  for (; p0 < n1; p0 += wog::kPanel) {
     const int64_t count = std::min(wog::kPanel, n1 - p0);
     wog::pack(w, a.blocks, p0, count, panel);
     int64_t r0 = 0;
     for (; r0 + wog::kRows <= a.rows; r0 += wog::kRows)
       wog::rows_panel<wog::kRows>(w, a, panel, r0, p0, count, bias, y, ldy);
     switch (a.rows - r0) {
-      case 7: wog::rows_panel<7>(w, a, panel, r0, p0, count, bias, y, ldy); break;
-      case 6: wog::rows_panel<6>(w, a, panel, r0, p0, count, bias, y, ldy); break;
       case 5: wog::rows_panel<5>(w, a, panel, r0, p0, count, bias, y, ldy); break;
       case 4: wog::rows_panel<4>(w, a, panel, r0, p0, count, bias, y, ldy); break;
       case 3: wog::rows_panel<3>(w, a, panel, r0, p0, count, bias, y, ldy); break;

@@ -11,7 +11,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -230,6 +232,39 @@ TEST(WeightOnly, KernelChosenFromTheCpuFeatures) {
   const PackedWeightOnly p = fx::decoders::pack_weight_only(at::randn({kN, 128}), {4, 32, true});
   const at::Tensor x = at::randn({5, 128});
   EXPECT_TRUE(at::equal(fx::decoders::linear_weight_only(x, p), fx::decoders::detail::linear_weight_only_with(best, x, p)));
+}
+
+// The AVX2 layout's activations (the prompt GEMM's too), quantized by the
+// AVX-512 loop where the CPU has it, equal the scalar loop's to the bit:
+// values, steps and group sums, a short last block, a zero block, a NaN.
+TEST(WeightOnly, VectorActivationQuantizationEqualsTheScalarLoop) {
+  namespace d = fx::decoders::detail;
+  at::manual_seed(8);
+  for (const Case& c : {Case{8, 0, true}, Case{4, 32, true}, Case{4, 128, false}}) {
+    SCOPED_TRACE(c.name());
+    const int64_t k = c.bits == 8 ? 1100 : 1152;
+    const PackedWeightOnly p = fx::decoders::pack_weight_only(at::randn({3, k}), {c.bits, c.group, c.symmetric});
+    d::WeightOnlyView v;
+    v.bits = c.bits;
+    v.n = 3;
+    v.k = k;
+    v.groups = p.scales.size(1);
+    v.group_blocks = c.group / 32;
+    v.group_shift = v.group_blocks == 4 ? 2 : v.group_blocks == 2 ? 1 : v.group_blocks == 1 ? 0 : 62;
+    at::Tensor x = at::randn({4, k}) * 3;
+    x[1].narrow(0, 64, 32).zero_();
+    x[2][100] = std::numeric_limits<float>::quiet_NaN();
+    const d::WeightOnlyActivations want = d::quantize_activations(d::WeightOnlyIsa::Scalar, v, x.data_ptr<float>(), 4, k);
+    const d::WeightOnlyActivations got = d::quantize_activations(d::WeightOnlyIsa::Avx2, v, x.data_ptr<float>(), 4, k);
+    EXPECT_EQ(got.q, want.q);
+    ASSERT_EQ(got.d.size(), want.d.size());
+    for (size_t i = 0; i < want.d.size(); ++i)
+      EXPECT_TRUE(got.d[i] == want.d[i] || (std::isnan(got.d[i]) && std::isnan(want.d[i]))) << "step " << i;
+    ASSERT_EQ(got.xsum.size(), want.xsum.size());
+    for (size_t i = 0; i < want.xsum.size(); ++i)
+      EXPECT_TRUE(got.xsum[i] == want.xsum[i] || (std::isnan(got.xsum[i]) && std::isnan(want.xsum[i])))
+          << "group sum " << i;
+  }
 }
 
 // From 16 rows (a prompt) a VNNI CPU runs the panel GEMM: it ran (its panel
