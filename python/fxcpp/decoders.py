@@ -57,6 +57,8 @@ def generate(model, prompt_ids, max_new_tokens=32, *, temperature=0.0, top_k=0, 
     """Decodes from `prompt_ids` (a list of token ids) with `model` (see the module's docstring); returns a
     GenerateResult. on_token(id) is called with each new token as it is chosen (returning False stops)."""
     gm, _ = decoder_graph(model, optimize)
+    if optimize:  # the optimised graph is this call's own: its head on the last position only
+        _C._keep_last_logits(gm)
     r = _C._generate(gm, [int(t) for t in prompt_ids], int(max_new_tokens), float(temperature), int(top_k),
                      float(top_p), float(repetition_penalty), int(seed), [int(t) for t in stop_ids], on_token)
     return GenerateResult(r["tokens"], r["stopped"], r["prefill_seconds"], r["decode_seconds"])

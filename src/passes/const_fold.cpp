@@ -18,7 +18,7 @@
 namespace fx {
 namespace {
 
-constexpr const char* kPass = "split_const_subgraphs";
+constexpr const char* kConstFoldPass = "split_const_subgraphs";
 constexpr const char* kBaseName = "_FX_CONST_FOLDED_ATTRS";
 
 bool takes_generator(const c10::TypePtr& t) {
@@ -152,7 +152,7 @@ bool is_foldable_operation(const Node& node) {
 }
 
 ConstFoldResult split_const_subgraphs(std::shared_ptr<GraphModule> gm, const SkipFoldingNodeFn& skip) {
-  if (!gm) throw Error(std::string(kPass) + ": the GraphModule is null");
+  if (!gm) throw Error(std::string(kConstFoldPass) + ": the GraphModule is null");
   ConstFoldResult result;
   result.pass_result = {gm, false};
   Graph& g = gm->graph();
@@ -181,7 +181,7 @@ ConstFoldResult split_const_subgraphs(std::shared_ptr<GraphModule> gm, const Ski
     try {
       interp.run({});
     } catch (const std::exception& e) {
-      throw Error(std::string(kPass) + ": computing a constant failed: " + e.what());
+      throw Error(std::string(kConstFoldPass) + ": computing a constant failed: " + e.what());
     }
     for (Node* n : const_nodes) {
       Node* c = copies.at(n);

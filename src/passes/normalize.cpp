@@ -14,7 +14,7 @@
 namespace fx {
 namespace {
 
-constexpr const char* kPass = "NormalizeArgs";
+constexpr const char* kNormalizePass = "NormalizeArgs";
 
 const c10::IValue& tensor_proxy() {
   static const c10::IValue t(at::empty({0}));
@@ -172,7 +172,7 @@ std::optional<NormalizedCall> normalize_function(const Node& node,
 }
 
 PassResult normalize_args(std::shared_ptr<GraphModule> gm, const NormalizeArgsOptions& options) {
-  if (!gm) throw Error(std::string(kPass) + ": the GraphModule is null");
+  if (!gm) throw Error(std::string(kNormalizePass) + ": the GraphModule is null");
   Graph& g = gm->graph();
   const size_t num_ids = g.max_node_id();
   std::vector<std::optional<c10::IValue>> kinds(num_ids);
@@ -191,7 +191,7 @@ PassResult normalize_args(std::shared_ptr<GraphModule> gm, const NormalizeArgsOp
     try {
       rec.run(*options.example_inputs);
     } catch (const std::exception& e) {
-      throw Error(std::string(kPass) + ": running the example inputs failed: " + e.what());
+      throw Error(std::string(kNormalizePass) + ": running the example inputs failed: " + e.what());
     }
   }
   const bool recorded = options.example_inputs.has_value();

@@ -40,7 +40,7 @@ struct OrderedSet {
 };
 
 /// torch.fx split_module.Partition.
-struct Partition {
+struct SplitPartition {
   int64_t number = 0;
   std::string submod_name;
   OrderedSet<Node*> inputs;   // original nodes read from outside
@@ -116,7 +116,7 @@ std::shared_ptr<GraphModule> split_module(const std::shared_ptr<GraphModule>& m,
   const Graph& graph = m->graph();
   const size_t max_id = graph.max_node_id();
 
-  std::vector<Partition> partitions;
+  std::vector<SplitPartition> partitions;
   std::unordered_map<int64_t, size_t> by_number;
   std::vector<size_t> part_of(max_id, kNone);
 
@@ -129,7 +129,7 @@ std::shared_ptr<GraphModule> split_module(const std::shared_ptr<GraphModule>& m,
       if (use_p != kNone) partitions[def_p].partition_dependents.add(use_p);
     }
     if (use_p != kNone) {
-      Partition& up = partitions[use_p];
+      SplitPartition& up = partitions[use_p];
       up.inputs.add(def_node);
       if (def_p != kNone && up.partitions_dependent_on.add(def_p)) up.witness.emplace_back(use_node, def_node);
     }
@@ -199,7 +199,7 @@ std::shared_ptr<GraphModule> split_module(const std::shared_ptr<GraphModule>& m,
     std::vector<size_t> cycle(path.begin() + static_cast<std::ptrdiff_t>(pos[cur]), path.end());
     std::string chain, uses;
     for (size_t i = 0; i < cycle.size(); ++i) {
-      const Partition& p = partitions[cycle[i]];
+      const SplitPartition& p = partitions[cycle[i]];
       const size_t dep = cycle[(i + 1) % cycle.size()];
       const auto& deps = p.partitions_dependent_on.items;
       const auto& w = p.witness[static_cast<size_t>(std::find(deps.begin(), deps.end(), dep) - deps.begin())];
@@ -224,7 +224,7 @@ std::shared_ptr<GraphModule> split_module(const std::shared_ptr<GraphModule>& m,
 
   // Placeholders of every partition, in topological partition order.
   for (size_t pi : sorted_partitions) {
-    Partition& p = partitions[pi];
+    SplitPartition& p = partitions[pi];
     for (Node* input : p.inputs.items) {
       Node* ph = p.graph->placeholder(input->name());
       const Meta& meta = static_cast<const Node*>(input)->meta();
@@ -236,7 +236,7 @@ std::shared_ptr<GraphModule> split_module(const std::shared_ptr<GraphModule>& m,
   // Copy every node into its partition's graph.
   std::vector<Node*> env(max_id, nullptr);  // original node -> copy in its own partition
   size_t pi = kNone;
-  Partition* cur = nullptr;
+  SplitPartition* cur = nullptr;
   // One std::function for all nodes (a capturing lambda converted per call would allocate).
   const std::function<Argument(Node*)> lookup = [&](Node* n) -> Argument {
     if (part_of[n->id()] == pi) return env[n->id()];
@@ -245,7 +245,7 @@ std::shared_ptr<GraphModule> split_module(const std::shared_ptr<GraphModule>& m,
   for (Node* node : graph.nodes()) {
     pi = part_of[node->id()];
     if (pi == kNone) continue;
-    Partition& p = partitions[pi];
+    SplitPartition& p = partitions[pi];
     cur = &p;
     std::string target = node->target();
     if (node->op() == Opcode::CallModule) {
@@ -290,7 +290,7 @@ std::shared_ptr<GraphModule> split_module(const std::shared_ptr<GraphModule>& m,
     for (size_t i = 0; i < partitions.size(); ++i) construct_order[i] = i;
 
   for (size_t pi : construct_order) {
-    Partition& p = partitions[pi];
+    SplitPartition& p = partitions[pi];
     std::vector<Argument> outs;
     for (Node* o : p.outputs.items) outs.push_back(env[o->id()]);
     p.graph->output(outs.size() == 1 ? outs[0] : Argument::tuple(outs));

@@ -3,6 +3,8 @@
 // while fxcpp runs and taken again for each streamed token.
 #include "python/bindings.h"
 
+#include <fx/decoders/passes.h>
+
 #include <fx/decoders/capture.h>
 
 namespace fx::python {
@@ -42,6 +44,9 @@ void bind_decoders(py::module_& m) {
         return py::make_tuple(out, fused);
       },
       "fx::decoders::optimize_decoder: (the optimised graph, what the decoder passes fused).");
+  m.def(
+      "_keep_last_logits", [](GraphModule& gm) { return decoders::keep_last_logits(gm); },
+      "fx::decoders::keep_last_logits: the head on the last position only (logits [B, 1, V]); 1 if it sliced.");
   m.def(
       "_generate",
       [](const std::shared_ptr<GraphModule>& gm, const std::vector<int64_t>& prompt, int64_t max_new_tokens,

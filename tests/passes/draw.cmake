@@ -7,6 +7,10 @@
 #  - draw_summary_resnet50: totals against the published figures of
 #    torchvision's resnet50 at 224x224 (25,557,032 parameters, 4.09 GMAC).
 #  - bad arguments: one line, exit status 2 (fx_cli_bad_input, tests/cli/tests.cmake).
+# The folder the drawings go to, made here: draw_svg_resnet18 and draw_wrong_input
+# write into it whichever test runs first (draw_browser made it, so a run of
+# them alone, or before it, found no folder).
+file(MAKE_DIRECTORY ${FX_BIN}/draw)
 add_test(NAME draw_browser
          COMMAND /usr/bin/python3 ${FX_SRC}/python/draw_browser_test.py --fxcpp $<TARGET_FILE:fxcpp_cli>
                  --model ${FX_MODELS_DIR}/resnet18.pt --input ${FX_MODELS_DIR}/resnet18.input.pt

@@ -90,3 +90,20 @@ def test_optimised_graph_runs_generated_kernels(model):
     if not programs and not fxcpp._C._fuse_kernels_available():
         pytest.skip("no C++ compiler")
     assert any("mean(" in p and "rsqrt(" in p for p in programs), programs
+
+
+def test_keep_last_logits_on_the_optimised_graph(model):
+    """fxcpp.generate runs fx::decoders::keep_last_logits on its optimised graph: the gpt-fast decoder's head
+    (output(x) after its norm) takes the last position only, and the prompt's logits are [1, 1, V], the full
+    graph's last row."""
+    from fxcpp.decoders import decoder_graph
+    full, _ = decoder_graph(copy.deepcopy(model), True)
+    last, _ = decoder_graph(copy.deepcopy(model), True)
+    assert fxcpp._C._keep_last_logits(last) == 1
+    assert fxcpp._C._keep_last_logits(last) == 0
+    tokens = torch.tensor([PROMPT])
+    pos = torch.arange(len(PROMPT))
+    want = full(tokens, pos)
+    got = last(tokens, pos)
+    assert tuple(got.shape) == (1, 1, want.shape[-1])
+    assert torch.allclose(got[0, 0], want[0, -1], rtol=1e-5, atol=1e-5 * float(want.abs().max()))

@@ -22,7 +22,7 @@ bool ends_with(const std::string& s, const std::string& ext) {
 }
 
 // Checked before any work: a known extension, in an existing directory.
-void check_output_path(const std::string& path) {
+void check_drawing_path(const std::string& path) {
   if (!(ends_with(path, ".dot") || ends_with(path, ".gv") || ends_with(path, ".svg") || ends_with(path, ".html") ||
         ends_with(path, ".htm")))
     throw Error(path + ": unknown drawing format (expected .dot, .gv, .svg, .html or .htm)");
@@ -76,7 +76,7 @@ int run_draw(const std::vector<std::string>& argv) {
   for (const std::string& a : argv) args_in.push_back(a == "-o" ? "--output" : a);
   ModelArgs args = parse_model_args(args_in, {"output", "input", "profile", "runs", "partition"}, {"training"});
   const std::string out = args.get("output", stem(args.model) + ".html");
-  check_output_path(out);
+  check_drawing_path(out);
   const int runs = args.get_int("runs", 3);
 
   auto gm = import_model(args.model);
