@@ -27,6 +27,7 @@
 #include <fx/onednn.h>
 #include <fx/onednn_int8.h>
 #include <fx/optimize.h>
+#include <fx/optimizer_in_backward.h>
 #include <fx/passes.h>
 #include <fx/quantization.h>
 #include <fx/safetensors.h>
