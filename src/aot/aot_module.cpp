@@ -242,6 +242,20 @@ thread_local const std::vector<at::Tensor>* tls_accumulate_into = nullptr;
 /// The optimizer-in-backward run the stepping backward's hook reports to, on this thread.
 thread_local BackwardStepper* tls_stepper = nullptr;
 
+/// Points a thread-local at `value` for a scope (a graph's run), the previous value back after it, also on a throw.
+template <class T>
+class ThreadLocalScope {
+ public:
+  ThreadLocalScope(T*& slot, T* value) : slot_(slot), previous_(slot) { slot_ = value; }
+  ~ThreadLocalScope() { slot_ = previous_; }
+  ThreadLocalScope(const ThreadLocalScope&) = delete;
+  ThreadLocalScope& operator=(const ThreadLocalScope&) = delete;
+
+ private:
+  T*& slot_;
+  T* previous_;
+};
+
 /// Which inputs `optimizer` updates in the backward about to run: those
 /// needing a gradient that are leaves it holds (none: an empty vector).
 /// Throws where the backward is not a plain backward() (torch.autograd.grad,
@@ -428,29 +442,17 @@ class CompiledFunction : public torch::autograd::Function<CompiledFunction> {
       // update once nothing in the graph reads its parameter any more).
       optimizer->allocate_state();
       BackwardStepper stepper(*optimizer, leaves, stepping, in);
-      BackwardStepper* previous = tls_stepper;
-      tls_stepper = &stepper;
-      try {
+      {
+        ThreadLocalScope<BackwardStepper> scope(tls_stepper, &stepper);
         out = run(in);
-      } catch (...) {
-        tls_stepper = previous;
-        throw;
       }
-      tls_stepper = previous;
       stepper.finish(out);
       e->optimizer->add(stepper.stats());
     } else if (accumulates) {
       // Gradients of leaves the graph returns as constants (not computed by
       // a node) are left to autograd; the rest went into .grad as computed.
-      const std::vector<at::Tensor>* previous = tls_accumulate_into;
-      tls_accumulate_into = &leaves;
-      try {
-        out = run(in);
-      } catch (...) {
-        tls_accumulate_into = previous;
-        throw;
-      }
-      tls_accumulate_into = previous;
+      ThreadLocalScope<const std::vector<at::Tensor>> scope(tls_accumulate_into, &leaves);
+      out = run(in);
     } else {
       out = run(in);
     }

@@ -174,6 +174,12 @@ const torch::optim::SGDOptions* FusedSGD::options_of(const at::Tensor& param) co
 }
 
 void FusedSGD::allocate_state() {
+  // Once every parameter with momentum has its state (after the first step), nothing to do: no key is made.
+  size_t with_momentum = 0;
+  for (const auto& group : param_groups_)
+    if (static_cast<const torch::optim::SGDOptions&>(group.options()).momentum() != 0)
+      with_momentum += group.params().size();
+  if (state_.size() >= with_momentum) return;
   for (const auto& group : param_groups_) {
     if (static_cast<const torch::optim::SGDOptions&>(group.options()).momentum() == 0) continue;
     for (const auto& p : group.params()) {
