@@ -102,103 +102,77 @@ FX_WO_GEMM void pack(const WeightOnlyView& w, int64_t blocks, int64_t n0, int64_
   }
 }
 
-/// Rows [r0, r0 + R) of the panel's 16 channels into y (count of them stored).
-template <int R>
-FX_WO_GEMM void rows_panel(const WeightOnlyView& w, const WeightOnlyActivations& a, const Panel& p, int64_t r0,
-                           int64_t n0, int64_t count, const float* bias, float* y, int64_t ldy) {
+/// Rows [r0, r0 + R) against P panels (16 · P channels from n0, `count` of
+/// them stored; P = 2: each activation broadcast serves two weight vectors).
+template <int P, int R>
+FX_WO_GEMM void rows_panels(const WeightOnlyView& w, const WeightOnlyActivations& a, const Panel* const* panels,
+                            int64_t r0, int64_t n0, int64_t count, const float* bias, float* y, int64_t ldy) {
   const int64_t xstride = a.padded_blocks * kBlock, blocks = a.blocks;
   const int shift = w.group_shift;
   const int8_t* xq[R];
   const float* d[R];
-  __m512 f[R];
+  const uint32_t* wp[P];
+  const float *sp[P], *szp[P];
+  for (int i = 0; i < P; ++i) {
+    wp[i] = panels[i]->w.data();
+    sp[i] = panels[i]->s.data();
+    szp[i] = panels[i]->sz.data();
+  }
+  __m512 f[P][R];
   for (int r = 0; r < R; ++r) {
     xq[r] = a.q.data() + (r0 + r) * xstride;
     d[r] = a.d.data() + (r0 + r) * a.padded_blocks;
-    f[r] = _mm512_setzero_ps();
+    for (int i = 0; i < P; ++i) f[i][r] = _mm512_setzero_ps();
   }
   for (int64_t b = 0; b < blocks; ++b) {
-    const uint32_t* wb = p.w.data() + b * 8 * kPanel;
-    __m512i acc[R];
-    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_si512();
+    __m512i acc[P][R];
+    for (int i = 0; i < P; ++i)
+      for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_si512();
 #pragma GCC unroll 8
     for (int q = 0; q < 8; ++q) {
-      const __m512i wv = _mm512_loadu_si512(wb + q * kPanel);
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        int32_t x4;
-        std::memcpy(&x4, xq[r] + b * kBlock + 4 * q, 4);
-        acc[r] = _mm512_dpbusd_epi32(acc[r], wv, _mm512_set1_epi32(x4));
-      }
-    }
-    const __m512 sv = _mm512_loadu_ps(p.s.data() + (b >> shift) * kPanel);
-    for (int r = 0; r < R; ++r)
-      f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r]), _mm512_mul_ps(_mm512_set1_ps(d[r][b]), sv), f[r]);
-  }
-  for (int64_t g = 0; g < w.groups; ++g) {
-    const __m512 szv = _mm512_loadu_ps(p.sz.data() + g * kPanel);
-    for (int r = 0; r < R; ++r) f[r] = _mm512_fnmadd_ps(szv, _mm512_set1_ps(a.xsum[(r0 + r) * w.groups + g]), f[r]);
-  }
-  const __mmask16 m = count >= kPanel ? __mmask16(0xFFFF) : __mmask16((1u << count) - 1);
-  const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + n0) : _mm512_setzero_ps();
-  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + (r0 + r) * ldy + n0, m, _mm512_add_ps(f[r], bv));
-}
-
-/// rows_panel for two panels at once (32 channels): each activation
-/// broadcast serves two weight vectors.
-template <int R>
-FX_WO_GEMM void rows_two_panels(const WeightOnlyView& w, const WeightOnlyActivations& a, const Panel& p0,
-                                const Panel& p1, int64_t r0, int64_t n0, int64_t count, const float* bias, float* y,
-                                int64_t ldy) {
-  const int64_t xstride = a.padded_blocks * kBlock, blocks = a.blocks;
-  const int shift = w.group_shift;
-  const int8_t* xq[R];
-  const float* d[R];
-  __m512 f0[R], f1[R];
-  for (int r = 0; r < R; ++r) {
-    xq[r] = a.q.data() + (r0 + r) * xstride;
-    d[r] = a.d.data() + (r0 + r) * a.padded_blocks;
-    f0[r] = f1[r] = _mm512_setzero_ps();
-  }
-  for (int64_t b = 0; b < blocks; ++b) {
-    const uint32_t* wb0 = p0.w.data() + b * 8 * kPanel;
-    const uint32_t* wb1 = p1.w.data() + b * 8 * kPanel;
-    __m512i acc0[R], acc1[R];
-    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-    for (int q = 0; q < 8; ++q) {
-      const __m512i wv0 = _mm512_loadu_si512(wb0 + q * kPanel), wv1 = _mm512_loadu_si512(wb1 + q * kPanel);
-#pragma GCC unroll 4
+      __m512i wv[P];
+      for (int i = 0; i < P; ++i) wv[i] = _mm512_loadu_si512(wp[i] + (b * 8 + q) * kPanel);
+#pragma GCC unroll 6
       for (int r = 0; r < R; ++r) {
         int32_t x4;
         std::memcpy(&x4, xq[r] + b * kBlock + 4 * q, 4);
         const __m512i xb = _mm512_set1_epi32(x4);
-        acc0[r] = _mm512_dpbusd_epi32(acc0[r], wv0, xb);
-        acc1[r] = _mm512_dpbusd_epi32(acc1[r], wv1, xb);
+        for (int i = 0; i < P; ++i) acc[i][r] = _mm512_dpbusd_epi32(acc[i][r], wv[i], xb);
       }
     }
-    const __m512 sv0 = _mm512_loadu_ps(p0.s.data() + (b >> shift) * kPanel);
-    const __m512 sv1 = _mm512_loadu_ps(p1.s.data() + (b >> shift) * kPanel);
+    __m512 sv[P];
+    for (int i = 0; i < P; ++i) sv[i] = _mm512_loadu_ps(sp[i] + (b >> shift) * kPanel);
     for (int r = 0; r < R; ++r) {
       const __m512 ds = _mm512_set1_ps(d[r][b]);
-      f0[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc0[r]), _mm512_mul_ps(ds, sv0), f0[r]);
-      f1[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc1[r]), _mm512_mul_ps(ds, sv1), f1[r]);
+      for (int i = 0; i < P; ++i)
+        f[i][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[i][r]), _mm512_mul_ps(ds, sv[i]), f[i][r]);
     }
   }
   for (int64_t g = 0; g < w.groups; ++g) {
-    const __m512 sz0 = _mm512_loadu_ps(p0.sz.data() + g * kPanel), sz1 = _mm512_loadu_ps(p1.sz.data() + g * kPanel);
+    __m512 sz[P];
+    for (int i = 0; i < P; ++i) sz[i] = _mm512_loadu_ps(szp[i] + g * kPanel);
     for (int r = 0; r < R; ++r) {
       const __m512 xs = _mm512_set1_ps(a.xsum[(r0 + r) * w.groups + g]);
-      f0[r] = _mm512_fnmadd_ps(sz0, xs, f0[r]);
-      f1[r] = _mm512_fnmadd_ps(sz1, xs, f1[r]);
+      for (int i = 0; i < P; ++i) f[i][r] = _mm512_fnmadd_ps(sz[i], xs, f[i][r]);
     }
   }
-  const int64_t c1 = count - kPanel;  // the second panel's channels (1..16)
-  const __mmask16 m1 = c1 >= kPanel ? __mmask16(0xFFFF) : __mmask16((1u << c1) - 1);
-  const __m512 b0 = bias ? _mm512_loadu_ps(bias + n0) : _mm512_setzero_ps();
-  const __m512 b1 = bias ? _mm512_maskz_loadu_ps(m1, bias + n0 + kPanel) : _mm512_setzero_ps();
-  for (int r = 0; r < R; ++r) {
-    _mm512_storeu_ps(y + (r0 + r) * ldy + n0, _mm512_add_ps(f0[r], b0));
-    _mm512_mask_storeu_ps(y + (r0 + r) * ldy + n0 + kPanel, m1, _mm512_add_ps(f1[r], b1));
+  for (int i = 0; i < P; ++i) {
+    const int64_t c = std::min(kPanel, count - i * kPanel);  // this panel's channels (1..16)
+    const __mmask16 m = c >= kPanel ? __mmask16(0xFFFF) : __mmask16((1u << c) - 1);
+    const int64_t n = n0 + i * kPanel;
+    const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + n) : _mm512_setzero_ps();
+    for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + (r0 + r) * ldy + n, m, _mm512_add_ps(f[i][r], bv));
+  }
+}
+
+/// Rows [r0, a.rows) of `a` against P packed panels: R rows a pass, then
+/// the fewer than R left in one pass of their number.
+template <int P, int R>
+void all_rows(const WeightOnlyView& w, const WeightOnlyActivations& a, const Panel* const* panels, int64_t r0,
+              int64_t n0, int64_t count, const float* bias, float* y, int64_t ldy) {
+  for (; r0 + R <= a.rows; r0 += R) rows_panels<P, R>(w, a, panels, r0, n0, count, bias, y, ldy);
+  if constexpr (R > 1) {
+    if (a.rows > r0) all_rows<P, R - 1>(w, a, panels, r0, n0, count, bias, y, ldy);
   }
 }
 
@@ -211,39 +185,20 @@ namespace wog = weight_only_panels;
 
 void weight_only_gemm(const WeightOnlyView& w, const WeightOnlyActivations& a, int64_t n0, int64_t n1,
                       const float* bias, float* y, int64_t ldy) {
-  thread_local wog::Panel panel, second;
-  int64_t p0 = n0;
-  // Two panels (32 channels) a pass while more than 16 are left.
-  for (; n1 - p0 > wog::kPanel; p0 += 2 * wog::kPanel) {
+  thread_local wog::Panel first, second;
+  const wog::Panel* panels[2] = {&first, &second};
+  for (int64_t p0 = n0; p0 < n1;) {
     const int64_t count = std::min(2 * wog::kPanel, n1 - p0);
-    wog::pack(w, a.blocks, p0, wog::kPanel, panel);
-    wog::pack(w, a.blocks, p0 + wog::kPanel, count - wog::kPanel, second);
-    int64_t r0 = 0;
-    for (; r0 + wog::kTwoPanelRows <= a.rows; r0 += wog::kTwoPanelRows)
-      wog::rows_two_panels<wog::kTwoPanelRows>(w, a, panel, second, r0, p0, count, bias, y, ldy);
-    switch (a.rows - r0) {
-      case 3: wog::rows_two_panels<3>(w, a, panel, second, r0, p0, count, bias, y, ldy); break;
-      case 2: wog::rows_two_panels<2>(w, a, panel, second, r0, p0, count, bias, y, ldy); break;
-      case 1: wog::rows_two_panels<1>(w, a, panel, second, r0, p0, count, bias, y, ldy); break;
-      default: break;
+    wog::pack(w, a.blocks, p0, std::min(wog::kPanel, count), first);
+    if (count > wog::kPanel) {  // two panels (32 channels) a pass while more than 16 are left
+      wog::pack(w, a.blocks, p0 + wog::kPanel, count - wog::kPanel, second);
+      wog::all_rows<2, wog::kTwoPanelRows>(w, a, panels, 0, p0, count, bias, y, ldy);
+      wog::panel_count.fetch_add(2, std::memory_order_relaxed);
+    } else {
+      wog::all_rows<1, wog::kRows>(w, a, panels, 0, p0, count, bias, y, ldy);
+      wog::panel_count.fetch_add(1, std::memory_order_relaxed);
     }
-    wog::panel_count.fetch_add(2, std::memory_order_relaxed);
-  }
-  for (; p0 < n1; p0 += wog::kPanel) {
-    const int64_t count = std::min(wog::kPanel, n1 - p0);
-    wog::pack(w, a.blocks, p0, count, panel);
-    int64_t r0 = 0;
-    for (; r0 + wog::kRows <= a.rows; r0 += wog::kRows)
-      wog::rows_panel<wog::kRows>(w, a, panel, r0, p0, count, bias, y, ldy);
-    switch (a.rows - r0) {
-      case 5: wog::rows_panel<5>(w, a, panel, r0, p0, count, bias, y, ldy); break;
-      case 4: wog::rows_panel<4>(w, a, panel, r0, p0, count, bias, y, ldy); break;
-      case 3: wog::rows_panel<3>(w, a, panel, r0, p0, count, bias, y, ldy); break;
-      case 2: wog::rows_panel<2>(w, a, panel, r0, p0, count, bias, y, ldy); break;
-      case 1: wog::rows_panel<1>(w, a, panel, r0, p0, count, bias, y, ldy); break;
-      default: break;
-    }
-    wog::panel_count.fetch_add(1, std::memory_order_relaxed);
+    p0 += count;
   }
 }
 
