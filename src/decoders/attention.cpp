@@ -1,14 +1,17 @@
 // fxcpp::decoder_attention (include/fx/decoders/passes.h): softmax(q k^T *
 // scale, masked) v over a KV cache read in place, grouped-query heads
-// without repeating the cache, one pass per query row with an online
-// softmax (flash attention's running maximum and sum), cache positions the
-// mask hides never read. AVX-512 / AVX2 / plain loops for the two inner
-// products, chosen once from the CPU's features.
+// without repeating the cache, cache positions the mask hides never read.
+// Per query row: the visible positions' scores into a buffer, their maximum,
+// exp and sum vectorised (vec_exp.h), then the value rows weighted in
+// registers, 64 columns a pass. AVX-512 / AVX2 / plain loops, chosen once
+// from the CPU's features. (A per-position online softmax paid a scalar exp,
+// a branch and a load and store of the accumulator for every position.)
 #include <fx/decoders/passes.h>
 
 #include <fx/error.h>
 
 #include "decoders/convention.h"
+#include "decoders/vec_exp.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
@@ -17,6 +20,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -25,32 +29,149 @@ namespace fx::decoders {
 
 namespace {
 
-__attribute__((target("avx512f"))) float dot_avx512(const float* a, const float* b, int64_t n) {
+using detail::exp_avx2;
+using detail::exp_avx512;
+
+#define FX_ATTN_AVX512 __attribute__((target("avx512f")))
+#define FX_ATTN_AVX2 __attribute__((target("avx2,fma")))
+// GCC 12's false positives on the unmasked AVX-512 intrinsics (see weight_only_kernels.cpp).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+FX_ATTN_AVX512 float sum_lanes(__m512 a) {  // not _mm512_reduce_add_ps: GCC 12 warns inside it (its bug 105593)
+  __m512 t = _mm512_add_ps(a, _mm512_shuffle_f32x4(a, a, _MM_SHUFFLE(1, 0, 3, 2)));
+  t = _mm512_add_ps(t, _mm512_shuffle_f32x4(t, t, _MM_SHUFFLE(2, 3, 0, 1)));
+  t = _mm512_add_ps(t, _mm512_permute_ps(t, _MM_SHUFFLE(1, 0, 3, 2)));
+  t = _mm512_add_ps(t, _mm512_permute_ps(t, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm512_cvtss_f32(t);
+}
+
+FX_ATTN_AVX2 float sum_lanes(__m256 s) {
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_add_ss(h, _mm_movehdup_ps(h));
+  return _mm_cvtss_f32(h);
+}
+
+FX_ATTN_AVX512 float dot_avx512(const float* a, const float* b, int64_t n) {
   __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
     s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
   }
-  for (; i + 16 <= n; i += 16) s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
-  alignas(64) float lanes[16];  // not _mm512_reduce_add_ps: GCC 12 warns inside it (its bug 105593)
-  _mm512_store_ps(lanes, _mm512_add_ps(s0, s1));
-  float s = 0;
-  for (float lane : lanes) s += lane;
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
+  if (i < n) {  // the rest, at most 31, by masked loads
+    const int64_t left = n - i;
+    const __mmask16 m0 = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+    const __mmask16 m1 = left <= 16 ? __mmask16(0) : __mmask16((1u << (left - 16)) - 1);
+    s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m0, a + i), _mm512_maskz_loadu_ps(m0, b + i), s0);
+    s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m1, a + i + 16), _mm512_maskz_loadu_ps(m1, b + i + 16), s1);
+  }
+  return sum_lanes(_mm512_add_ps(s0, s1));
 }
 
-/// acc = acc * c + w * v.
-__attribute__((target("avx512f"))) void scale_add_avx512(float* acc, float c, float w, const float* v, int64_t n) {
-  const __m512 vc = _mm512_set1_ps(c), vw = _mm512_set1_ps(w);
+/// The two 256-bit halves of x added.
+FX_ATTN_AVX512 __m256 half(__m512 x) {
+  return _mm512_castps512_ps256(_mm512_add_ps(x, _mm512_shuffle_f32x4(x, x, _MM_SHUFFLE(1, 0, 3, 2))));
+}
+
+/// out[i] = sc · q · k[at[i]] for i < n (rows of d floats): four positions a pass, their four sums
+/// folded together (halves added, then two rounds of hadd).
+FX_ATTN_AVX512 void scores_avx512(const float* q, const float* k, const int32_t* at, int64_t n, int64_t d, float sc,
+                                  float* out) {
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(acc + i, _mm512_fmadd_ps(vw, _mm512_loadu_ps(v + i), _mm512_mul_ps(vc, _mm512_loadu_ps(acc + i))));
-  for (; i < n; ++i) acc[i] = acc[i] * c + w * v[i];
+  for (; i + 4 <= n; i += 4) {
+    const float *r0 = k + at[i] * d, *r1 = k + at[i + 1] * d, *r2 = k + at[i + 2] * d, *r3 = k + at[i + 3] * d;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t c = 0; c < d; c += 16) {
+      const __mmask16 m = d - c >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (d - c)) - 1);
+      const __m512 qv = _mm512_maskz_loadu_ps(m, q + c);
+      a0 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, r0 + c), a0);
+      a1 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, r1 + c), a1);
+      a2 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, r2 + c), a2);
+      a3 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, r3 + c), a3);
+    }
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(half(a0), half(a1)), _mm256_hadd_ps(half(a2), half(a3)));
+    const __m128 sums = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    _mm_storeu_ps(out + i, _mm_mul_ps(sums, _mm_set1_ps(sc)));
+  }
+  for (; i < n; ++i) out[i] = dot_avx512(q, k + at[i] * d, d) * sc;
 }
 
-__attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* b, int64_t n) {
+FX_ATTN_AVX512 float max_avx512(const float* x, int64_t n) {
+  __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(x + i));
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, m);
+  float r = lanes[0];
+  for (float l : lanes) r = std::max(r, l);
+  for (; i < n; ++i) r = std::max(r, x[i]);
+  return r;
+}
+
+/// x = exp(x - m) over n values; returns their sum.
+FX_ATTN_AVX512 float exp_sum_avx512(float* x, int64_t n, float m) {
+  const __m512 vm = _mm512_set1_ps(m);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    const __m512 e = exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm));
+    _mm512_mask_storeu_ps(x + i, k, e);
+    sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(k, e));
+  }
+  return sum_lanes(sum);
+}
+
+/// out[0, d) = scale · Σ_i p[i] · v[at[i]] (rows of d floats): 64 columns a pass, in registers
+/// (written out: GCC keeps an array of accumulators on the stack), even and odd rows in two chains
+/// for the adder's latency.
+FX_ATTN_AVX512 void weighted_sum_avx512(const float* p, const int32_t* at, int64_t n, const float* v, int64_t d,
+                                        float scale, float* out) {
+  auto mask = [](int64_t left) {
+    left = std::clamp<int64_t>(left, 0, 16);
+    return left == 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+  };
+  for (int64_t d0 = 0; d0 < d; d0 += 64) {
+    const __mmask16 m0 = mask(d - d0), m1 = mask(d - d0 - 16), m2 = mask(d - d0 - 32), m3 = mask(d - d0 - 48);
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    int64_t i = 0;
+    for (; i + 2 <= n; i += 2) {
+      const __m512 w0 = _mm512_set1_ps(p[i]), w1 = _mm512_set1_ps(p[i + 1]);
+      const float* r0 = v + at[i] * d + d0;
+      const float* r1 = v + at[i + 1] * d + d0;
+      a0 = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m0, r0), a0);
+      a1 = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m1, r0 + 16), a1);
+      a2 = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m2, r0 + 32), a2);
+      a3 = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m3, r0 + 48), a3);
+      b0 = _mm512_fmadd_ps(w1, _mm512_maskz_loadu_ps(m0, r1), b0);
+      b1 = _mm512_fmadd_ps(w1, _mm512_maskz_loadu_ps(m1, r1 + 16), b1);
+      b2 = _mm512_fmadd_ps(w1, _mm512_maskz_loadu_ps(m2, r1 + 32), b2);
+      b3 = _mm512_fmadd_ps(w1, _mm512_maskz_loadu_ps(m3, r1 + 48), b3);
+    }
+    if (i < n) {
+      const __m512 w0 = _mm512_set1_ps(p[i]);
+      const float* r0 = v + at[i] * d + d0;
+      a0 = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m0, r0), a0);
+      a1 = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m1, r0 + 16), a1);
+      a2 = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m2, r0 + 32), a2);
+      a3 = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m3, r0 + 48), a3);
+    }
+    const __m512 sc = _mm512_set1_ps(scale);
+    _mm512_mask_storeu_ps(out + d0, m0, _mm512_mul_ps(_mm512_add_ps(a0, b0), sc));
+    _mm512_mask_storeu_ps(out + d0 + 16, m1, _mm512_mul_ps(_mm512_add_ps(a1, b1), sc));
+    _mm512_mask_storeu_ps(out + d0 + 32, m2, _mm512_mul_ps(_mm512_add_ps(a2, b2), sc));
+    _mm512_mask_storeu_ps(out + d0 + 48, m3, _mm512_mul_ps(_mm512_add_ps(a3, b3), sc));
+  }
+}
+
+FX_ATTN_AVX2 __m256 mask_of(int64_t left) {  // the first `left` (0..8) lanes
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(left)), lanes));
+}
+
+FX_ATTN_AVX2 float dot_avx2(const float* a, const float* b, int64_t n) {
   __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
@@ -58,22 +179,69 @@ __attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* 
     s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
   }
   for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-  const __m256 s = _mm256_add_ps(s0, s1);
-  __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-  h = _mm_add_ss(h, _mm_movehdup_ps(h));
-  float r = _mm_cvtss_f32(h);
+  float r = sum_lanes(_mm256_add_ps(s0, s1));
   for (; i < n; ++i) r += a[i] * b[i];
   return r;
 }
 
-__attribute__((target("avx2,fma"))) void scale_add_avx2(float* acc, float c, float w, const float* v, int64_t n) {
-  const __m256 vc = _mm256_set1_ps(c), vw = _mm256_set1_ps(w);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(vw, _mm256_loadu_ps(v + i), _mm256_mul_ps(vc, _mm256_loadu_ps(acc + i))));
-  for (; i < n; ++i) acc[i] = acc[i] * c + w * v[i];
+FX_ATTN_AVX2 void scores_avx2(const float* q, const float* k, const int32_t* at, int64_t n, int64_t d, float sc,
+                              float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = dot_avx2(q, k + at[i] * d, d) * sc;
 }
+
+FX_ATTN_AVX2 float max_avx2(const float* x, int64_t n) {
+  __m256 m = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(x + i));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, m);
+  float r = lanes[0];
+  for (float l : lanes) r = std::max(r, l);
+  for (; i < n; ++i) r = std::max(r, x[i]);
+  return r;
+}
+
+FX_ATTN_AVX2 float exp_sum_avx2(float* x, int64_t n, float m) {
+  const __m256 vm = _mm256_set1_ps(m);
+  __m256 sum = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256 k = mask_of(std::min<int64_t>(8, n - i));
+    const __m256 e = exp_avx2(_mm256_sub_ps(_mm256_maskload_ps(x + i, _mm256_castps_si256(k)), vm));
+    _mm256_maskstore_ps(x + i, _mm256_castps_si256(k), e);
+    sum = _mm256_add_ps(sum, _mm256_and_ps(e, k));
+  }
+  return sum_lanes(sum);
+}
+
+FX_ATTN_AVX2 void weighted_sum_avx2(const float* p, const int32_t* at, int64_t n, const float* v, int64_t d,
+                                    float scale, float* out) {
+  for (int64_t d0 = 0; d0 < d; d0 += 32) {
+    __m256i m[4];
+    for (int k = 0; k < 4; ++k) m[k] = _mm256_castps_si256(mask_of(std::clamp<int64_t>(d - d0 - 8 * k, 0, 8)));
+    __m256 a[4], b[4];
+    for (int k = 0; k < 4; ++k) a[k] = b[k] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= n; i += 2) {
+      const __m256 w0 = _mm256_set1_ps(p[i]), w1 = _mm256_set1_ps(p[i + 1]);
+      const float* r0 = v + at[i] * d + d0;
+      const float* r1 = v + at[i + 1] * d + d0;
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        a[k] = _mm256_fmadd_ps(w0, _mm256_maskload_ps(r0 + 8 * k, m[k]), a[k]);
+        b[k] = _mm256_fmadd_ps(w1, _mm256_maskload_ps(r1 + 8 * k, m[k]), b[k]);
+      }
+    }
+    if (i < n) {
+      const __m256 w0 = _mm256_set1_ps(p[i]);
+      const float* r0 = v + at[i] * d + d0;
+      for (int k = 0; k < 4; ++k) a[k] = _mm256_fmadd_ps(w0, _mm256_maskload_ps(r0 + 8 * k, m[k]), a[k]);
+    }
+    for (int k = 0; k < 4; ++k)
+      _mm256_maskstore_ps(out + d0 + 8 * k, m[k], _mm256_mul_ps(_mm256_add_ps(a[k], b[k]), _mm256_set1_ps(scale)));
+  }
+}
+
+#pragma GCC diagnostic pop
 
 float dot_plain(const float* a, const float* b, int64_t n) {
   float s = 0;
@@ -81,22 +249,47 @@ float dot_plain(const float* a, const float* b, int64_t n) {
   return s;
 }
 
-void scale_add_plain(float* acc, float c, float w, const float* v, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) acc[i] = acc[i] * c + w * v[i];
+void scores_plain(const float* q, const float* k, const int32_t* at, int64_t n, int64_t d, float sc, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = dot_plain(q, k + at[i] * d, d) * sc;
 }
 
+float max_plain(const float* x, int64_t n) {
+  float r = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) r = std::max(r, x[i]);
+  return r;
+}
+
+float exp_sum_plain(float* x, int64_t n, float m) {
+  float sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i] = std::exp(x[i] - m);
+  return sum;
+}
+
+void weighted_sum_plain(const float* p, const int32_t* at, int64_t n, const float* v, int64_t d, float scale,
+                        float* out) {
+  std::fill(out, out + d, 0.f);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < d; ++c) out[c] += p[i] * v[at[i] * d + c];
+  for (int64_t c = 0; c < d; ++c) out[c] *= scale;
+}
+
+/// The four loops of one query row, for one instruction set.
 struct Kernels {
-  float (*dot)(const float*, const float*, int64_t);
-  void (*scale_add)(float*, float, float, const float*, int64_t);
+  void (*scores)(const float*, const float*, const int32_t*, int64_t, int64_t, float, float*);
+  float (*max)(const float*, int64_t);
+  float (*exp_sum)(float*, int64_t, float);
+  void (*weighted_sum)(const float*, const int32_t*, int64_t, const float*, int64_t, float, float*);
   const char* name;
 };
 
 const Kernels& kernels() {
   static const Kernels k = [] {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return Kernels{dot_avx512, scale_add_avx512, "avx512"};
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Kernels{dot_avx2, scale_add_avx2, "avx2"};
-    return Kernels{dot_plain, scale_add_plain, "plain"};
+    switch (detail::decoder_isa()) {
+      case detail::DecoderIsa::Avx512: return Kernels{scores_avx512, max_avx512, exp_sum_avx512, weighted_sum_avx512, "avx512"};
+      case detail::DecoderIsa::Avx2: return Kernels{scores_avx2, max_avx2, exp_sum_avx2, weighted_sum_avx2, "avx2"};
+      case detail::DecoderIsa::Plain: break;
+    }
+    return Kernels{scores_plain, max_plain, exp_sum_plain, weighted_sum_plain, "plain"};
   }();
   return k;
 }
@@ -136,6 +329,10 @@ at::Tensor decoder_attention(const at::Tensor& q_in, const at::Tensor& k_in, con
   const int64_t rows = b * h * t;
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, s * d));
   at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
+    // Per row: the visible positions, their scores, the maximum, exp and sum, then the weighted
+    // sum of the value rows (softmax in two passes over a buffer of S scores).
+    std::vector<float> scores(static_cast<size_t>(s));
+    std::vector<int32_t> at(static_cast<size_t>(s));
     for (int64_t r = begin; r < end; ++r) {
       const int64_t ti = r % t, hi = (r / t) % h, bi = r / (t * h);
       const int64_t kv = bi * kvh + hi / group;
@@ -144,24 +341,17 @@ at::Tensor decoder_attention(const at::Tensor& q_in, const at::Tensor& k_in, con
       const float* vbase = vp + kv * s * d;
       const bool* hidden = mp + ti * s;
       float* acc = op + r * d;
-      std::fill(acc, acc + d, 0.f);
-      float m = -std::numeric_limits<float>::infinity(), l = 0.f;
-      for (int64_t j = 0; j < s; ++j) {
-        if (hidden[j]) continue;
-        const float score = kern.dot(qrow, kbase + j * d, d) * sc;
-        if (score > m) {  // a new maximum: what was summed so far shrinks by exp(m - score)
-          const float c = std::exp(m - score);
-          l = l * c + 1.f;
-          kern.scale_add(acc, c, 1.f, vbase + j * d, d);
-          m = score;
-        } else {
-          const float w = std::exp(score - m);
-          l += w;
-          kern.scale_add(acc, 1.f, w, vbase + j * d, d);
-        }
+      int64_t n = 0;
+      for (int64_t j = 0; j < s; ++j)
+        if (!hidden[j]) at[n++] = static_cast<int32_t>(j);
+      if (n == 0) {  // no visible position: NaN, as softmax over -inf gives
+        std::fill(acc, acc + d, std::numeric_limits<float>::quiet_NaN());
+        continue;
       }
-      const float inv = 1.f / l;  // no visible position: 0 / 0, NaN, as softmax over -inf gives
-      for (int64_t i = 0; i < d; ++i) acc[i] = l > 0 ? acc[i] * inv : std::numeric_limits<float>::quiet_NaN();
+      kern.scores(qrow, kbase, at.data(), n, d, sc, scores.data());
+      const float m = kern.max(scores.data(), n);
+      const float l = kern.exp_sum(scores.data(), n, m);
+      kern.weighted_sum(scores.data(), at.data(), n, vbase, d, 1.f / l, acc);
     }
   });
   return out;

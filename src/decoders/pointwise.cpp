@@ -7,11 +7,14 @@
 #include <fx/error.h>
 
 #include "decoders/convention.h"
+#include "decoders/vec_exp.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
+
+#include <immintrin.h>
 
 #include <cmath>
 
@@ -80,6 +83,59 @@ at::Tensor rotary_embedding(const at::Tensor& x_in, const at::Tensor& cos_in, co
   return y;
 }
 
+namespace {
+
+// GCC 12's false positives on the unmasked AVX-512 intrinsics (see weight_only_kernels.cpp).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+/// y = gate / (1 + exp(-gate)) * up over [begin, end), HF's SiLU then the product, for one instruction set.
+__attribute__((target("avx512f"))) void silu_mul_avx512(const float* g, const float* u, float* y, int64_t begin,
+                                                          int64_t end) {
+  const __m512 one = _mm512_set1_ps(1.f);
+  for (int64_t i = begin; i < end; i += 16) {
+    const __mmask16 k = end - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (end - i)) - 1);
+    const __m512 gv = _mm512_maskz_loadu_ps(k, g + i);
+    const __m512 e = detail::exp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), gv));
+    _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(one, e)), _mm512_maskz_loadu_ps(k, u + i)));
+  }
+}
+
+__attribute__((target("avx2,fma"))) void silu_mul_avx2(const float* g, const float* u, float* y, int64_t begin,
+                                                         int64_t end) {
+  const __m256 one = _mm256_set1_ps(1.f);
+  int64_t i = begin;
+  for (; i + 8 <= end; i += 8) {
+    const __m256 gv = _mm256_loadu_ps(g + i);
+    const __m256 e = detail::exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), gv));
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(one, e)), _mm256_loadu_ps(u + i)));
+  }
+  for (; i < end; ++i) y[i] = g[i] / (1.f + std::exp(-g[i])) * u[i];
+}
+
+#pragma GCC diagnostic pop
+
+void silu_mul_plain(const float* g, const float* u, float* y, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) y[i] = g[i] / (1.f + std::exp(-g[i])) * u[i];
+}
+
+using SiluMulFn = void (*)(const float*, const float*, float*, int64_t, int64_t);
+
+SiluMulFn silu_mul_kernel() {
+  static const SiluMulFn fn = [] {
+    switch (detail::decoder_isa()) {
+      case detail::DecoderIsa::Avx512: return &silu_mul_avx512;
+      case detail::DecoderIsa::Avx2: return &silu_mul_avx2;
+      case detail::DecoderIsa::Plain: break;
+    }
+    return &silu_mul_plain;
+  }();
+  return fn;
+}
+
+}  // namespace
+
 at::Tensor silu_mul(const at::Tensor& gate_in, const at::Tensor& up_in) {
   require_float("silu_mul", {&gate_in, &up_in});
   if (gate_in.sizes() != up_in.sizes())
@@ -89,9 +145,8 @@ at::Tensor silu_mul(const at::Tensor& gate_in, const at::Tensor& up_in) {
   const float* gp = g.data_ptr<float>();
   const float* up = u.data_ptr<float>();
   float* yp = y.data_ptr<float>();
-  at::parallel_for(0, g.numel(), 32768, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) yp[i] = gp[i] / (1.f + std::exp(-gp[i])) * up[i];
-  });
+  const SiluMulFn fn = silu_mul_kernel();
+  at::parallel_for(0, g.numel(), 32768, [&](int64_t begin, int64_t end) { fn(gp, up, yp, begin, end); });
   return y;
 }
 

@@ -6,10 +6,16 @@
 #include <fx/graph.h>
 #include <fx/tensor_file.h>
 
+#include "decoders/vec_exp.h"
 #include "llama_fixture.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <vector>
 
 namespace pointwise_test {
 
@@ -41,6 +47,59 @@ TEST(DecoderPointwise, KernelsEqualHuggingFacesArithmetic) {
             "silu_mul: gate and up must have one shape, not Float [3, 41] and Float [41, 3]");
   EXPECT_EQ(fx_test::error_of([&] { fx::decoders::silu_mul(g.to(torch::kDouble), u); }),
             "silu_mul: expected float32 tensors, got Double [3, 41]");
+}
+
+/// exp_avx512 / exp_avx2 (vec_exp.h) over `x`, 16 values a call.
+std::vector<float> vector_exp(fx::decoders::detail::DecoderIsa isa, const std::vector<float>& x);
+
+__attribute__((target("avx512f"))) void exp16_avx512(const float* x, float* y) {
+  _mm512_storeu_ps(y, fx::decoders::detail::exp_avx512(_mm512_loadu_ps(x)));
+}
+
+__attribute__((target("avx2,fma"))) void exp16_avx2(const float* x, float* y) {
+  _mm256_storeu_ps(y, fx::decoders::detail::exp_avx2(_mm256_loadu_ps(x)));
+  _mm256_storeu_ps(y + 8, fx::decoders::detail::exp_avx2(_mm256_loadu_ps(x + 8)));
+}
+
+std::vector<float> vector_exp(fx::decoders::detail::DecoderIsa isa, const std::vector<float>& x) {
+  std::vector<float> in = x, out(x.size() + 16);
+  in.resize(x.size() + 16, 0.f);
+  for (size_t i = 0; i < x.size(); i += 16)
+    (isa == fx::decoders::detail::DecoderIsa::Avx512 ? exp16_avx512 : exp16_avx2)(in.data() + i, out.data() + i);
+  out.resize(x.size());
+  return out;
+}
+
+// The decoder's vector exp (attention's softmax, SiLU) on every path this CPU has, against libm:
+// within 2 ulp where the result is a normal float, 0 below it, inf above, NaN kept.
+TEST(DecoderPointwise, VectorExpIsLibmsWithinTwoUlp) {
+  using fx::decoders::detail::DecoderIsa;
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> x;
+  for (int i = -200000; i <= 200000; ++i) x.push_back(static_cast<float>(i) * 4.4e-4f);  // -88 .. 88, every step
+  for (float v : {0.f, -0.f, 1e-30f, -1e-30f, -87.3f, -87.4f, -100.f, -1e30f, 88.7f, 88.8f, 1e30f, inf, -inf, nan})
+    x.push_back(v);
+  std::vector<DecoderIsa> paths;
+  if (__builtin_cpu_supports("avx512f")) paths.push_back(DecoderIsa::Avx512);
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) paths.push_back(DecoderIsa::Avx2);
+  for (DecoderIsa isa : paths) {
+    SCOPED_TRACE(isa == DecoderIsa::Avx512 ? "avx512" : "avx2");
+    const std::vector<float> y = vector_exp(isa, x);
+    int bad = 0;
+    for (size_t i = 0; i < x.size() && bad < 5; ++i) {
+      const float want = std::exp(x[i]);
+      const bool ok = std::isnan(x[i])         ? std::isnan(y[i])
+                      : x[i] < -87.3365447f ? y[i] == 0.f
+                      : x[i] > 88.7228391f  ? y[i] == inf
+                                            : std::fabs(y[i] - want) <= 2 * (std::nextafter(want, inf) - want);
+      if (!ok) ++bad;
+      EXPECT_TRUE(ok) << "exp(" << x[i] << ") = " << y[i] << ", libm " << want;
+    }
+  }
+  // Where ctest runs this on an emulated CPU, the kernels must have taken its path.
+  if (const char* expected = std::getenv("FX_EXPECT_DECODER_KERNEL")) {
+    EXPECT_EQ(fx::decoders::decoder_attention_kernel(), expected);
+  }
 }
 
 TEST(DecoderPointwise, PassesFireOnTheCapturedDecoderAndKeepItsTokens) {

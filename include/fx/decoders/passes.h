@@ -42,7 +42,7 @@ namespace fx::decoders {
 at::Tensor decoder_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
                              double scale);
 
-/// The inner products' instruction set on this CPU: "avx512", "avx2" or "plain".
+/// The instruction set decoder_attention and silu_mul run at on this CPU: "avx512", "avx2" or "plain".
 std::string decoder_attention_kernel();
 
 /// Replaces each attention over a cache (see the file comment) by one
