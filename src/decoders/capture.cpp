@@ -136,8 +136,9 @@ std::shared_ptr<GraphModule> optimize_decoder(const std::shared_ptr<GraphModule>
   const DecoderSignature s = check_decoder(*gm);
   if (options.example_inputs.empty())  // a decode step: its weights packed now, not at the first token
     options.example_inputs = {at::zeros({s.max_batch, 1}, at::kLong), at::zeros({1}, at::kLong)};
-  auto work = std::make_shared<GraphModule>(gm, passes_detail::copy_graph(gm->graph()), gm->class_name());
   DecoderPassReport p;
+  const auto merged = merge_projections(gm, &p.merged_projections);
+  auto work = std::make_shared<GraphModule>(merged, passes_detail::copy_graph(merged->graph()), gm->class_name());
   p.fused_attention = fuse_attention(*work);
   p.fused_rms_norm = fuse_rms_norm(*work);
   p.fused_rotary = fuse_rotary_embedding(*work);

@@ -136,17 +136,56 @@ SiluMulFn silu_mul_kernel() {
 
 }  // namespace
 
+namespace {
+
+/// The stride between rows of `t`'s last dimension if every row is contiguous and they are evenly
+/// spaced (the leading dimensions collapse into one), else -1.
+int64_t row_stride(const at::Tensor& t) {
+  if (t.dim() == 0) return 1;
+  if (t.size(-1) > 1 && t.stride(-1) != 1) return -1;
+  int64_t stride = -1, expected = -1;
+  for (int64_t d = t.dim() - 2; d >= 0; --d) {
+    if (t.size(d) == 1) continue;
+    if (stride < 0) {
+      stride = expected = t.stride(d);
+    } else if (t.stride(d) != expected) {
+      return -1;
+    }
+    expected *= t.size(d);
+  }
+  return stride < 0 ? t.size(-1) : stride;
+}
+
+/// `t` itself when its rows are evenly spaced (row_stride), else a contiguous copy.
+at::Tensor row_strided(const at::Tensor& t) {
+  if (t.dim() == 0) return t.contiguous();
+  const int64_t s = row_stride(t);
+  return s >= t.size(-1) || (s >= 0 && t.numel() <= t.size(-1)) ? t : t.contiguous();
+}
+
+}  // namespace
+
 at::Tensor silu_mul(const at::Tensor& gate_in, const at::Tensor& up_in) {
   require_float("silu_mul", {&gate_in, &up_in});
   if (gate_in.sizes() != up_in.sizes())
     fail("silu_mul", "gate and up must have one shape, not " + detail::described(gate_in) + " and " + detail::described(up_in));
-  const at::Tensor g = gate_in.contiguous(), u = up_in.contiguous();
+  // Rows of the last dimension, each contiguous, one stride apart: merge_projections' narrow halves
+  // of one GEMM's output read where they are (anything else is made contiguous first).
+  const at::Tensor g = row_strided(gate_in), u = row_strided(up_in);
+  const int64_t h = g.dim() ? g.size(-1) : 1, rows = h ? g.numel() / h : 0;
   at::Tensor y = at::empty(g.sizes(), g.options());
   const float* gp = g.data_ptr<float>();
   const float* up = u.data_ptr<float>();
   float* yp = y.data_ptr<float>();
+  const int64_t gs = row_stride(g), us = row_stride(u);
   const SiluMulFn fn = silu_mul_kernel();
-  at::parallel_for(0, g.numel(), 32768, [&](int64_t begin, int64_t end) { fn(gp, up, yp, begin, end); });
+  if (gs == h && us == h) {
+    at::parallel_for(0, g.numel(), 32768, [&](int64_t begin, int64_t end) { fn(gp, up, yp, begin, end); });
+  } else {
+    at::parallel_for(0, rows, std::max<int64_t>(1, 32768 / std::max<int64_t>(h, 1)), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) fn(gp + r * gs, up + r * us, yp + r * h, 0, h);
+    });
+  }
   return y;
 }
 

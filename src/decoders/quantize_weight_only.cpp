@@ -2,10 +2,10 @@
 // layers -> fxcpp::linear_weight_only on weights packed once, here.
 #include <fx/decoders/quantize_weight_only.h>
 
+#include "decoders/linear_layer.h"
 #include "passes/graph_copy.h"
 
 #include <fx/error.h>
-#include <fx/module_attributes.h>
 
 #include <ATen/core/Tensor.h>
 
@@ -16,12 +16,8 @@ namespace fx {
 
 namespace {
 
-/// A linear layer of the graph.
-struct Layer {
-  std::string name;  ///< qualified name (module, or weight attribute without ".weight")
-  Argument input;
-  at::Tensor weight, bias;
-};
+using Layer = decoders::detail::LinearLayer;
+using decoders::detail::linear_layer_of;
 
 bool name_matches(const std::string& name, const std::string& pattern) {
   return name == pattern || (name.size() > pattern.size() && name.compare(0, pattern.size(), pattern) == 0 &&
@@ -32,46 +28,6 @@ bool matches_any(const Layer& l, const Node* n, const std::vector<std::string>& 
   for (const auto& p : patterns)
     if (name_matches(l.name, p) || n->name() == p) return true;
   return false;
-}
-
-at::Tensor named_tensor(const torch::nn::Module& m, const std::string& name) {
-  for (const auto& p : m.named_parameters(/*recurse=*/false))
-    if (p.key() == name) return p.value();
-  for (const auto& b : m.named_buffers(/*recurse=*/false))
-    if (b.key() == name) return b.value();
-  return {};
-}
-
-std::optional<Argument> arg(const Node* n, size_t i, const char* key) {
-  if (i < n->args().size()) return n->args()[i];
-  for (const auto& kv : n->kwargs())
-    if (kv.first == key) return kv.second;
-  return std::nullopt;
-}
-
-bool is_get_attr(const std::optional<Argument>& a) {
-  return a && a->is_node() && a->to_node()->op() == Opcode::GetAttr;
-}
-
-/// The linear layer `n` is, or nullopt.
-std::optional<Layer> layer_of(const GraphModule& gm, const Node* n) {
-  if (n->op() == Opcode::CallModule) {
-    auto m = gm.get_submodule(n->target());
-    auto a = module_attributes(*m);
-    if (!a || a->type != "Linear" || n->args().size() != 1 || !n->kwargs().empty()) return std::nullopt;
-    Layer l{n->target(), n->args()[0], named_tensor(*m, "weight"), named_tensor(*m, "bias")};
-    if (!l.weight.defined() || l.weight.dim() != 2) return std::nullopt;
-    return l;
-  }
-  if (n->op() != Opcode::CallFunction || n->target() != "aten::linear") return std::nullopt;
-  const auto input = arg(n, 0, "input"), weight = arg(n, 1, "weight"), bias = arg(n, 2, "bias");
-  if (!input || !is_get_attr(weight) || (bias && !bias->is_none() && !is_get_attr(bias))) return std::nullopt;
-  std::string name = weight->to_node()->target();
-  if (name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0) name.resize(name.size() - 7);
-  Layer l{name, *input, gm.fetch_attr(weight->to_node()->target()),
-          bias && !bias->is_none() ? gm.fetch_attr(bias->to_node()->target()) : at::Tensor()};
-  if (!l.weight.defined() || l.weight.dim() != 2) return std::nullopt;
-  return l;
 }
 
 int64_t bytes_of(const at::Tensor& t) { return t.defined() ? static_cast<int64_t>(t.numel() * t.element_size()) : 0; }
@@ -93,7 +49,7 @@ std::shared_ptr<GraphModule> quantize_weight_only(const std::shared_ptr<GraphMod
   };
   std::unordered_map<const Node*, Chosen> chosen;
   for (const Node* n : gm->graph().nodes()) {
-    auto l = layer_of(*gm, n);
+    auto l = linear_layer_of(*gm, n);
     if (!l) continue;
     if ((!options.names.empty() && !matches_any(*l, n, options.names)) || matches_any(*l, n, options.skip)) {
       r.left.push_back(l->name + ": not chosen");

@@ -37,6 +37,7 @@ void bind_decoders(py::module_& m) {
         // the Python error that kernel raised, handled in C++, must not outlive it.
         if (PyErr_Occurred()) PyErr_Clear();
         py::dict fused;
+        fused["projections"] = p.merged_projections;
         fused["attention"] = p.fused_attention;
         fused["rms_norm"] = p.fused_rms_norm;
         fused["rotary"] = p.fused_rotary;

@@ -38,6 +38,13 @@ TEST(DecoderPointwise, KernelsEqualHuggingFacesArithmetic) {
   EXPECT_LT(relative(fx::decoders::rotary_embedding(q, cos, sin), q * cos + rotated * sin), 1e-6);
   const at::Tensor g = torch::randn({3, 41}) * 4, u = torch::randn({3, 41});
   EXPECT_LT(relative(fx::decoders::silu_mul(g, u), torch::silu(g) * u), 1e-6);
+  // The two halves of one GEMM's output (merge_projections' gate / up), read in place, and a
+  // transposed view, made contiguous first.
+  const at::Tensor gate_up = torch::randn({2, 3, 2 * 41}) * 4;
+  const at::Tensor gh = gate_up.narrow(-1, 0, 41), uh = gate_up.narrow(-1, 41, 41);
+  EXPECT_LT(relative(fx::decoders::silu_mul(gh, uh), torch::silu(gh) * uh), 1e-6);
+  EXPECT_LT(relative(fx::decoders::silu_mul(g.t(), u.t()), torch::silu(g.t()) * u.t()), 1e-6);
+  EXPECT_TRUE(at::equal(fx::decoders::silu_mul(gh, uh), fx::decoders::silu_mul(gh.contiguous(), uh.contiguous())));
   EXPECT_EQ(fx_test::error_of([&] { fx::decoders::rms_norm(torch::zeros({2, 8}), torch::zeros({4}), 1e-5); }),
             "rms_norm: the weight must be [8] for x Float [2, 8], not Float [4]");
   EXPECT_EQ(fx_test::error_of([&] { fx::decoders::rotary_embedding(q, cos.narrow(0, 0, 4), sin); }),

@@ -105,9 +105,13 @@ TEST(QuantizeWeightOnly, OptimisedGenerationAndAnFxFileComputeTheSame) {
   o.scheme = {4, 32, true};
   auto q = fx::quantize_weight_only(fx::decoders::capture(f.model), o);
   fx::OptimizeReport report;
-  auto fast = fx::decoders::optimize_decoder(q, {}, &report);
+  fx::decoders::DecoderPassReport passes;
+  auto fast = fx::decoders::optimize_decoder(q, {}, &report, &passes);
+  // q / k / v and gate / up merged (merge_projections): 4 GEMMs a layer, and the head.
+  const int64_t layers = f.model->config().num_hidden_layers;
+  EXPECT_EQ(passes.merged_projections, static_cast<size_t>(2 * layers));
   EXPECT_EQ(count(fast->graph(), fx::Opcode::CallFunction, "fxcpp::linear_weight_only"),
-            static_cast<size_t>(7 * f.model->config().num_hidden_layers + 1));
+            static_cast<size_t>(4 * layers + 1));
   fx::decoders::GenerateOptions g;
   g.max_new_tokens = 16;
   const auto plain = fx::decoders::generate(q, std::vector<int64_t>{3, 1, 4, 1, 5}, g).tokens;

@@ -81,7 +81,8 @@ class Block(nn.Module):
 
     def forward(self, x, input_pos, freqs_cis, mask):
         h = x + self.attention(self.attention_norm(x), freqs_cis, mask, input_pos)
-        return h + self.w2(F.silu(self.w1(self.ffn_norm(h))) * self.w3(self.ffn_norm(h)))
+        n = self.ffn_norm(h)  # once, as gpt-fast's TransformerBlock: w1 and w3 read one value
+        return h + self.w2(F.silu(self.w1(n)) * self.w3(n))
 
 
 class Transformer(nn.Module):

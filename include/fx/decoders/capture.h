@@ -55,6 +55,8 @@ DecoderSignature check_decoder(const GraphModule& gm);
 
 /// What optimize_decoder's decoder passes (fx/decoders/passes.h) did.
 struct DecoderPassReport {
+  /// Groups of sibling projections made one GEMM (merge_projections: q/k/v and gate/up, two a layer).
+  size_t merged_projections = 0;
   /// Attentions over the cache made one fxcpp::decoder_attention (fuse_attention).
   size_t fused_attention = 0;
   /// RMSNorms, rotary embeddings and SiLU-gated products made one kernel each.
@@ -62,7 +64,8 @@ struct DecoderPassReport {
 };
 
 /// A decoder graph made fast: the decoder passes (fx/decoders/passes.h:
-/// fuse_attention, fuse_rms_norm, fuse_rotary_embedding, fuse_silu_mul), then fx::optimize_for_inference, its weights packed for
+/// merge_projections, fuse_attention, fuse_rms_norm, fuse_rotary_embedding,
+/// fuse_silu_mul), then fx::optimize_for_inference, its weights packed for
 /// decoding (T = 1) at optimise time. `gm` is not changed; the result still
 /// follows the convention and shares `gm`'s caches.
 std::shared_ptr<GraphModule> optimize_decoder(const std::shared_ptr<GraphModule>& gm, OptimizeOptions options = {},

@@ -28,6 +28,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <memory>
 #include <string>
 
 namespace fx::decoders {
@@ -73,6 +74,22 @@ size_t fuse_rotary_embedding(GraphModule& gm);
 
 /// Replaces each silu(gate) * up of one shape by one fxcpp::silu_mul node; returns how many.
 size_t fuse_silu_mul(GraphModule& gm);
+
+/// Sibling linear layers reading one value (a decoder's q / k / v
+/// projections, its gate / up pair) as one GEMM: the layers' weights stacked
+/// by output channel under a new attribute (weight-only layers' packed rows,
+/// scales and zero points likewise, under `_weight_only.`), named after the
+/// members ("model.layers.0.self_attn.q_proj_k_proj_v_proj"), and each
+/// member's value an aten::narrow of its output (a view, no copy). Layers
+/// merge when they read the same node with the same kind (float aten::linear
+/// or Linear modules; fxcpp::linear_weight_only of one scheme), input
+/// features, dtype and bias or none. One GEMV per group when decoding: the
+/// activations quantized once, the fixed cost of a call paid once. Exact for
+/// weight-only layers (each channel's sum unchanged); float layers run
+/// through oneDNN, whose blocking may round differently. Returns a new
+/// module holding only what its graph reads (the members' own weights are
+/// not kept); `gm` itself when nothing merges. `merged`: how many groups.
+std::shared_ptr<GraphModule> merge_projections(const std::shared_ptr<GraphModule>& gm, size_t* merged = nullptr);
 
 /// The head of a decoder graph (the output's producer: a linear layer,
 /// oneDNN's or weight-only, or a matmul, over a [B, T, H] input) applied to
