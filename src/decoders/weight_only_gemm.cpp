@@ -54,10 +54,40 @@ struct Panel {
   std::vector<float> sz;    // [groups][16]: s · (zero point + the kernel's offset)
 };
 
+/// dst[q][c] = dword q of raw[c] (16 channels' rows of 8 dwords): an 8 x 8
+/// transpose in each 256-bit half of 8 vectors (channel j in the low half,
+/// j + 8 in the high), by unpacks of dwords, then of qwords, then 128-bit
+/// lanes paired across vectors. 48 shuffles where 8 gathers of 16 dwords
+/// each stood (the pack took a quarter of a 128-row GEMM with them).
+FX_WO_GEMM void transpose_16x8(const uint8_t (*raw)[kBlock], uint32_t* dst) {
+  __m512i r[8], t[8], u[8];
+  for (int j = 0; j < 8; ++j)
+    r[j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(raw[j]))),
+                              _mm256_load_si256(reinterpret_cast<const __m256i*>(raw[j + 8])), 1);
+  for (int j = 0; j < 8; j += 2) {
+    t[j] = _mm512_unpacklo_epi32(r[j], r[j + 1]);      // per lane: j.d0 j+1.d0 j.d1 j+1.d1
+    t[j + 1] = _mm512_unpackhi_epi32(r[j], r[j + 1]);  // j.d2 j+1.d2 j.d3 j+1.d3
+  }
+  for (int j = 0; j < 8; j += 4) {
+    u[j] = _mm512_unpacklo_epi64(t[j], t[j + 2]);          // per lane: dword 0 (lane 1: 4) of rows j .. j+3
+    u[j + 1] = _mm512_unpackhi_epi64(t[j], t[j + 2]);      // dword 1 (5)
+    u[j + 2] = _mm512_unpacklo_epi64(t[j + 1], t[j + 3]);  // dword 2 (6)
+    u[j + 3] = _mm512_unpackhi_epi64(t[j + 1], t[j + 3]);  // dword 3 (7)
+  }
+  // u[q] (rows 0-3) and u[4 + q] (rows 4-7): lanes 0 / 2 hold dword q of channels (0-3 | 8-11) and
+  // (4-7 | 12-15), lanes 1 / 3 dword q + 4. Output q: [u[q].0, u[4+q].0, u[q].2, u[4+q].2].
+  for (int q = 0; q < 4; ++q) {
+    const __m512i even = _mm512_shuffle_i32x4(u[q], u[4 + q], _MM_SHUFFLE(2, 0, 2, 0));  // u.0 u.2 v.0 v.2
+    const __m512i odd = _mm512_shuffle_i32x4(u[q], u[4 + q], _MM_SHUFFLE(3, 1, 3, 1));   // u.1 u.3 v.1 v.3
+    _mm512_storeu_si512(dst + q * kPanel, _mm512_shuffle_i32x4(even, even, _MM_SHUFFLE(3, 1, 2, 0)));
+    _mm512_storeu_si512(dst + (q + 4) * kPanel, _mm512_shuffle_i32x4(odd, odd, _MM_SHUFFLE(3, 1, 2, 0)));
+  }
+}
+
 /// Packs channels [n0, n0 + count) (count <= 16; the rest zero): per block,
 /// each channel's 32 raw bytes unpacked in a 16 x 32 scratch (int4: the low
 /// nibbles are the block's first 16 weights, the high ones the last 16), then
-/// transposed by dwords with gathers: quad q's vector is dword q of every
+/// transposed by dwords (transpose_16x8): quad q's vector is dword q of every
 /// channel's row.
 FX_WO_GEMM void pack(const WeightOnlyView& w, int64_t blocks, int64_t n0, int64_t count, Panel& p) {
   p.w.resize(static_cast<size_t>(blocks * 8 * kPanel));
@@ -65,7 +95,6 @@ FX_WO_GEMM void pack(const WeightOnlyView& w, int64_t blocks, int64_t n0, int64_
   p.sz.assign(static_cast<size_t>(w.groups * kPanel), 0.f);
   const float offset = w.bits == 8 ? 128.f : 0.f, fixed = (w.bits == 4 ? 8.f : 0.f) + offset;
   alignas(64) uint8_t raw[kPanel][kBlock] = {};
-  const __m512i channel_rows = _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120);
   const __m128i m4 = _mm_set1_epi8(15);
   const int64_t block_bytes = w.bits == 4 ? kBlock / 2 : kBlock;
   for (int64_t b = 0; b < blocks; ++b) {
@@ -87,10 +116,7 @@ FX_WO_GEMM void pack(const WeightOnlyView& w, int64_t blocks, int64_t n0, int64_
         _mm256_store_si256(reinterpret_cast<__m256i*>(raw[c]), _mm256_xor_si256(v, _mm256_set1_epi8(char(0x80))));
       }
     }
-    uint32_t* dst = p.w.data() + b * 8 * kPanel;
-    for (int q = 0; q < 8; ++q)
-      _mm512_storeu_si512(dst + q * kPanel,
-                          _mm512_i32gather_epi32(_mm512_add_epi32(channel_rows, _mm512_set1_epi32(q)), raw, 4));
+    transpose_16x8(raw, p.w.data() + b * 8 * kPanel);
   }
   for (int64_t c = 0; c < count; ++c) {
     const int64_t n = n0 + c;
@@ -119,48 +145,64 @@ FX_WO_GEMM void rows_panels(const WeightOnlyView& w, const WeightOnlyActivations
     szp[i] = panels[i]->sz.data();
   }
   __m512 f[P][R];
+#pragma GCC unroll 6
   for (int r = 0; r < R; ++r) {
     xq[r] = a.q.data() + (r0 + r) * xstride;
     d[r] = a.d.data() + (r0 + r) * a.padded_blocks;
+#pragma GCC unroll 2
     for (int i = 0; i < P; ++i) f[i][r] = _mm512_setzero_ps();
   }
   for (int64_t b = 0; b < blocks; ++b) {
     __m512i acc[P][R];
+#pragma GCC unroll 2
     for (int i = 0; i < P; ++i)
+#pragma GCC unroll 6
       for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_si512();
 #pragma GCC unroll 8
     for (int q = 0; q < 8; ++q) {
       __m512i wv[P];
+#pragma GCC unroll 2
       for (int i = 0; i < P; ++i) wv[i] = _mm512_loadu_si512(wp[i] + (b * 8 + q) * kPanel);
 #pragma GCC unroll 6
       for (int r = 0; r < R; ++r) {
         int32_t x4;
         std::memcpy(&x4, xq[r] + b * kBlock + 4 * q, 4);
         const __m512i xb = _mm512_set1_epi32(x4);
+#pragma GCC unroll 2
         for (int i = 0; i < P; ++i) acc[i][r] = _mm512_dpbusd_epi32(acc[i][r], wv[i], xb);
       }
     }
+    // Every loop over rows and panels unrolled: the accumulators f stay in registers (GCC kept them
+    // on the stack when these loops stayed loops).
     __m512 sv[P];
+#pragma GCC unroll 2
     for (int i = 0; i < P; ++i) sv[i] = _mm512_loadu_ps(sp[i] + (b >> shift) * kPanel);
+#pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
       const __m512 ds = _mm512_set1_ps(d[r][b]);
+#pragma GCC unroll 2
       for (int i = 0; i < P; ++i)
         f[i][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[i][r]), _mm512_mul_ps(ds, sv[i]), f[i][r]);
     }
   }
   for (int64_t g = 0; g < w.groups; ++g) {
     __m512 sz[P];
+#pragma GCC unroll 2
     for (int i = 0; i < P; ++i) sz[i] = _mm512_loadu_ps(szp[i] + g * kPanel);
+#pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
       const __m512 xs = _mm512_set1_ps(a.xsum[(r0 + r) * w.groups + g]);
+#pragma GCC unroll 2
       for (int i = 0; i < P; ++i) f[i][r] = _mm512_fnmadd_ps(sz[i], xs, f[i][r]);
     }
   }
+#pragma GCC unroll 2
   for (int i = 0; i < P; ++i) {
     const int64_t c = std::min(kPanel, count - i * kPanel);  // this panel's channels (1..16)
     const __mmask16 m = c >= kPanel ? __mmask16(0xFFFF) : __mmask16((1u << c) - 1);
     const int64_t n = n0 + i * kPanel;
     const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + n) : _mm512_setzero_ps();
+#pragma GCC unroll 6
     for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + (r0 + r) * ldy + n, m, _mm512_add_ps(f[i][r], bv));
   }
 }
