@@ -137,7 +137,7 @@ std::shared_ptr<GraphModule> optimize_decoder(const std::shared_ptr<GraphModule>
   if (options.example_inputs.empty())  // a decode step: its weights packed now, not at the first token
     options.example_inputs = {at::zeros({s.max_batch, 1}, at::kLong), at::zeros({1}, at::kLong)};
   DecoderPassReport p;
-  const auto merged = merge_projections(gm, &p.merged_projections);
+  const auto merged = merge_projections(gm, &p.merged_projections, /*float_layers=*/false);
   auto work = std::make_shared<GraphModule>(merged, passes_detail::copy_graph(merged->graph()), gm->class_name());
   p.fused_attention = fuse_attention(*work);
   p.fused_rms_norm = fuse_rms_norm(*work);

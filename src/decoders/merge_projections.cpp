@@ -135,7 +135,8 @@ void set_meta(Node* n, const Node* like, int64_t last, bool view_of_wider) {
 
 }  // namespace
 
-std::shared_ptr<GraphModule> merge_projections(const std::shared_ptr<GraphModule>& gm, size_t* merged) {
+std::shared_ptr<GraphModule> merge_projections(const std::shared_ptr<GraphModule>& gm, size_t* merged,
+                                               bool float_layers) {
   if (!gm) throw Error("merge_projections: no module given");
   // The groups, in graph order of their first member.
   std::vector<std::vector<Projection>> groups;
@@ -143,7 +144,7 @@ std::shared_ptr<GraphModule> merge_projections(const std::shared_ptr<GraphModule
     std::map<decltype(Projection().key()), size_t> index;
     for (Node* n : gm->graph().nodes()) {
       auto p = projection_of(*gm, n);
-      if (!p) continue;
+      if (!p || (!float_layers && !p->weight_only())) continue;
       auto [it, fresh] = index.emplace(p->key(), groups.size());
       if (fresh) groups.emplace_back();
       groups[it->second].push_back(*p);

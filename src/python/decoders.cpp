@@ -46,6 +46,18 @@ void bind_decoders(py::module_& m) {
       },
       "fx::decoders::optimize_decoder: (the optimised graph, what the decoder passes fused).");
   m.def(
+      "_merge_projections",
+      [](const std::shared_ptr<GraphModule>& gm) {
+        size_t merged = 0;
+        std::shared_ptr<GraphModule> out;
+        {
+          py::gil_scoped_release release;
+          out = decoders::merge_projections(gm, &merged);
+        }
+        return py::make_tuple(out, merged);
+      },
+      "fx::decoders::merge_projections: (the module with sibling projections merged, how many groups).");
+  m.def(
       "_keep_last_logits", [](GraphModule& gm) { return decoders::keep_last_logits(gm); },
       "fx::decoders::keep_last_logits: the head on the last position only (logits [B, 1, V]); 1 if it sliced.");
   m.def(

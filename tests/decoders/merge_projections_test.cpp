@@ -83,14 +83,19 @@ TEST(MergeProjections, QkvAndGateUpBecomeOneGemmEach) {
   size_t again = 1;
   EXPECT_EQ(fx::decoders::merge_projections(merged, &again), merged);
   EXPECT_EQ(again, 0u);
-  // optimize_decoder merges first, then fuses and lowers: the greedy tokens stay.
+  // optimize_decoder merges weight-only layers only (float ones would double their memory): a merged
+  // graph is optimised as it is, fused and lowered, and the greedy tokens stay.
   fx::decoders::DecoderPassReport passes;
-  auto fast = fx::decoders::optimize_decoder(gm, {}, nullptr, &passes);
-  EXPECT_EQ(passes.merged_projections, 2 * layers);
-  EXPECT_EQ(passes.fused_silu_mul, layers);  // silu_mul over the two halves of gate_up
+  fx::OptimizeReport report;
+  auto fast = fx::decoders::optimize_decoder(merged, {}, &report, &passes);
+  EXPECT_EQ(passes.merged_projections, 0u);
+  EXPECT_EQ(report.onednn_linears, 4 * layers + 1);
+  EXPECT_EQ(passes.fused_silu_mul, layers);  // silu_mul over the two halves of up_gate
   EXPECT_EQ(passes.fused_rotary, 2 * layers);
   EXPECT_EQ(passes.fused_attention, layers);
   EXPECT_EQ(fx::decoders::generate(fast, prompt, o).tokens, greedy);
+  fx::decoders::optimize_decoder(gm, {}, nullptr, &passes);
+  EXPECT_EQ(passes.merged_projections, 0u);
 }
 
 TEST(MergeProjections, WeightOnlyLayersMergeToTheBitBeforeOrAfterQuantizing) {
@@ -116,6 +121,10 @@ TEST(MergeProjections, WeightOnlyLayersMergeToTheBitBeforeOrAfterQuantizing) {
     EXPECT_EQ(scheme.symmetric, !holds(*after, "_weight_only.model.layers.0.mlp.up_proj_gate_proj.zeros"));
     auto before = fx::quantize_weight_only(fx::decoders::merge_projections(gm), o);
     EXPECT_EQ(count_calls(before->graph(), "fxcpp::linear_weight_only"), 4 * layers + 1);
+    fx::decoders::DecoderPassReport passes;
+    auto fast = fx::decoders::optimize_decoder(q, {}, nullptr, &passes);
+    EXPECT_EQ(passes.merged_projections, 2 * layers);
+    EXPECT_EQ(count_calls(fast->graph(), "fxcpp::linear_weight_only"), 4 * layers + 1);
     const at::Tensor reference = logits_of(q, prompt);
     EXPECT_TRUE(at::equal(logits_of(after, prompt), reference));
     EXPECT_TRUE(at::equal(logits_of(before, prompt), reference));

@@ -93,18 +93,23 @@ def test_optimised_graph_runs_generated_kernels(model):
 
 
 def test_w1_and_w3_become_one_gemm(model):
-    """fx::decoders::merge_projections in the optimiser: gpt-fast's w1 and w3 read one normed value and become one
-    linear (its wqkv is one already), their halves read by the SiLU-gated product; greedy tokens are eager's (above)."""
+    """fx::decoders::merge_projections (fxcpp._C._merge_projections): gpt-fast's w1 and w3 read one normed value and
+    become one linear (its wqkv is one already), their halves read by the SiLU-gated product; the greedy tokens stay
+    eager's, optimised or not. optimize_decoder merges weight-only layers only: these float ones it leaves."""
     from fxcpp.decoders import decoder_graph
-    gm, fused = decoder_graph(copy.deepcopy(model), True)
-    assert fused["projections"] == 2  # one a layer
-    parts = {n.name: n for n in gm.graph.nodes if n.target == "aten::narrow" and n.name.endswith("_part")}
+    gm, _ = decoder_graph(copy.deepcopy(model), False)
+    merged, groups = fxcpp._C._merge_projections(gm)
+    assert groups == 2  # one a layer
+    parts = {n.name: n for n in merged.graph.nodes if n.target == "aten::narrow" and n.name.endswith("_part")}
     assert sorted(parts) == ["layers_0_w1_part", "layers_0_w3_part", "layers_1_w1_part", "layers_1_w3_part"]
-    for layer in ("layers_0", "layers_1"):  # the halves of one product, lowered by the optimiser
+    for layer in ("layers_0", "layers_1"):  # the two halves of one product
         w1, w3 = parts[layer + "_w1_part"], parts[layer + "_w3_part"]
-        assert w1.args[0] is w3.args[0] and w1.args[1:] == (-1, 0, 160) and w3.args[1:] == (-1, 160, 160)
-    r = fxcpp.generate(copy.deepcopy(model), PROMPT, 24)
-    assert r.tokens == eager_greedy(model, PROMPT, 24)
+        assert w1.args[0] is w3.args[0] and w1.args[0].name == layer + "_w1_w3"
+        assert w1.args[1:] == (-1, 0, 160) and w3.args[1:] == (-1, 160, 160)
+    expected = eager_greedy(model, PROMPT, 24)
+    assert fxcpp.generate(merged, PROMPT, 24, optimize=False).tokens == expected
+    assert fxcpp.generate(merged, PROMPT, 24).tokens == expected
+    assert decoder_graph(copy.deepcopy(model), True)[1]["projections"] == 0
 
 
 def test_keep_last_logits_on_the_optimised_graph(model):

@@ -89,7 +89,12 @@ size_t fuse_silu_mul(GraphModule& gm);
 /// through oneDNN, whose blocking may round differently. Returns a new
 /// module holding only what its graph reads (the members' own weights are
 /// not kept); `gm` itself when nothing merges. `merged`: how many groups.
-std::shared_ptr<GraphModule> merge_projections(const std::shared_ptr<GraphModule>& gm, size_t* merged = nullptr);
+/// `float_layers` false: weight-only layers only (optimize_decoder's choice:
+/// stacking float weights copies them while the caller's module still holds
+/// the originals, and oneDNN packs a copy of its own: F32 TinyLlama's peak
+/// grew from 3.4 to 4.2 GB for no measured gain).
+std::shared_ptr<GraphModule> merge_projections(const std::shared_ptr<GraphModule>& gm, size_t* merged = nullptr,
+                                               bool float_layers = true);
 
 /// The head of a decoder graph (the output's producer: a linear layer,
 /// oneDNN's or weight-only, or a matmul, over a [B, T, H] input) applied to
