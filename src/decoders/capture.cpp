@@ -7,6 +7,7 @@
 #include "passes/graph_copy.h"
 
 #include <fx/decoders/passes.h>
+#include <fx/passes/cse.h>
 #include <fx/error.h>
 #include <fx/tensor_meta.h>
 #include <fx/trace.h>
@@ -139,6 +140,10 @@ std::shared_ptr<GraphModule> optimize_decoder(const std::shared_ptr<GraphModule>
   DecoderPassReport p;
   const auto merged = merge_projections(gm, &p.merged_projections, /*float_layers=*/false);
   auto work = std::make_shared<GraphModule>(merged, passes_detail::copy_graph(merged->graph()), gm->class_name());
+  // Each layer builds the same causal mask from input_pos (arange, unsqueeze, le, logical_not): once is enough.
+  CSEPass cse;
+  cse.call(work);
+  p.merged_duplicates = cse.merged();
   p.fused_attention = fuse_attention(*work);
   p.fused_rms_norm = fuse_rms_norm(*work);
   p.fused_rotary = fuse_rotary_embedding(*work);

@@ -75,8 +75,13 @@ TEST(DecoderCapture, GenerateOnTheGraphPlainAndOptimisedEqualsHuggingFacesGreedy
   auto gm = fx::decoders::capture(l.model);
   EXPECT_EQ(fx::decoders::generate(gm, l.prompt, o).tokens, l.greedy);
   fx::OptimizeReport report;
-  auto fast = fx::decoders::optimize_decoder(gm, {}, &report);
+  fx::decoders::DecoderPassReport passes;
+  auto fast = fx::decoders::optimize_decoder(gm, {}, &report, &passes);
   const int64_t layers = l.model->config().num_hidden_layers;
+  // CSEPass: one causal mask (arange, unsqueeze, le, logical_not) for every layer's attention.
+  EXPECT_EQ(count_calls(gm->graph(), "aten::logical_not"), static_cast<size_t>(layers));
+  EXPECT_EQ(count_calls(fast->graph(), "aten::logical_not"), 1u);
+  EXPECT_GE(passes.merged_duplicates, static_cast<size_t>(4 * (layers - 1)));
   EXPECT_EQ(report.onednn_linears, static_cast<size_t>(7 * layers + 1));  // q k v o gate up down, lm_head
   EXPECT_EQ(count_calls(fast->graph(), "aten::index_copy_"), static_cast<size_t>(2 * layers));
   EXPECT_EQ(fx::decoders::generate(fast, l.prompt, o).tokens, l.greedy);

@@ -57,6 +57,8 @@ DecoderSignature check_decoder(const GraphModule& gm);
 struct DecoderPassReport {
   /// Groups of sibling weight-only projections made one GEMM (merge_projections: q/k/v and gate/up, two a layer).
   size_t merged_projections = 0;
+  /// Nodes CSEPass removed as duplicates of earlier ones (each layer's copy of the causal mask).
+  size_t merged_duplicates = 0;
   /// Attentions over the cache made one fxcpp::decoder_attention (fuse_attention).
   size_t fused_attention = 0;
   /// RMSNorms, rotary embeddings and SiLU-gated products made one kernel each.
@@ -64,8 +66,8 @@ struct DecoderPassReport {
 };
 
 /// A decoder graph made fast: the decoder passes (fx/decoders/passes.h:
-/// merge_projections of weight-only layers, fuse_attention, fuse_rms_norm,
-/// fuse_rotary_embedding, fuse_silu_mul), then fx::optimize_for_inference, its weights packed for
+/// merge_projections of weight-only layers, CSEPass, fuse_attention,
+/// fuse_rms_norm, fuse_rotary_embedding, fuse_silu_mul), then fx::optimize_for_inference, its weights packed for
 /// decoding (T = 1) at optimise time. `gm` is not changed; the result still
 /// follows the convention and shares `gm`'s caches.
 std::shared_ptr<GraphModule> optimize_decoder(const std::shared_ptr<GraphModule>& gm, OptimizeOptions options = {},
