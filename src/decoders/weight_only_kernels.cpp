@@ -367,8 +367,9 @@ void quantize_row(WeightOnlyIsa isa, const WeightOnlyView& w, const float* x, in
 /// values to the bit (round to nearest even by cvtps_epi32 under the default
 /// rounding mode, as the scalar path's float-adder trick), where the scalar
 /// loop cost a prompt's linear layer a tenth of its time.
-FX_WO_QUANT void quantize_row_avx512(const WeightOnlyView& w, const float* x, int64_t k, int64_t blocks, int8_t* q,
-                                     float* d, float* xsum) {
+FX_WO_QUANT void quantize_row_avx512(WeightOnlyIsa isa, const WeightOnlyView& w, const float* x, int64_t k,
+                                     int64_t blocks, int8_t* q, float* d, float* lanes, int32_t* qz, float* xsum) {
+  const int32_t offset = w.bits == 4 ? 8 : 128;  // as quantize_row: the VNNI kernels' +128 or zero point 8
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t len = std::min(kBlock, k - b * kBlock);
     const __mmask16 m0 = len >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << len) - 1);
@@ -385,10 +386,15 @@ FX_WO_QUANT void quantize_row_avx512(const WeightOnlyView& w, const float* x, in
     const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
     const __m512i q0 = _mm512_min_epi32(_mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(v0, iv)), lo), hi);
     const __m512i q1 = _mm512_min_epi32(_mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(v1, iv)), lo), hi);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * kBlock), _mm512_cvtsepi32_epi8(q0));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * kBlock + 16), _mm512_cvtsepi32_epi8(q1));
+    // Each half of the block where position() puts it (VNNI int4: per 4 blocks, the first halves, then the second).
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + position(isa, w.bits, b, 0)), _mm512_cvtsepi32_epi8(q0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + position(isa, w.bits, b, 16)), _mm512_cvtsepi32_epi8(q1));
     const int32_t qsum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
     d[b] = step;
+    if (qz) {
+      lanes[unit_lane(w.bits == 4, b)] = step;
+      qz[unit_lane(w.bits == 4, b)] = offset * qsum;
+    }
     // Rounded apart, as the scalar loop (built without FMA) rounds it: no contraction into one fma.
     float term = step * static_cast<float>(qsum);
     asm("" : "+v"(term));
@@ -452,15 +458,17 @@ WeightOnlyActivations quantize_activations(WeightOnlyIsa isa, const WeightOnlyVi
   if (vnni) a.lanes.assign(static_cast<size_t>(rows * a.padded_blocks), 0.f);
   if (vnni) a.qz.assign(static_cast<size_t>(rows * a.padded_blocks), 0);
   // Rows of at least 16K values per task.
-  // The AVX2 layout (its kernels' and the prompt GEMM's) on an AVX-512 CPU:
+  // On an AVX-512 CPU, the AVX2 layout (its kernels' and the prompt GEMM's) and the VNNI kernels' own:
   // the vector loop, the same values (the scalar kernel keeps the scalar loop).
   static const bool avx512 = weight_only_isa_supported(WeightOnlyIsa::Avx512Vnni);
-  const bool fast = isa == WeightOnlyIsa::Avx2 && avx512;
+  const bool fast = (isa == WeightOnlyIsa::Avx2 || vnni) && avx512;
   at::parallel_for(0, rows, std::max<int64_t>(1, 16384 / k), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r)
       if (fast)
-        wok::quantize_row_avx512(w, x + r * k, k, a.blocks, a.q.data() + r * a.padded_blocks * wok::kBlock,
-                                 a.d.data() + r * a.padded_blocks, a.xsum.data() + r * w.groups);
+        wok::quantize_row_avx512(isa, w, x + r * k, k, a.blocks, a.q.data() + r * a.padded_blocks * wok::kBlock,
+                                 a.d.data() + r * a.padded_blocks,
+                                 vnni ? a.lanes.data() + r * a.padded_blocks : nullptr,
+                                 vnni ? a.qz.data() + r * a.padded_blocks : nullptr, a.xsum.data() + r * w.groups);
       else
         wok::quantize_row(isa, w, x + r * k, k, a.blocks, a.q.data() + r * a.padded_blocks * wok::kBlock,
                    a.d.data() + r * a.padded_blocks,
