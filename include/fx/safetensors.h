@@ -26,6 +26,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -56,6 +57,16 @@ SafeTensors load_safetensors(const std::string& path);
 /// (each shard must exist, hold exactly the tensors the index gives it, and
 /// no tensor may be in two shards). Throws fx::ImportError naming the file.
 SafeTensors load_safetensors_folder(const std::string& folder);
+
+/// Hands the memory of `t`'s pages back to the system when `t` lies in a
+/// file load_safetensors mapped (madvise MADV_PAGEOUT over the whole pages
+/// inside it): the values stay, read from the file again if `t` is used
+/// (pages a write made private are kept, or swapped). Meant for weights
+/// whose use is over, e.g. packed by quantize_weight_only: the mapping is
+/// one per file and lives as long as any of its tensors, so the pages of a
+/// layer read once would otherwise stay resident. Returns the bytes advised:
+/// 0 for a tensor in any other memory, or on a kernel without MADV_PAGEOUT (5.4).
+size_t release_mapped_pages(const at::Tensor& t);
 
 /// Writes `tensors` (each as a contiguous copy, dtypes as load_safetensors
 /// reads them) and `metadata` to `path` in the safetensors format, the

@@ -13,6 +13,7 @@
 // layers stack their packed rows, scales and zero points as they are; float
 // layers stack their weights, so oneDNN may block the sum differently).
 #include <fx/decoders/passes.h>
+#include <fx/decoders/weight_only.h>
 
 #include "decoders/linear_layer.h"
 #include "passes/graph_copy.h"
@@ -112,8 +113,18 @@ std::string merged_name(const std::vector<Projection>& group) {
 
 at::Tensor stacked(const std::vector<Projection>& group, at::Tensor Projection::*member) {
   std::vector<at::Tensor> parts;
-  for (const Projection& p : group) parts.push_back((p.*member).detach());
-  return at::cat(parts, 0).contiguous();
+  int64_t rows = 0;
+  for (const Projection& p : group) {
+    parts.push_back((p.*member).detach());
+    rows += parts.back().size(0);
+  }
+  if (member != &Projection::data) return at::cat(parts, 0).contiguous();
+  // Packed weight-only rows: in memory a GEMV streams well (huge pages), as pack_weight_only's.
+  std::vector<int64_t> sizes = parts.front().sizes().vec();
+  sizes[0] = rows;
+  at::Tensor out = detail::weight_stream_empty(sizes, parts.front().scalar_type());
+  at::cat_out(out, parts, 0);
+  return out;
 }
 
 /// The tensor_meta of `like` with its last dimension `n` (contiguous), or nothing.

@@ -6,6 +6,7 @@
 #include "passes/graph_copy.h"
 
 #include <fx/error.h>
+#include <fx/safetensors.h>
 
 #include <ATen/core/Tensor.h>
 
@@ -60,6 +61,9 @@ std::shared_ptr<GraphModule> quantize_weight_only(const std::shared_ptr<GraphMod
     } catch (const Error& e) {
       throw Error("quantize_weight_only: layer " + l->name + ": " + e.what());
     }
+    // A weight read from a safetensors file lies in its mapping, which stays while any of the
+    // file's tensors lives: its pages, read once to pack it, go back (read again if used again).
+    r.bytes_released += static_cast<int64_t>(release_mapped_pages(l->weight));
   }
   // The packed tensors are attributes of the new module (under _weight_only., named after the layer).
   auto out = std::make_shared<GraphModule>(gm, passes_detail::copy_graph(gm->graph()), gm->class_name());

@@ -13,11 +13,15 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
 #include <torch/library.h>
+
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 
 namespace fx::decoders {
 namespace weight_only_api {
@@ -201,6 +205,19 @@ struct GroupQuantizer {
 
 namespace wo_api = weight_only_api;
 
+at::Tensor detail::weight_stream_empty(at::IntArrayRef sizes, at::ScalarType dtype) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  int64_t numel = 1;
+  for (int64_t s : sizes) numel *= s;
+  const size_t bytes = static_cast<size_t>(numel) * c10::elementSize(dtype);
+  if (bytes < kHuge) return at::empty(sizes, at::TensorOptions(dtype));
+  const size_t padded = (bytes + kHuge - 1) / kHuge * kHuge;
+  void* p = std::aligned_alloc(kHuge, padded);
+  if (!p) throw Error("weight_stream_empty: cannot allocate " + std::to_string(padded) + " bytes");
+  ::madvise(p, padded, MADV_HUGEPAGE);  // a hint: where transparent huge pages are off, 4 KB pages as before
+  return at::from_blob(p, sizes, [](void* q) { std::free(q); }, at::TensorOptions(dtype));
+}
+
 PackedWeightOnly pack_weight_only(const at::Tensor& weight, const WeightOnlyScheme& scheme) {
   const std::string who = "pack_weight_only";
   wo_api::check_scheme(who, scheme);
@@ -217,7 +234,7 @@ PackedWeightOnly pack_weight_only(const at::Tensor& weight, const WeightOnlySche
   p.out_features = n;
   p.in_features = k;
   p.scheme = scheme;
-  p.data = at::empty({n, scheme.bits == 8 ? k : k / 2}, at::TensorOptions(scheme.bits == 8 ? at::kChar : at::kByte));
+  p.data = detail::weight_stream_empty({n, scheme.bits == 8 ? k : k / 2}, scheme.bits == 8 ? at::kChar : at::kByte);
   p.scales = at::empty({n, groups}, at::kFloat);
   if (!scheme.symmetric) p.zeros = at::empty({n, groups}, at::kFloat);
   const wo_api::GroupQuantizer quantizer(scheme);

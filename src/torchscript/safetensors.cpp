@@ -18,7 +18,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -55,6 +57,17 @@ const DType* dtype_of(c10::ScalarType t) {
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) { throw ImportError(path + ": " + what); }
 
+/// The address ranges of the live mappings (release_mapped_pages advises only inside one).
+struct MappedRanges {
+  std::mutex mutex;
+  std::map<uintptr_t, uintptr_t> ranges;  // begin -> end
+};
+
+MappedRanges& mapped_ranges() {
+  static MappedRanges* r = new MappedRanges;  // never destroyed: mappings may outlive static destruction
+  return *r;
+}
+
 /// A read-only view of a file: a private, copy-on-write mapping (writes to a
 /// tensor made from it never reach the file).
 class Mapping {
@@ -75,11 +88,18 @@ class Mapping {
         fail(path, std::string("cannot map: ") + std::strerror(errno));
       }
       data_ = static_cast<uint8_t*>(p);
+      std::lock_guard<std::mutex> lock(mapped_ranges().mutex);
+      mapped_ranges().ranges[reinterpret_cast<uintptr_t>(data_)] = reinterpret_cast<uintptr_t>(data_) + size_;
     }
     ::close(fd);
   }
   ~Mapping() {
-    if (data_) ::munmap(data_, size_);
+    if (!data_) return;
+    {
+      std::lock_guard<std::mutex> lock(mapped_ranges().mutex);
+      mapped_ranges().ranges.erase(reinterpret_cast<uintptr_t>(data_));
+    }
+    ::munmap(data_, size_);
   }
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;
@@ -338,6 +358,25 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) throw Error("save_safetensors: cannot rename " + tmp + " to " + path + ": " + ec.message());
+}
+
+size_t release_mapped_pages(const at::Tensor& t) {
+#ifndef MADV_PAGEOUT
+  constexpr int MADV_PAGEOUT = 21;  // Linux 5.4; older headers lack it
+#endif
+  if (!t.defined() || !t.has_storage() || t.storage().nbytes() == 0) return 0;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(t.storage().data()), end = begin + t.storage().nbytes();
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;  // whole pages inside
+  if (last <= first) return 0;
+  std::lock_guard<std::mutex> lock(mapped_ranges().mutex);  // the mapping cannot go while advised
+  const auto& ranges = mapped_ranges().ranges;
+  auto it = ranges.upper_bound(begin);
+  if (it == ranges.begin()) return 0;
+  --it;
+  if (begin < it->first || end > it->second) return 0;
+  if (::madvise(reinterpret_cast<void*>(first), last - first, MADV_PAGEOUT) != 0) return 0;
+  return last - first;
 }
 
 }  // namespace fx

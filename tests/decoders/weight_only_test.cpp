@@ -387,4 +387,24 @@ TEST(WeightOnly, ErrorsAreOneExactLine) {
                "linear_weight_only: x's last dimension is 64, the weight's in_features 128");
 }
 
+// Packed weights a GEMV streams lie on 2 MB boundaries from 2 MB on (transparent huge pages where
+// the system grants them), smaller ones where at::empty puts them; the values are the packer's.
+TEST(WeightOnly, PackedWeightsFromTwoMegabytesAreHugePageAligned) {
+  const at::Tensor big = fx::decoders::detail::weight_stream_empty({3, 1 << 20}, at::kByte);
+  EXPECT_EQ(big.sizes(), (std::vector<int64_t>{3, 1 << 20}));
+  EXPECT_EQ(big.scalar_type(), at::kByte);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big.data_ptr()) % (uintptr_t{2} << 20), 0u);
+  big.fill_(7);
+  EXPECT_EQ(big.sum().item<int64_t>(), int64_t{7} * 3 * (1 << 20));
+  at::manual_seed(3);
+  const at::Tensor w = at::randn({2048, 2048});
+  const PackedWeightOnly p = fx::decoders::pack_weight_only(w, {8, 0, true});
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p.data.data_ptr()) % (uintptr_t{2} << 20), 0u);
+  const at::Tensor x = at::randn({1, 2048});
+  EXPECT_TRUE(at::equal(fx::decoders::linear_weight_only(x, p),
+                        fx::decoders::linear_weight_only(x, fx::decoders::pack_weight_only(w.clone(), {8, 0, true}))));
+  const at::Tensor tolerance = 0.02 * at::matmul(x.abs(), w.abs().t()) + 1e-3;
+  EXPECT_LE(((fx::decoders::linear_weight_only(x, p) - at::matmul(x, w.t())).abs() - tolerance).max().item<double>(), 0.0);
+}
+
 }  // namespace weight_only_test

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -92,6 +93,54 @@ TEST(Safetensors, EveryDtypeRoundTripsWithItsShapeOrderAndMetadata) {
 }
 
 // Tensors map the file copy-on-write: a write changes the tensor, never the file.
+/// Kilobytes of the process's resident memory in the mapping holding `p` (/proc/self/smaps), or -1.
+int64_t resident_kb_of_mapping(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    const std::string first = line.substr(0, line.find(' '));
+    unsigned long begin = 0, end = 0;
+    if (first.find('-') != std::string::npos && first.find(':') == std::string::npos &&
+        std::sscanf(first.c_str(), "%lx-%lx", &begin, &end) == 2) {  // a mapping's header line
+      inside = begin <= at && at < end;
+      continue;
+    }
+    if (inside && line.rfind("Rss:", 0) == 0) return std::stoll(line.substr(4));
+  }
+  return -1;
+}
+
+// release_mapped_pages (quantize_weight_only gives a packed layer's float pages back): a tensor of a
+// loaded file stops being resident and keeps its values (read again from the file), a page a write
+// made private keeps the written value, and memory that is not a file's mapping is left alone.
+TEST(Safetensors, ReleasedPagesLeaveResidentMemoryNotTheValues) {
+  const fs::path dir = fresh_dir("release");
+  const std::string path = (dir / "w.safetensors").string();
+  torch::manual_seed(0);
+  const at::Tensor big = torch::randn({2048, 1024});  // 8 MB
+  fx::save_safetensors(path, {{"big", big}, {"small", torch::ones({3})}});
+  fx::SafeTensors st = fx::load_safetensors(path);
+  const at::Tensor& w = *st.find("big");
+  EXPECT_TRUE(at::equal(w, big));  // every page read
+  const int64_t before = resident_kb_of_mapping(w.data_ptr());
+  ASSERT_GE(before, 8000);
+  w[5][7] = 42.0f;  // one page made private by the write
+  const size_t released = fx::release_mapped_pages(w);
+  EXPECT_GE(released, (size_t{8} << 20) - 8192);
+  EXPECT_LE(released, size_t{8} << 20);
+  EXPECT_LT(resident_kb_of_mapping(w.data_ptr()), before - 7000);
+  EXPECT_EQ(w[5][7].item<float>(), 42.0f);
+  w[5][7] = big[5][7];
+  EXPECT_TRUE(at::equal(w, big));
+  // Not a file's mapping: nothing advised, nothing changed.
+  const at::Tensor heap = big.clone();
+  EXPECT_EQ(fx::release_mapped_pages(heap), 0u);
+  EXPECT_EQ(fx::release_mapped_pages(at::Tensor()), 0u);
+  EXPECT_TRUE(at::equal(heap, big));
+}
+
 TEST(Safetensors, WritingALoadedTensorLeavesTheFile) {
   const fs::path dir = fresh_dir("cow");
   const std::string path = (dir / "w.safetensors").string();

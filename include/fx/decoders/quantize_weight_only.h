@@ -50,6 +50,9 @@ struct WeightOnlyReport {
   size_t layers = 0;
   /// Bytes of their weights before (as stored) and after (integers, scales, zero points).
   int64_t bytes_before = 0, bytes_after = 0;
+  /// Bytes of float weights handed back to the system after packing (release_mapped_pages: weights
+  /// in a safetensors file's mapping; without it a checkpoint's every page stayed resident).
+  int64_t bytes_released = 0;
   /// The kernel the layers run on this CPU ("avx512-vnni", "avx2", "scalar").
   std::string kernel;
   /// Linear layers left as they were, each with why ("lm_head: skipped").

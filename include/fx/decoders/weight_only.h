@@ -100,6 +100,12 @@ namespace detail {
 at::Tensor linear_weight_only_with(const std::string& kernel, const at::Tensor& x, const PackedWeightOnly& w,
                                    const c10::optional<at::Tensor>& bias = c10::nullopt);
 
+/// An uninitialised tensor for weights a kernel streams (packed weight-only
+/// data): from 2 MB on, 2 MB-aligned and advised for transparent huge pages
+/// (MADV_HUGEPAGE; the hint is ignored where they are off), so a GEMV's
+/// stream crosses a page boundary every 2 MB, not every 4 KB; at::empty below.
+at::Tensor weight_stream_empty(at::IntArrayRef sizes, at::ScalarType dtype);
+
 }  // namespace detail
 
 }  // namespace fx::decoders
