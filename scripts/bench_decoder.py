@@ -89,6 +89,8 @@ def weights_read_per_token(cfg):
 
 
 def fxcpp_bytes_per_weight(args, hidden):
+    if "--bf16" in args:
+        return 2.0, "BF16"
     if "--quantize" in args:
         q = args[args.index("--quantize") + 1]
         return {"int8": 1 + 4 / hidden, "int4": 0.5 + 4 / 32}.get(q, 4.0), q
@@ -180,6 +182,8 @@ def default_fxcpp_sets(help_text):
     if quantize:
         base = ["--engine", "fxcpp"] if engine else []
         sets += [("fxcpp int8", base + ["--quantize", "int8"]), ("fxcpp int4", base + ["--quantize", "int4"])]
+    if "--bf16" in help_text:
+        sets.append(("fxcpp bf16", (["--engine", "fxcpp"] if engine else []) + ["--bf16"]))
     return sets
 
 

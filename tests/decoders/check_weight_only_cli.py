@@ -3,7 +3,8 @@
 `fxcpp quantize --weight-only` on the LLaMA fixture folder (make_llama_fixture.py).
 
 Usage: check_weight_only_cli.py FXCPP FIXTURE_DIR OUT_DIR
-Both engines' greedy tokens equal the reference's; each --quantize runs and names its kernel; a .fx file written by
+Both engines' greedy tokens equal the reference's; each --quantize runs and names its kernel; --bf16 runs on oneDNN's
+bf16 kernels (teacher-forced top-1 within 0.9 of float32's) or says it fell back to float32; a .fx file written by
 `fxcpp quantize --weight-only int4` decodes the same tokens as `generate --quantize int4` on the folder; bad input is
 one line on stderr and exit 2. Prints "N passed, 0 failed".
 """
@@ -60,6 +61,18 @@ r = fx("generate", fixture, "--prompt-ids", ids, "--teacher-forced", "--quantize
 agree = sum(a == b for a, b in zip(json.loads(r.stdout)["top1"], prompt_top1)) / len(prompt_top1) if r.returncode == 0 else 0
 check(agree >= 0.9, "teacher-forced int8 agrees with float32 at %.2f of the positions" % agree)
 
+# --bf16: the linears on oneDNN's bf16 kernels where it has them (AVX-512 on), named in the engine; elsewhere
+# float32, the same tokens as without it, and the engine says why.
+out = generated(fixture, "--bf16")
+bf16 = out["engine"] == "fxcpp, bf16 (oneDNN)"
+check(bf16 or (out["engine"] or "").startswith("fxcpp, float32 ("), "--bf16: engine %r" % out["engine"])
+check(out["generated"] and len(out["generated"]) == 12, "--bf16: %s" % out["generated"])
+if not bf16:
+    check(out["generated"] == greedy[:12].tolist(), "--bf16 without bf16 kernels: %s" % out["generated"])
+r = fx("generate", fixture, "--prompt-ids", ids, "--teacher-forced", "--bf16")
+agree = sum(a == b for a, b in zip(json.loads(r.stdout)["top1"], prompt_top1)) / len(prompt_top1) if r.returncode == 0 else 0
+check(agree >= 0.9, "teacher-forced bf16 agrees with float32 at %.2f of the positions" % agree)
+
 q4 = os.path.join(out_dir, "int4.fx")
 r = fx("quantize", "--weight-only", "int4", fixture, "-o", q4)
 check(r.returncode == 0 and os.path.exists(q4), "quantize --weight-only: exit %d: %s" % (r.returncode, r.stderr))
@@ -72,6 +85,10 @@ for args, text in [
     (("generate", fixture, "--prompt-ids", ids, "--quantize", "int8", "--engine", "eager"),
      "--quantize needs --engine fxcpp (the eager model computes in float32)"),
     (("generate", fixture, "--prompt-ids", ids, "--engine", "onnx"), "--engine must be fxcpp or eager, not 'onnx'"),
+    (("generate", fixture, "--prompt-ids", ids, "--bf16", "--engine", "eager"),
+     "--bf16 needs --engine fxcpp (the eager model computes in float32)"),
+    (("generate", fixture, "--prompt-ids", ids, "--bf16", "--quantize", "int4"),
+     "--bf16 and --quantize are two kinds of weights (bfloat16, int8 / int4): choose one"),
     (("generate", fixture, "--prompt-ids", ids, "--group-size", "32"),
      "--group-size and --asymmetric choose how --quantize int8|int4 quantizes: add --quantize"),
     (("generate", fixture, "--prompt-ids", ids, "--quantize", "int4", "--group-size", "48"),

@@ -46,7 +46,8 @@ const std::map<std::string, std::string>& descriptions() {
       {"linear-kernel", "which kernel runs float32 linear layers: auto (default: oneDNN on AVX-512, below it the "
                         "faster of oneDNN and ATen/BLAS per shape, timed once), onednn or aten; with --optimize or "
                         "optimize"},
-      {"bf16", "optimise for bfloat16 (oneDNN bf16 kernels, fp32 accumulation); with --optimize or bench"},
+      {"bf16", "optimise for bfloat16 (oneDNN bf16 kernels, fp32 accumulation); with --optimize or bench, and "
+               "generate (the decoder's linears on bf16 weights: half float32's bytes a token)"},
       {"report", "print the optimiser's report on stderr (shown anyway when stderr is a terminal); quantize: "
                  "the per-node table"},
       {"specialize-shapes", "import for the inputs' exact sizes: conditions and loops on sizes fold (shape guards)"},

@@ -13,7 +13,7 @@
 namespace fx::cli {
 
 const std::vector<std::string> kDecoderFlags = {"engine", "quantize", "group-size"};
-const std::vector<std::string> kDecoderSwitches = {"asymmetric"};
+const std::vector<std::string> kDecoderSwitches = {"asymmetric", "bf16"};
 
 decoders::WeightOnlyScheme weight_only_scheme(const ModelArgs& args, const std::string& flag) {
   decoders::WeightOnlyScheme s;
@@ -54,7 +54,15 @@ OpenedDecoder decoder_from_graph(std::shared_ptr<GraphModule> gm, const ModelArg
   }
   if (engine == "fxcpp") {
     set_activity("optimising");
-    gm = decoders::optimize_decoder(gm);
+    OptimizeOptions options;
+    if (args.has("bf16")) options.dtype = at::kBFloat16;
+    OptimizeReport report;
+    gm = decoders::optimize_decoder(gm, options, &report);
+    // bf16 where oneDNN has bf16 kernels (AVX-512 and later); elsewhere float32, and the report says why.
+    if (args.has("bf16"))
+      what += report.dtype == at::kBFloat16 ? ", bf16 (oneDNN)"
+                                            : ", float32 (" + (report.warnings.empty() ? std::string("no bf16 kernels")
+                                                                                       : report.warnings.front()) + ")";
     // Decoding reads the last position's logits only; teacher forcing reads them all.
     if (!args.has("teacher-forced")) decoders::keep_last_logits(*gm);
   }
@@ -73,6 +81,9 @@ OpenedDecoder decoder_from_graph(std::shared_ptr<GraphModule> gm, const ModelArg
 OpenedDecoder open_decoder(const ModelArgs& args, int64_t max_seq) {
   const std::string engine = args.get("engine", "fxcpp");
   if (engine != "fxcpp" && engine != "eager") throw Error("--engine must be fxcpp or eager, not '" + engine + "'");
+  if (args.has("bf16") && engine != "fxcpp") throw Error("--bf16 needs --engine fxcpp (the eager model computes in float32)");
+  if (args.has("bf16") && args.has("quantize"))
+    throw Error("--bf16 and --quantize are two kinds of weights (bfloat16, int8 / int4): choose one");
   if (!args.has("quantize") && (args.has("group-size") || args.has("asymmetric")))
     throw Error("--group-size and --asymmetric choose how --quantize int8|int4 quantizes: add --quantize");
   namespace fs = std::filesystem;

@@ -183,7 +183,7 @@ int run_generate(const std::vector<std::string>& argv) {
 FX_COMMAND("generate",
            "generate (FOLDER | DECODER.fx) (--prompt TEXT | --prompt-ids 1,2,3) [--tokenizer PATH] "
            "[--engine fxcpp|eager] [--quantize int8|int4 [--group-size G] "
-           "[--asymmetric]] [--teacher-forced] [-n|--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] "
+           "[--asymmetric] | --bf16] [--teacher-forced] [-n|--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] "
            "[--repetition-penalty R] [--seed S] [--stop-ids 2,3] [--ignore-eos] [--threads N] [--max-seq L] [--json]",
            "decode from a LLaMA-family checkpoint folder (config.json, safetensors; tokenizer.model for text) or a "
            "decoder graph: captured, optimised, weights optionally int8 / int4",
