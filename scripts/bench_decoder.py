@@ -20,7 +20,9 @@ The engines, each run its own process, interleaved round by round (the engine th
               F32, Q8_0 and Q4_0, one warm-up token forward first (pages the memory-mapped weights in)
 with a prompt of P token ids (fixed, seeded) and N greedy new tokens. Tokens/s of the prompt (P / the prompt's
 forward) and of the decode ((N - 1) / the time after the first new token), medians of the rounds; peak resident
-memory of the process (wait4's ru_maxrss; node's own ~50 MB included for llama.cpp).
+memory of the process as it reports it (VmHWM of its /proc/self/status; node's own ~50 MB included for llama.cpp):
+wait4's ru_maxrss, used only where a child reports none, carries the parent's size across exec (this script holds
+its 1 GiB bandwidth probe and torch).
 
 The bandwidth limit: read bandwidth measured in the same run, STREAM-style: torch.sum over a 1 GiB float32
 tensor (best of 5, at 1 and 2 threads, in this process, before the runs and after them: the better of the two,
@@ -139,7 +141,7 @@ class Engine:
             raise RuntimeError("%s: exit %d: %s" % (" ".join(cmd[:4]), rc, (err.strip().splitlines() or ["?"])[-1]))
         r = json.loads(out.strip().splitlines()[-1])
         return {"prompt_tokens_per_s": r["prompt_tokens_per_s"], "decode_tokens_per_s": r["decode_tokens_per_s"],
-                "time_to_first_token_ms": r["time_to_first_token_ms"], "peak_rss_mb": rss,
+                "time_to_first_token_ms": r["time_to_first_token_ms"], "peak_rss_mb": r.get("peak_rss_mb", rss),
                 "generated": r["generated"]}
 
 

@@ -76,7 +76,10 @@ async function main() {
                         decode_tokens_per_s: generated.length > 1 ? (generated.length - 1) / decodeS : 0,
                         time_to_first_token_ms: prefillS * 1e3, warmup, generated});
   }
-  out.peak_rss_mb = process.resourceUsage().maxRSS / 1024;
+  // VmHWM: this process image's own peak. getrusage's maxRSS is not: Linux carries it across exec, so a child
+  // of a big parent (the bench, holding its bandwidth probe) starts at the parent's size.
+  const hwm = /VmHWM:\s+(\d+)\s+kB/.exec(require('fs').readFileSync('/proc/self/status', 'utf8'));
+  out.peak_rss_mb = hwm ? Number(hwm[1]) / 1024 : process.resourceUsage().maxRSS / 1024;
   process.stdout.write(JSON.stringify(out) + '\n');
   await context.dispose();
   await model.dispose();
