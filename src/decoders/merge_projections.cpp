@@ -176,8 +176,18 @@ std::shared_ptr<GraphModule> merge_projections(const std::shared_ptr<GraphModule
   }
   for (const auto& group : groups) {
     const Projection& first = group.front();
-    const std::string name = merged_name(group);
     const bool wo = first.weight_only();
+    // A name the module already has (a layer called q_proj_k_proj_v_proj) is not overwritten: '_' until free.
+    std::string name = merged_name(group);
+    auto taken = [&](const std::string& n) {
+      try {
+        work->fetch_attr((wo ? "_weight_only." + n + ".data" : n + ".weight"));
+        return true;
+      } catch (const Error&) {
+        return false;
+      }
+    };
+    while (taken(name)) name += "_";
     const std::string attr = wo ? "_weight_only." + name + "." : name + ".";
     Node* at_node = copy_of.at(first.node);
     Node* fused;

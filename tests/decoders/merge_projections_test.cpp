@@ -140,6 +140,10 @@ TEST(MergeProjections, SiblingsThatDifferStayApart) {
   root->register_buffer("c_bias", torch::randn({5}));
   root->register_buffer("d", torch::randn({2, 6}));   // other input features
   root->register_buffer("e", torch::randn({6, 8}));   // reads y, not x
+  // A module already named as the merge of a and b would be: its tensor is not overwritten.
+  auto taken = std::make_shared<torch::nn::Module>();
+  taken->register_buffer("weight", torch::ones({2}));
+  root->register_module("a_b", taken);
   auto g = std::make_shared<fx::Graph>();
   fx::Node* x = g->placeholder("x");
   fx::Node* y = g->placeholder("y");
@@ -149,14 +153,15 @@ TEST(MergeProjections, SiblingsThatDifferStayApart) {
   fx::Node* lc = g->call_function("aten::linear", {x, g->get_attr("c"), g->get_attr("c_bias")});
   fx::Node* ld = g->call_function("aten::linear", {z, g->get_attr("d")});
   fx::Node* le = g->call_function("aten::linear", {y, g->get_attr("e")});
-  g->output(fx::Argument::tuple({la, lb, lc, ld, le}));
+  g->output(fx::Argument::tuple({la, lb, lc, ld, le, g->get_attr("a_b.weight")}));
   auto gm = std::make_shared<fx::GraphModule>(root, g);
   size_t groups = 0;
   auto merged = fx::decoders::merge_projections(gm, &groups);
   EXPECT_EQ(groups, 1u);
   EXPECT_EQ(count_calls(merged->graph(), "aten::linear"), 4u);
-  const fx::Node* ab = named(merged->graph(), "a_b");
-  ASSERT_NE(ab, nullptr);
+  ASSERT_NE(named(merged->graph(), "a_b_"), nullptr);  // "a_b" was taken
+  EXPECT_TRUE(at::equal(merged->fetch_attr("a_b.weight"), torch::ones({2})));
+  EXPECT_EQ(merged->fetch_attr("a_b_.weight").size(0), 7);  // a's 4 rows and b's 3
   const at::Tensor xv = torch::randn({2, 8}), yv = torch::randn({2, 8}), zv = torch::randn({2, 6});
   const auto want = gm->forward({xv, yv, zv}).toTupleRef().elements();
   const auto got = merged->forward({xv, yv, zv}).toTupleRef().elements();
