@@ -12,6 +12,9 @@
 
 namespace fx::decoders::detail {
 
+/// Where weight-only layers' packed tensors live: `_weight_only.LAYER.data` (and .scales, .zeros, .bias).
+inline const std::string kWeightOnlyRoot = "_weight_only.";
+
 /// A linear layer of the graph.
 struct LinearLayer {
   std::string name;  ///< qualified name (module, or weight attribute without ".weight")

@@ -54,7 +54,7 @@ struct Projection {
 
 /// The name a weight-only node's packed data attribute gives its layer (_weight_only.NAME.data), else the node's.
 std::string weight_only_name(const Node* n, const Node* data) {
-  const std::string t = data->target(), head = "_weight_only.", tail = ".data";
+  const std::string t = data->target(), &head = detail::kWeightOnlyRoot, tail = ".data";
   if (t.size() > head.size() + tail.size() && t.compare(0, head.size(), head) == 0 &&
       t.compare(t.size() - tail.size(), tail.size(), tail) == 0)
     return t.substr(head.size(), t.size() - head.size() - tail.size());
@@ -181,14 +181,14 @@ std::shared_ptr<GraphModule> merge_projections(const std::shared_ptr<GraphModule
     std::string name = merged_name(group);
     auto taken = [&](const std::string& n) {
       try {
-        work->fetch_attr((wo ? "_weight_only." + n + ".data" : n + ".weight"));
+        work->fetch_attr(wo ? detail::kWeightOnlyRoot + n + ".data" : n + ".weight");
         return true;
       } catch (const Error&) {
         return false;
       }
     };
     while (taken(name)) name += "_";
-    const std::string attr = wo ? "_weight_only." + name + "." : name + ".";
+    const std::string attr = wo ? detail::kWeightOnlyRoot + name + "." : name + ".";
     Node* at_node = copy_of.at(first.node);
     Node* fused;
     {

@@ -68,7 +68,7 @@ std::shared_ptr<GraphModule> quantize_weight_only(const std::shared_ptr<GraphMod
   // The packed tensors are attributes of the new module (under _weight_only., named after the layer).
   auto out = std::make_shared<GraphModule>(gm, passes_detail::copy_graph(gm->graph()), gm->class_name());
   for (const auto& [n, c] : chosen) {
-    const std::string prefix = "_weight_only." + c.layer.name + ".";
+    const std::string prefix = decoders::detail::kWeightOnlyRoot + c.layer.name + ".";
     out->register_attr(prefix + "data", c.packed.data);
     out->register_attr(prefix + "scales", c.packed.scales);
     if (c.packed.zeros.defined()) out->register_attr(prefix + "zeros", c.packed.zeros);
@@ -85,7 +85,7 @@ std::shared_ptr<GraphModule> quantize_weight_only(const std::shared_ptr<GraphMod
       continue;
     }
     const Chosen& c = it->second;
-    const std::string prefix = "_weight_only." + c.layer.name + ".";
+    const std::string prefix = decoders::detail::kWeightOnlyRoot + c.layer.name + ".";
     Node* data = g->get_attr(prefix + "data");
     Node* scales = g->get_attr(prefix + "scales");
     Argument zeros = c.packed.zeros.defined() ? Argument(g->get_attr(prefix + "zeros")) : Argument();
