@@ -31,6 +31,7 @@ namespace {
 
 using detail::exp_avx2;
 using detail::exp_avx512;
+using detail::lanes16;
 
 #define FX_ATTN_AVX512 __attribute__((target("avx512f")))
 #define FX_ATTN_AVX2 __attribute__((target("avx2,fma")))
@@ -62,9 +63,7 @@ FX_ATTN_AVX512 float dot_avx512(const float* a, const float* b, int64_t n) {
     s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
   }
   if (i < n) {  // the rest, at most 31, by masked loads
-    const int64_t left = n - i;
-    const __mmask16 m0 = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
-    const __mmask16 m1 = left <= 16 ? __mmask16(0) : __mmask16((1u << (left - 16)) - 1);
+    const __mmask16 m0 = lanes16(n - i), m1 = lanes16(n - i - 16);
     s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m0, a + i), _mm512_maskz_loadu_ps(m0, b + i), s0);
     s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m1, a + i + 16), _mm512_maskz_loadu_ps(m1, b + i + 16), s1);
   }
@@ -85,7 +84,7 @@ FX_ATTN_AVX512 void scores_avx512(const float* q, const float* k, const int32_t*
     const float *r0 = k + at[i] * d, *r1 = k + at[i + 1] * d, *r2 = k + at[i + 2] * d, *r3 = k + at[i + 3] * d;
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (int64_t c = 0; c < d; c += 16) {
-      const __mmask16 m = d - c >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (d - c)) - 1);
+      const __mmask16 m = lanes16(d - c);
       const __m512 qv = _mm512_maskz_loadu_ps(m, q + c);
       a0 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, r0 + c), a0);
       a1 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, r1 + c), a1);
@@ -116,7 +115,7 @@ FX_ATTN_AVX512 float exp_sum_avx512(float* x, int64_t n, float m) {
   const __m512 vm = _mm512_set1_ps(m);
   __m512 sum = _mm512_setzero_ps();
   for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 k = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    const __mmask16 k = lanes16(n - i);
     const __m512 e = exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm));
     _mm512_mask_storeu_ps(x + i, k, e);
     sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(k, e));
@@ -129,12 +128,8 @@ FX_ATTN_AVX512 float exp_sum_avx512(float* x, int64_t n, float m) {
 /// for the adder's latency.
 FX_ATTN_AVX512 void weighted_sum_avx512(const float* p, const int32_t* at, int64_t n, const float* v, int64_t d,
                                         float scale, float* out) {
-  auto mask = [](int64_t left) {
-    left = std::clamp<int64_t>(left, 0, 16);
-    return left == 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
-  };
   for (int64_t d0 = 0; d0 < d; d0 += 64) {
-    const __mmask16 m0 = mask(d - d0), m1 = mask(d - d0 - 16), m2 = mask(d - d0 - 32), m3 = mask(d - d0 - 48);
+    const __mmask16 m0 = lanes16(d - d0), m1 = lanes16(d - d0 - 16), m2 = lanes16(d - d0 - 32), m3 = lanes16(d - d0 - 48);
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
     int64_t i = 0;
     for (; i + 2 <= n; i += 2) {
@@ -333,6 +328,7 @@ at::Tensor decoder_attention(const at::Tensor& q_in, const at::Tensor& k_in, con
     // sum of the value rows (softmax in two passes over a buffer of S scores).
     std::vector<float> scores(static_cast<size_t>(s));
     std::vector<int32_t> at(static_cast<size_t>(s));
+    int64_t n = 0, listed_row = -1;  // `at` lists mask row listed_row's n visible positions
     for (int64_t r = begin; r < end; ++r) {
       const int64_t ti = r % t, hi = (r / t) % h, bi = r / (t * h);
       const int64_t kv = bi * kvh + hi / group;
@@ -341,9 +337,12 @@ at::Tensor decoder_attention(const at::Tensor& q_in, const at::Tensor& k_in, con
       const float* vbase = vp + kv * s * d;
       const bool* hidden = mp + ti * s;
       float* acc = op + r * d;
-      int64_t n = 0;
-      for (int64_t j = 0; j < s; ++j)
-        if (!hidden[j]) at[n++] = static_cast<int32_t>(j);
+      if (ti != listed_row) {  // the heads of a row share its mask: one decoded token lists it once
+        n = 0;
+        for (int64_t j = 0; j < s; ++j)
+          if (!hidden[j]) at[n++] = static_cast<int32_t>(j);
+        listed_row = ti;
+      }
       if (n == 0) {  // no visible position: NaN, as softmax over -inf gives
         std::fill(acc, acc + d, std::numeric_limits<float>::quiet_NaN());
         continue;

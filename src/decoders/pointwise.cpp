@@ -17,6 +17,7 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <utility>
 
 namespace fx::decoders {
 
@@ -95,7 +96,7 @@ __attribute__((target("avx512f"))) void silu_mul_avx512(const float* g, const fl
                                                           int64_t end) {
   const __m512 one = _mm512_set1_ps(1.f);
   for (int64_t i = begin; i < end; i += 16) {
-    const __mmask16 k = end - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (end - i)) - 1);
+    const __mmask16 k = detail::lanes16(end - i);
     const __m512 gv = _mm512_maskz_loadu_ps(k, g + i);
     const __m512 e = detail::exp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), gv));
     _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(one, e)), _mm512_maskz_loadu_ps(k, u + i)));
@@ -138,29 +139,23 @@ SiluMulFn silu_mul_kernel() {
 
 namespace {
 
-/// The stride between rows of `t`'s last dimension if every row is contiguous and they are evenly
-/// spaced (the leading dimensions collapse into one), else -1.
-int64_t row_stride(const at::Tensor& t) {
-  if (t.dim() == 0) return 1;
-  if (t.size(-1) > 1 && t.stride(-1) != 1) return -1;
-  int64_t stride = -1, expected = -1;
-  for (int64_t d = t.dim() - 2; d >= 0; --d) {
+/// `t` as rows of its last dimension, each contiguous, evenly spaced (its leading dimensions
+/// collapse into one), and the distance between rows: merge_projections' narrow halves of one
+/// GEMM's output are read where they are; anything else (overlapping rows too) is made contiguous.
+std::pair<at::Tensor, int64_t> as_rows(const at::Tensor& t) {
+  const int64_t h = t.dim() ? t.size(-1) : 1;
+  bool even = t.dim() == 0 || h <= 1 || t.stride(-1) == 1;
+  int64_t stride = h, expected = -1;
+  for (int64_t d = t.dim() - 2; d >= 0 && even; --d) {
     if (t.size(d) == 1) continue;
-    if (stride < 0) {
+    if (expected < 0)
       stride = expected = t.stride(d);
-    } else if (t.stride(d) != expected) {
-      return -1;
-    }
+    else
+      even = t.stride(d) == expected;
     expected *= t.size(d);
   }
-  return stride < 0 ? t.size(-1) : stride;
-}
-
-/// `t` itself when its rows are evenly spaced (row_stride), else a contiguous copy.
-at::Tensor row_strided(const at::Tensor& t) {
-  if (t.dim() == 0) return t.contiguous();
-  const int64_t s = row_stride(t);
-  return s >= t.size(-1) || (s >= 0 && t.numel() <= t.size(-1)) ? t : t.contiguous();
+  if (!even || stride < h) return {t.contiguous(), h};
+  return {t, stride};
 }
 
 }  // namespace
@@ -169,15 +164,13 @@ at::Tensor silu_mul(const at::Tensor& gate_in, const at::Tensor& up_in) {
   require_float("silu_mul", {&gate_in, &up_in});
   if (gate_in.sizes() != up_in.sizes())
     fail("silu_mul", "gate and up must have one shape, not " + detail::described(gate_in) + " and " + detail::described(up_in));
-  // Rows of the last dimension, each contiguous, one stride apart: merge_projections' narrow halves
-  // of one GEMM's output read where they are (anything else is made contiguous first).
-  const at::Tensor g = row_strided(gate_in), u = row_strided(up_in);
+  const auto [g, gs] = as_rows(gate_in);
+  const auto [u, us] = as_rows(up_in);
   const int64_t h = g.dim() ? g.size(-1) : 1, rows = h ? g.numel() / h : 0;
   at::Tensor y = at::empty(g.sizes(), g.options());
   const float* gp = g.data_ptr<float>();
   const float* up = u.data_ptr<float>();
   float* yp = y.data_ptr<float>();
-  const int64_t gs = row_stride(g), us = row_stride(u);
   const SiluMulFn fn = silu_mul_kernel();
   if (gs == h && us == h) {
     at::parallel_for(0, g.numel(), 32768, [&](int64_t begin, int64_t end) { fn(gp, up, yp, begin, end); });

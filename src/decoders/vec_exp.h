@@ -1,6 +1,7 @@
 #pragma once
-// exp over vectors of floats for the decoder's kernels (attention's softmax,
-// SiLU): Cephes' expf (a degree-6 polynomial on [-ln2/2, ln2/2] times 2^n),
+// The decoder's vector loops' shared pieces (attention's softmax, SiLU):
+// the mask of a tail's lanes, the instruction set chosen once, and exp over
+// vectors of floats: Cephes' expf (a degree-6 polynomial on [-ln2/2, ln2/2] times 2^n),
 // within 2 ulp of libm's over the range, for AVX-512 and AVX2 in functions
 // compiled for those targets only (the library's baseline stays x86-64).
 // Arguments at or below -87.3 (past the smallest normal float) give 0, NaN
@@ -8,9 +9,15 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 namespace fx::decoders::detail {
+
+/// The mask of the first `left` of 16 lanes (none for left <= 0, all from 16 on): a loop's tail.
+inline __mmask16 lanes16(int64_t left) {
+  return left >= 16 ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
+}
 
 #define FX_EXP_AVX512 __attribute__((target("avx512f"), always_inline)) inline
 #define FX_EXP_AVX2 __attribute__((target("avx2,fma"), always_inline)) inline
