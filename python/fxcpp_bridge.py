@@ -521,6 +521,9 @@ def _share_state(m, doc, reader):
 def load(path):
     """The torch.fx.GraphModule saved in the fxcpp file at `path`."""
     reader = _Reader(path)
+    if reader.doc.get("kernel_objects"):
+        # Compiled kernels (fx::SaveOptions::kernel_objects) are offered to fxcpp::fused_kernel by fx::load alone.
+        raise FxcppError("%s: it carries kernel objects, which fx::load runs" % path)
     return _module(reader, reader.doc["root"])
 
 

@@ -1,10 +1,12 @@
 // The deployment side of an optimised model (issue 23): `fxcpp optimize
 // MODEL.pt -o model.fx` once, then an application that only loads and runs
 // model.fx. It links fxcpp_serialize (fx::load) and what that brings (the
-// GraphModule runtime, fxcpp's oneDNN kernels, fxcpp_torchscript's file checks
-// and TorchScript leaves), not the optimiser's passes, the importer or the
-// tracer; the kernels and packed weights are made for the CPU it runs on, at
-// the first forward.
+// GraphModule runtime, fxcpp's oneDNN kernels, the generated kernels' runtime
+// (fxcpp_kernels), fxcpp_torchscript's file checks and TorchScript leaves),
+// not the optimiser's passes, the importer or the tracer; the kernels and
+// packed weights are made for the CPU it runs on, at the first forward. A
+// file written by `fxcpp optimize --aot` carries its generated kernels
+// compiled: they run here without a compiler.
 //
 //   deploy MODEL.fx INPUT.pt [OUTPUT.pt]
 //   deploy --torchscript MODEL.pt INPUT.pt [OUTPUT.pt]

@@ -53,6 +53,13 @@ struct SaveOptions {
   /// Store node meta (tensor_meta, stack traces, string meta). Off: no meta
   /// at all (smaller files; nothing is counted as dropped).
   bool keep_meta = true;
+  /// Store, beside each generated kernel's program (fxcpp::fused_kernel
+  /// nodes), the shared object the system's compiler built from it here
+  /// (`fxcpp optimize --aot`): the file then runs its kernels where no
+  /// compiler does, on a CPU with the instruction sets they were built for
+  /// (fx/compiler/fused_kernel.h). Needs a compiler; without one fx::save
+  /// throws fx::Error in one line.
+  bool kernel_objects = false;
 };
 
 /// What fx::save did.
@@ -66,6 +73,10 @@ struct SaveReport {
   size_t storages = 0;
   /// Bytes written.
   size_t bytes = 0;
+  /// Kernel objects stored (SaveOptions::kernel_objects): one per distinct kernel.
+  size_t kernel_objects = 0;
+  /// The instruction-set extensions those objects need of a CPU ("avx512f", "fma" ...).
+  std::vector<std::string> kernel_object_isa;
 };
 
 /// Writes `gm` to `path` atomically: a temporary file in the same directory
@@ -81,13 +92,21 @@ SaveReport save(const GraphModule& gm, std::ostream& out, const SaveOptions& opt
 std::string save_to_string(const GraphModule& gm, const SaveOptions& options = {},
                            SaveReport* report = nullptr);
 
-/// Reads an fxcpp file. Every problem (no such file, not a zip, damaged zip,
+/// Reads an fxcpp file. Kernel objects it carries (SaveOptions::kernel_objects)
+/// are shared objects: loading one runs its code, so they are taken only
+/// from a file that belongs to this user and that no one else may write (as
+/// the kernel cache's entries), and only where this build generates the
+/// same C++ for the kernel on a CPU with the instructions it was built for;
+/// otherwise one warning line, and the kernels are compiled from their
+/// programs as in a file without objects. Every problem (no such file, not a zip, damaged zip,
 /// not an fxcpp file, a newer format version, a malformed document, an
 /// unknown node reference or target, a tensor record too small for its
 /// tensor ...) is one fx::ImportError line starting with "PATH: ".
 std::shared_ptr<GraphModule> load(const std::string& path);
 
 /// Reads an fxcpp file from a stream; `name` stands for the path in errors.
+/// Kernel objects are not taken from a stream or from memory (nothing says
+/// whose bytes they are): one warning line, and the kernels are compiled.
 std::shared_ptr<GraphModule> load(std::istream& in, const std::string& name = "<stream>");
 
 /// Reads an fxcpp file held in memory; `name` stands for the path in errors.

@@ -7,6 +7,7 @@ import torch.fx
 from . import _C
 from . import bridge
 from .convert import from_fx
+from .errors import FxError
 
 
 class Module(torch.nn.Module):
@@ -103,11 +104,16 @@ def load(path):
         return Module(_C._load(path))
 
 
-def save(gm, path, example_inputs=None):
-    """Writes a torch.fx.GraphModule (the Python bridge), an fxcpp.GraphModule or an fxcpp.Module (fx::save)."""
+def save(gm, path, example_inputs=None, kernel_objects=False):
+    """Writes a torch.fx.GraphModule (the Python bridge), an fxcpp.GraphModule or an fxcpp.Module (fx::save).
+
+    kernel_objects (fxcpp modules): store each generated kernel's compiled object beside its program
+    (fx::SaveOptions::kernel_objects, `fxcpp optimize --aot`), so the file runs its kernels where no
+    compiler does; returns how many were stored."""
     if isinstance(gm, Module):
         gm = gm.graph_module
     if isinstance(gm, _C.GraphModule):
-        _C._save(gm, path)
-        return
+        return _C._save(gm, path, kernel_objects)
+    if kernel_objects:
+        raise FxError("kernel_objects: a torch.fx.GraphModule has no generated kernels; fxcpp.optimize it first")
     bridge.save(gm, path, example_inputs)

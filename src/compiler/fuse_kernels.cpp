@@ -27,11 +27,12 @@
 #include <fx/compiler/fuse_kernels.h>
 
 #include <fx/compiler/kernel_cache.h>
+#include <fx/passes/graph_drawer.h>
 #include <fx/graph.h>
 #include <fx/tensor_meta.h>
 
 #include "compiler/lowering.h"
-#include "compiler/program.h"
+#include "kernels/program.h"
 
 #include <algorithm>
 #include <chrono>
@@ -43,10 +44,6 @@
 #include <unordered_set>
 
 namespace fx::compiler {
-
-namespace detail {
-void prepare_kernels(const std::vector<std::string>& programs, int jobs, FuseReport& report);
-}
 
 namespace {
 
@@ -346,7 +343,7 @@ size_t fuse_kernels(Graph& g, const FuseOptions& options, FuseReport* report) {
   if (options.compile) {
     const auto start = std::chrono::steady_clock::now();
     try {
-      detail::prepare_kernels(programs, options.jobs, r);
+      r.compiled = prepare_kernels(programs, options.jobs);
     } catch (const std::exception& e) {
       r.warnings.push_back(std::string("fuse_kernels: ") + e.what() + "; the graph is left unfused");
       r.compiled = 0;
@@ -376,5 +373,22 @@ size_t fuse_kernels(Graph& g, const FuseOptions& options, FuseReport* report) {
   if (report) *report = r;
   return r.groups;
 }
+
+namespace {
+namespace fuse_kernels_drawing {  // named: src/compiler is built in unity batches
+
+/// The HTML drawing of a graph shows a fused kernel's program and its C++
+/// one click away (fx::register_node_details).
+const bool kDrawsKernels = [] {
+  register_node_details("fxcpp::fused_kernel", [](const Node& n) -> std::vector<std::pair<std::string, std::string>> {
+    if (n.args().size() < 2 || n.args()[1].kind() != Argument::Kind::String) return {};
+    const std::string& program = n.args()[1].to_string();
+    return {{"kernel program", program}, {"kernel C++", kernel_source(program)}};
+  });
+  return true;
+}();
+
+}  // namespace fuse_kernels_drawing
+}  // namespace
 
 }  // namespace fx::compiler

@@ -3,7 +3,7 @@
 // is fusible, of which kind, and the operators of a fused kernel's program
 // (program.h) it becomes, as ATen's CPU kernels compute it. The grouping and
 // the graph surgery are fuse_kernels.cpp's.
-#include "compiler/program.h"
+#include "kernels/program.h"
 
 #include <fx/node.h>
 #include <fx/tensor_meta.h>

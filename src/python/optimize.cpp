@@ -106,11 +106,14 @@ void bind_optimize(py::module_& m) {
         },
         "fx::load: the fx::GraphModule of an fxcpp file.");
   m.def("_save",
-        [](const GraphModule& gm, const std::string& path) {
+        [](const GraphModule& gm, const std::string& path, bool kernel_objects) {
           py::gil_scoped_release release;
-          return fx::save(gm, path).bytes;
+          fx::SaveOptions options;
+          options.kernel_objects = kernel_objects;
+          return fx::save(gm, path, options).kernel_objects;
         },
-        "fx::save: writes gm to path; the bytes written.");
+        py::arg("gm"), py::arg("path"), py::arg("kernel_objects") = false,
+        "fx::save: writes gm to path; the kernel objects stored (SaveOptions::kernel_objects).");
   m.def("_cpu_summary", [] { return onednn::cpu_summary(); }, "What oneDNN can run on this CPU.");
 }
 

@@ -76,6 +76,10 @@ struct SaveContext {
   size_t torchscript_leaf_count = 0;
   /// Every module written so far, by the path it was first written at.
   std::unordered_map<const torch::nn::Module*, std::string> module_paths;
+  /// The programs of the graphs' fxcpp::fused_kernel nodes, each once, in the order met.
+  std::vector<std::string> kernel_programs;
+  /// Kernel object records (name, bytes), when SaveOptions::kernel_objects.
+  std::vector<std::pair<std::string, std::string>> kernel_records;
 };
 
 /// Tensors of a file being loaded, made on first use from their records; or,
@@ -173,6 +177,15 @@ bool is_dynamic_linear_constant(const c10::IValue& value);
 json dynamic_linear_to_json(const c10::IValue& packed, SaveContext& ctx, const std::string& where);
 /// The packed layer of a "dynamic_linear" document (checked; packed on the onednn engine).
 c10::IValue dynamic_linear_from_json(const json& doc, LoadContext& ctx, const std::string& where);
+
+// ---- kernel objects (SaveOptions::kernel_objects): kernel_object_document.cpp
+/// Kernel object records: kKernelObjectPrefix + N.
+constexpr const char* kKernelObjectPrefix = "extra/fxkernels/";
+/// doc["kernel_objects"] and ctx.kernel_records for ctx.kernel_programs (when the options ask for them).
+void kernel_objects_to_json(SaveContext& ctx, json& doc);
+/// Reads and checks doc["kernel_objects"] (ImportError on a malformed entry or record), then offers them
+/// (fx::compiler::offer_kernel_object) when `distrust` is empty; otherwise says in one warning why not.
+void offer_kernel_objects(const json& doc, LoadContext& ctx, const std::string& distrust);
 
 /// "module 'a.b'" or "the root module".
 std::string module_label(const std::string& path);

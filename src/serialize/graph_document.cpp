@@ -9,6 +9,7 @@
 #include <fx/target.h>
 #include <fx/tensor_meta.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <unordered_map>
@@ -320,6 +321,12 @@ json graph_to_json(const Graph& graph, SaveContext& ctx, const std::string& wher
     json node = {{"name", n->name()}, {"op", to_string(n->op())}, {"target", n->target()},
                  {"args", std::move(args)}, {"kwargs", std::move(kwargs)}};
     if (!n->type().empty()) node["type"] = n->type();
+    if (n->op() == Opcode::CallFunction && n->target() == "fxcpp::fused_kernel" && n->args().size() >= 2 &&
+        n->args()[1].kind() == Argument::Kind::String) {
+      const std::string& program = n->args()[1].to_string();
+      if (std::find(ctx.kernel_programs.begin(), ctx.kernel_programs.end(), program) == ctx.kernel_programs.end())
+        ctx.kernel_programs.push_back(program);
+    }
     if (ctx.options.keep_meta && !n->meta().empty()) {
       json meta = json::object();
       for (const auto& [key, value] : n->meta()) {

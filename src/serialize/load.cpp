@@ -8,6 +8,7 @@
 #include "torchscript/file_checks.h"
 #include "serialize/document.h"
 
+#include <fx/compiler/kernel_cache.h>
 #include <fx/torchscript.h>
 
 #include <torch/csrc/jit/serialization/import.h>
@@ -101,7 +102,7 @@ using TorchScriptLoader = std::function<torch::jit::Module()>;
 std::shared_ptr<GraphModule> load_archive(caffe2::serialize::PyTorchStreamReader& reader, const std::string& file,
                                           const import_detail::CrcCheckedAdapter& adapter,
                                           const std::vector<import_detail::ZipRecord>& records,
-                                          const TorchScriptLoader& load_leaves) {
+                                          const TorchScriptLoader& load_leaves, const std::string& distrust) {
   auto [data, size] = reader.getRecord(serialize_detail::kDocumentRecord);
   const std::string text(static_cast<const char*>(data.get()), size);
   check_nesting(text, file);
@@ -129,6 +130,7 @@ std::shared_ptr<GraphModule> load_archive(caffe2::serialize::PyTorchStreamReader
   auto root = serialize_detail::module_from_json(serialize_detail::field(doc, "root", where), "", ctx);
   auto gm = std::dynamic_pointer_cast<GraphModule>(root);
   if (!gm) throw ImportError(file + ": the root module is not a graph_module");
+  serialize_detail::offer_kernel_objects(doc, ctx, distrust);  // after the graphs: a malformed file offers nothing
   return gm;
 }
 
@@ -177,7 +179,8 @@ std::shared_ptr<GraphModule> load(const std::string& path) {
     return with_crc_check(*adapter, [&] {
       caffe2::serialize::PyTorchStreamReader reader(adapter);
       // The leaves with every check of TorchScript import (pickles, storages, tensors).
-      return load_archive(reader, path, *adapter, records, [&] { return load_torchscript(path); });
+      return load_archive(reader, path, *adapter, records, [&] { return load_torchscript(path); },
+                          compiler::KernelCache::distrust_file(path));
     });
   });
 }
@@ -201,7 +204,7 @@ std::shared_ptr<GraphModule> load_from_string(const std::string& bytes, const st
           leaves->throw_if_damaged();
           throw ImportError(name + ": cannot load its TorchScript leaves: " + import_detail::current_exception_text());
         }
-      });
+      }, "read from memory or a stream, not from a file of this user's");
     });
   });
 }

@@ -31,6 +31,7 @@ void build(const GraphModule& gm, const SaveOptions& options, Archive& a) {
   json doc = {{"format", kFileFormatName}, {"version", kFileFormatVersion}, {"producer", "fxcpp"}};
   doc["root"] = serialize_detail::module_to_json(gm, "", a.ctx);
   a.ctx.tensors.to_json(doc);
+  serialize_detail::kernel_objects_to_json(a.ctx, doc);
   if (a.ctx.torchscript_leaves) {
     doc["torchscript"] = true;
     // fx::load reads the leaves with the checks of fx::load_torchscript, which wants a forward.
@@ -55,11 +56,13 @@ SaveReport write(Archive& a, const std::function<size_t(const void*, size_t)>& s
     torch::jit::ExtraFilesMap extra;
     extra[std::string(serialize_detail::kDocumentRecord).substr(6)] = a.document;
     a.ctx.tensors.add_extra_files(extra);
+    for (const auto& [name, bytes] : a.ctx.kernel_records) extra[name.substr(6)] = bytes;
     torch::jit::ExportModule(*a.ctx.torchscript_leaves, counting_sink, extra);
   } else {
     caffe2::serialize::PyTorchStreamWriter writer(counting_sink);
     writer.writeRecord(serialize_detail::kDocumentRecord, a.document.data(), a.document.size());
     a.ctx.tensors.write_records(writer);
+    for (const auto& [name, bytes] : a.ctx.kernel_records) writer.writeRecord(name, bytes.data(), bytes.size());
     writer.writeEndOfFile();
   }
   a.ctx.report.storages = a.ctx.tensors.storages();

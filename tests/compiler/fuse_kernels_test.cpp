@@ -10,7 +10,7 @@
 #include <fx/passes/shape_prop.h>
 #include <fx/serialize.h>
 
-#include "compiler/program.h"
+#include "kernels/program.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>

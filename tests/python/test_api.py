@@ -123,3 +123,42 @@ def test_save_load(tmp_path):
     assert isinstance(loaded, fxcpp.Module)
     with torch.no_grad():
         assert torch.allclose(loaded(x), fast(x), atol=1e-5)
+
+
+def test_save_kernel_objects(tmp_path):
+    """fxcpp.save(..., kernel_objects=True): the generated kernels' objects travel in the file, and a process
+    without a compiler (and an empty kernel cache) runs them: no warning, the values of the optimised module."""
+    if not fxcpp._C._fuse_kernels_available():
+        pytest.skip("no C++ compiler")
+
+    class Tail(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln = torch.nn.LayerNorm(64)
+
+        def forward(self, x, r):
+            return torch.nn.functional.gelu(self.ln(x + r), approximate="tanh") * 0.5
+
+    torch.manual_seed(0)
+    x, r = torch.randn(3, 8, 64), torch.randn(3, 8, 64)
+    fast = fxcpp.optimize(Tail().eval(), (x, r))
+    assert "fused_kernel" in fast.code
+    path = os.path.join(tmp_path, "tail.fx")
+    assert fxcpp.save(fast, path, kernel_objects=True) == 1
+    torch.save((x, r), os.path.join(tmp_path, "in.pt"))
+    with torch.no_grad():
+        torch.save(fast(x, r), os.path.join(tmp_path, "want.pt"))
+    with pytest.raises(fxcpp.FxError, match="^kernel_objects: a torch.fx.GraphModule has no generated kernels"):
+        fxcpp.save(torch.fx.symbolic_trace(Tail()), os.path.join(tmp_path, "plain.fx"), kernel_objects=True)
+    cache = os.path.join(tmp_path, "cache")
+    os.mkdir(cache, 0o700)
+    code = ("import sys, torch, fxcpp; d = sys.argv[1]; m = fxcpp.load(d + '/tail.fx'); "
+            "x, r = torch.load(d + '/in.pt'); y = m(x, r); "
+            "print(torch.equal(y, torch.load(d + '/want.pt')), fxcpp._C._fuse_kernels_available())")
+    env = dict(os.environ, FXCPP_CXX="/nonexistent/g++", FXCPP_KERNEL_CACHE=cache)
+    import subprocess, sys
+    p = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["True", "False"]
+    assert "Warning" not in p.stderr, p.stderr
+    assert os.listdir(cache) == []

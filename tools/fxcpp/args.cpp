@@ -42,6 +42,8 @@ const std::map<std::string, std::string>& descriptions() {
       {"interpreter", "run through fx::Interpreter instead of the compiled forward"},
       {"optimize", "run fx::optimize_for_inference's module (prepared for the inputs)"},
       {"no-fuse", "optimise without fusing pointwise / reduction chains into generated kernels (fx::compiler::fuse_kernels); with --optimize or optimize"},
+      {"aot", "optimize: store each generated kernel's compiled object in the file (fx::SaveOptions::kernel_objects), "
+              "so it runs where no compiler does, on a CPU with the same instruction sets"},
       {"no-winograd", "optimise without Winograd 3x3 convolutions (oneDNN's, or below AVX-512 fxcpp's; all direct); with --optimize or optimize"},
       {"linear-kernel", "which kernel runs float32 linear layers: auto (default: oneDNN on AVX-512, below it the "
                         "faster of oneDNN and ATen/BLAS per shape, timed once), onednn or aten; with --optimize or "

@@ -20,6 +20,7 @@
 // and says so in one warning.
 #pragma once
 
+#include <fx/compiler/fused_kernel.h>
 #include <fx/graph_module.h>
 
 #include <string>
@@ -76,15 +77,5 @@ size_t fuse_kernels(GraphModule& gm, const FuseOptions& options = {}, FuseReport
 
 /// fuse_kernels on a graph alone (its module is recompiled by the caller).
 size_t fuse_kernels(Graph& g, const FuseOptions& options = {}, FuseReport* report = nullptr);
-
-/// The C++ translation unit of a fused_kernel node's program (as compiled).
-std::string kernel_source(const std::string& program);
-
-/// Runs a program on its inputs as a fused_kernel node does (compiling its
-/// kernel if needed); its outputs in the program's order.
-std::vector<at::Tensor> run_kernel(const std::string& program, const std::vector<at::Tensor>& inputs);
-
-/// Whether fused kernels can be built here (the system's compiler runs).
-bool can_compile_kernels();
 
 }  // namespace fx::compiler

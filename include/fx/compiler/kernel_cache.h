@@ -84,6 +84,27 @@ class KernelCache {
   /// The key load() would use (exposed for tests).
   static std::string key_of(const std::string& source, const std::vector<std::string>& flags);
 
+  /// Why the file at `path` is not to be loaded as code: owned by another
+  /// user, writable by its group or by others, not a regular file, or not
+  /// there ("owned by uid 0, not by this user (uid 1000)"); empty when it may be.
+  static std::string distrust_file(const std::string& path);
+
+  /// The hash the keys are made of, over `parts` (each ended by a NUL, so
+  /// ("ab", "c") and ("a", "bc") differ): two 64-bit FNV-1a walks, 32 hex digits.
+  static std::string hash(const std::vector<std::string>& parts);
+
+  /// The shared object load() would load for `kernel`, compiling it first if
+  /// the cache does not hold it (without its trailer: the bytes the compiler
+  /// wrote). Throws what load() throws.
+  std::string object(const KernelSource& kernel, const std::vector<std::string>& flags, LoadInfo* info = nullptr);
+
+  /// Loads a shared object held in memory (a kernel object a file carried:
+  /// an anonymous memory file, dlopen'ed by its /proc/self/fd path, never on
+  /// disk) and returns the address of `symbol`; the same bytes are loaded
+  /// once per process. Throws fx::Error in one line naming `name` when the
+  /// object does not load or lacks the symbol.
+  static void* load_object(const std::string& name, const std::string& bytes, const std::string& symbol);
+
  private:
   std::string folder_;
 };

@@ -11,7 +11,7 @@
 // operator is written as ATen's vectorised CPU kernel writes it, so a fused
 // chain rounds as the unfused one does, up to the order of floating-point
 // sums.
-#include "compiler/codegen.h"
+#include "kernels/codegen.h"
 
 #include "onednn/cpu_capability.h"
 
@@ -492,6 +492,18 @@ int64_t kernel_vector_width() {
     case fx::detail::CpuCapability::Default: break;
   }
   return 8;  // vec_base's Vectorized<float>: 32 bytes
+}
+
+const std::vector<std::string>& kernel_isa() {
+  static const std::vector<std::string> isa = []() -> std::vector<std::string> {
+    switch (fx::detail::aten_cpu_capability()) {  // kernel_flags' -m options, spelled as the kernel names them
+      case fx::detail::CpuCapability::Avx512: return {"avx512f", "avx512bw", "avx512vl", "avx512dq", "fma", "f16c"};
+      case fx::detail::CpuCapability::Avx2: return {"avx2", "fma", "f16c"};
+      case fx::detail::CpuCapability::Default: break;
+    }
+    return {};
+  }();
+  return isa;
 }
 
 const std::vector<std::string>& kernel_flags() {

@@ -20,6 +20,12 @@
 // is refused with one line before a byte of it is read. What a process has
 // loaded stays loaded, in a map from the object's path to its handle, so a
 // second load() of a kernel costs a hash of its source and a map lookup.
+//
+// load_object() loads a shared object a file carried (a kernel object,
+// fused_kernel.h) without the folder: written to an anonymous memory file
+// and dlopen'ed by its /proc/self/fd path, so nothing of it reaches the disk
+// and no name in the folder can be raced. Whether to trust it is the
+// caller's decision (fx::load: a file of this user's alone).
 #include <fx/compiler/kernel_cache.h>
 
 #include <fx/error.h>
@@ -28,6 +34,7 @@
 #include <fcntl.h>
 #include <pwd.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -69,17 +76,21 @@ std::string hex64(uint64_t v) {
   return buf;
 }
 
-/// Two 64-bit FNV-1a hashes (different offsets) over source, version and flags, each followed by a NUL.
-std::string key_with(const std::string& source, const std::string& version, const std::vector<std::string>& flags) {
+/// Two 64-bit FNV-1a hashes (different offsets) over `parts`, each followed by a NUL.
+std::string hash_parts(const std::vector<const std::string*>& parts) {
   uint64_t a = kFnvOffset, b = kFnvOffset2;
-  const auto add = [&](const std::string& s) {
-    a = fnv1a(s.c_str(), s.size() + 1, a);  // with its NUL: ("ab", "c") and ("a", "bc") differ
-    b = fnv1a(s.c_str(), s.size() + 1, b);
-  };
-  add(source);
-  add(version);
-  for (const std::string& f : flags) add(f);
+  for (const std::string* s : parts) {
+    a = fnv1a(s->c_str(), s->size() + 1, a);  // with its NUL: ("ab", "c") and ("a", "bc") differ
+    b = fnv1a(s->c_str(), s->size() + 1, b);
+  }
   return hex64(a) + hex64(b);
+}
+
+/// The key of an entry: the hash of its source, the compiler's version and the flags.
+std::string key_with(const std::string& source, const std::string& version, const std::vector<std::string>& flags) {
+  std::vector<const std::string*> parts = {&source, &version};
+  for (const std::string& f : flags) parts.push_back(&f);
+  return hash_parts(parts);
 }
 
 // ---- the object's trailer -----------------------------------------------------
@@ -460,6 +471,61 @@ void* KernelCache::load(const KernelSource& kernel, const std::vector<std::strin
   std::lock_guard<std::mutex> lock(l.mutex);
   // Another thread may have loaded it meanwhile: dlopen gave this one the same handle.
   return kc::symbol_in(l, l.handles.emplace(out.path, handle).first->second, out, kernel.symbol, id);
+}
+
+std::string KernelCache::distrust_file(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return kernel_cache_impl::errno_text();
+  if (!S_ISREG(st.st_mode)) return "not a regular file";
+  return kernel_cache_impl::distrust(st);
+}
+
+std::string KernelCache::hash(const std::vector<std::string>& parts) {
+  std::vector<const std::string*> p;
+  for (const std::string& s : parts) p.push_back(&s);
+  return kernel_cache_impl::hash_parts(p);
+}
+
+std::string KernelCache::object(const KernelSource& kernel, const std::vector<std::string>& flags, LoadInfo* info) {
+  namespace kc = kernel_cache_impl;
+  LoadInfo local;
+  LoadInfo& out = info ? *info : local;
+  load(kernel, flags, &out);  // compiled and checked, or found intact
+  kc::Fd in{::open(out.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW)};
+  if (in.fd < 0) kc::fail_key(out.key, "cannot read " + out.path + ": " + kc::errno_text());
+  std::string bytes = kc::read_rest(in.fd);
+  // Read again after load(): another process may have renamed a new entry over it since, intact as well.
+  if (!kc::intact(bytes)) kc::fail_key(out.key, out.path + " changed while it was read");
+  bytes.resize(bytes.size() - kc::kTrailerSize);
+  return bytes;
+}
+
+void* KernelCache::load_object(const std::string& name, const std::string& bytes, const std::string& symbol) {
+  namespace kc = kernel_cache_impl;
+  const std::string id = "object:" + hash({bytes}) + '\0' + symbol;
+  kc::Loaded& l = kc::loaded();
+  std::lock_guard<std::mutex> lock(l.mutex);
+  if (const auto s = l.symbols.find(id); s != l.symbols.end()) return s->second;
+  // An anonymous memory file, kept open for the process's life (as the library stays loaded): its
+  // /proc/self/fd path is never reused, so dlopen cannot mistake one object for another by name.
+  const int fd = ::memfd_create(("fxcpp-kernel-" + symbol).c_str(), MFD_CLOEXEC);
+  if (fd < 0) throw Error("kernel object " + name + ": cannot create a memory file: " + kc::errno_text());
+  if (!kc::write_all(fd, bytes)) {
+    const std::string why = kc::errno_text();
+    ::close(fd);
+    throw Error("kernel object " + name + ": cannot write a memory file: " + why);
+  }
+  const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const std::string why = kc::one_line(::dlerror());
+    ::close(fd);
+    throw Error("kernel object " + name + ": dlopen failed: " + why);
+  }
+  void* address = ::dlsym(handle, symbol.c_str());
+  if (!address) throw Error("kernel object " + name + ": no symbol " + symbol + " in it");
+  l.symbols.emplace(id, address);
+  return address;
 }
 
 std::vector<void*> KernelCache::load_all(const std::vector<KernelSource>& kernels,

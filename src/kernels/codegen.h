@@ -3,7 +3,7 @@
 // extern "C" function over ATen's at::vec::Vectorized<float>, built for the
 // CPU capability ATen's own kernels run (AVX2 or AVX-512), as TorchInductor's
 // C++ backend writes its kernels.
-#include "compiler/program.h"
+#include "kernels/program.h"
 
 #include <cstdint>
 #include <string>
@@ -49,6 +49,10 @@ GeneratedKernel generate_kernel(const std::string& program_text);
 /// The compiler flags the kernels are built with: ATen's CPU capability's
 /// instruction set and at::vec width, -O3, the libtorch headers, Sleef.
 const std::vector<std::string>& kernel_flags();
+
+/// The instruction-set extensions kernel_flags lets the compiler use, as
+/// /proc/cpuinfo names them: what a kernel object needs of the CPU it runs on.
+const std::vector<std::string>& kernel_isa();
 
 /// Floats a vector of the kernels holds (8 for AVX2, 16 for AVX-512).
 int64_t kernel_vector_width();

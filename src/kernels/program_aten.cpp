@@ -2,7 +2,7 @@
 // one as ATen operators (see program_aten.h). Slower than the kernel (every
 // value is a tensor written and read again, as in the graph before fusion)
 // but the same values to rounding, so a saved graph runs anywhere.
-#include "compiler/program_aten.h"
+#include "kernels/program_aten.h"
 
 #include <fx/error.h>
 

@@ -1,20 +1,21 @@
 // fxcpp::fused_kernel(Tensor[] inputs, str program) -> Tensor[]: the
 // operator fuse_kernels' nodes call. Its program (program.h) names the
-// kernel: the first call of a program generates the C++ (codegen.h), has
-// the kernel cache build or find it, and keeps the function for the
+// kernel: the first call of a program generates the C++ (codegen.h), takes
+// the object a loaded file offered for that source (kernel_objects.cpp) or
+// has the kernel cache build or find it, and keeps the function for the
 // process. Each call then lays out the operands as TensorIterator does for
 // ATen's kernels: inputs broadcast to one iteration shape, full outputs in
 // the first full input's memory format (channels-last stays channels-last),
 // dimensions that are contiguous in every operand merged, and the rows (or
 // pieces of rows, when nothing reduces) shared by at::parallel_for.
-#include <fx/compiler/fuse_kernels.h>
-#include <fx/passes/graph_drawer.h>
+#include <fx/compiler/fused_kernel.h>
 
 #include <fx/compiler/kernel_cache.h>
 #include <fx/error.h>
 
-#include "compiler/codegen.h"
-#include "compiler/program_aten.h"
+#include "kernels/codegen.h"
+#include "kernels/kernel_objects.h"
+#include "kernels/program_aten.h"
 
 #include <ATen/ExpandUtils.h>
 #include <ATen/Parallel.h>
@@ -39,6 +40,7 @@ struct LoadedKernel {
   Program program;
   KernelFn fn = nullptr;
   std::string symbol;
+  KernelOrigin origin = KernelOrigin::None;
 };
 
 std::mutex& kernels_mutex() {
@@ -51,6 +53,20 @@ std::unordered_map<std::string, std::unique_ptr<LoadedKernel>>& kernels() {
   return k;
 }
 
+/// The function a loaded file's object gives `g`, or null (no object offered for its source, or one that did not
+/// load: one warning line, and the caller compiles).
+KernelFn from_object(const detail::GeneratedKernel& g) {
+  const std::optional<KernelObject> object = detail::offered_object(kernel_source_hash(g.source));
+  if (!object) return nullptr;
+  try {
+    return reinterpret_cast<KernelFn>(KernelCache::load_object(g.symbol, object->bytes, object->symbol));
+  } catch (const std::exception& e) {
+    TORCH_WARN("fxcpp::fused_kernel: ", e.what(), "; the kernel is ",
+               KernelCache::compiler_available() ? "compiled from its source" : "run as ATen operators");
+    return nullptr;
+  }
+}
+
 const LoadedKernel& loaded(const std::string& program) {
   std::lock_guard<std::mutex> lock(kernels_mutex());
   auto& map = kernels();
@@ -60,11 +76,15 @@ const LoadedKernel& loaded(const std::string& program) {
   k->program = detail::parse_program(program);
   const detail::GeneratedKernel g = detail::generate_kernel(program);
   k->symbol = g.symbol;
-  if (KernelCache::compiler_available()) {
+  if ((k->fn = from_object(g))) {
+    k->origin = KernelOrigin::Object;
+  } else if (KernelCache::compiler_available()) {
     k->fn = reinterpret_cast<KernelFn>(KernelCache::global().load({g.source, g.symbol}, detail::kernel_flags()));
+    k->origin = KernelOrigin::Source;
   } else {  // k->fn stays null: run() computes the program with ATen's operators
     TORCH_WARN_ONCE("fxcpp::fused_kernel: no C++ compiler (", KernelCache::compiler(),
                     " does not run): fused kernels run as ATen operators");
+    k->origin = KernelOrigin::Aten;
   }
   return *map.emplace(program, std::move(k)).first->second;
 }
@@ -212,56 +232,53 @@ std::vector<at::Tensor> run_kernel(const std::string& program, const std::vector
 
 bool can_compile_kernels() { return KernelCache::compiler_available(); }
 
-namespace detail {
+KernelOrigin kernel_origin(const std::string& program) {
+  std::lock_guard<std::mutex> lock(kernels_mutex());
+  const auto it = kernels().find(program);
+  return it == kernels().end() ? KernelOrigin::None : it->second->origin;
+}
 
-/// Builds the kernels of `programs` (missing ones compiled `jobs` at a
-/// time) and keeps them for the process; adds to `report`.
-void prepare_kernels(const std::vector<std::string>& programs, int jobs, FuseReport& report) {
+size_t prepare_kernels(const std::vector<std::string>& programs, int jobs) {
   std::vector<KernelSource> sources;
   std::vector<std::string> todo;
   {
     std::lock_guard<std::mutex> lock(kernels_mutex());
     for (const std::string& p : programs) {
       if (kernels().count(p) || std::find(todo.begin(), todo.end(), p) != todo.end()) continue;
-      const GeneratedKernel g = generate_kernel(p);
+      const detail::GeneratedKernel g = detail::generate_kernel(p);
+      if (KernelFn fn = from_object(g)) {  // a loaded file's object: nothing to compile
+        auto k = std::make_unique<LoadedKernel>();
+        k->program = detail::parse_program(p);
+        k->symbol = g.symbol;
+        k->fn = fn;
+        k->origin = KernelOrigin::Object;
+        kernels().emplace(p, std::move(k));
+        continue;
+      }
       sources.push_back({g.source, g.symbol});
       todo.push_back(p);
     }
   }
-  if (todo.empty()) return;
+  if (todo.empty()) return 0;
   std::vector<LoadInfo> infos;
-  const std::vector<void*> fns = KernelCache::global().load_all(sources, kernel_flags(), jobs, &infos);
+  const std::vector<void*> fns = KernelCache::global().load_all(sources, detail::kernel_flags(), jobs, &infos);
+  size_t compiled = 0;
   std::lock_guard<std::mutex> lock(kernels_mutex());
   for (size_t i = 0; i < todo.size(); ++i) {
-    report.compiled += infos[i].compiled;
+    compiled += infos[i].compiled;
     if (kernels().count(todo[i])) continue;
     auto k = std::make_unique<LoadedKernel>();
-    k->program = parse_program(todo[i]);
+    k->program = detail::parse_program(todo[i]);
     k->symbol = sources[i].symbol;
     k->fn = reinterpret_cast<KernelFn>(fns[i]);
+    k->origin = KernelOrigin::Source;
     kernels().emplace(todo[i], std::move(k));
   }
+  return compiled;
 }
-
-}  // namespace detail
 
 TORCH_LIBRARY_FRAGMENT(fxcpp, m) {
   m.def("fused_kernel(Tensor[] inputs, str program) -> Tensor[]", &fused_kernel);
 }
-
-namespace {
-
-/// The HTML drawing of a graph shows a fused kernel's program and its C++
-/// one click away (fx::register_node_details).
-const bool kDrawsKernels = [] {
-  register_node_details("fxcpp::fused_kernel", [](const Node& n) -> std::vector<std::pair<std::string, std::string>> {
-    if (n.args().size() < 2 || n.args()[1].kind() != Argument::Kind::String) return {};
-    const std::string& program = n.args()[1].to_string();
-    return {{"kernel program", program}, {"kernel C++", kernel_source(program)}};
-  });
-  return true;
-}();
-
-}  // namespace
 
 }  // namespace fx::compiler

@@ -1,7 +1,7 @@
 // Fused kernels' programs: parsing, printing and the analysis that decides
 // which values are per row and in which loop over the row each is made
 // (see program.h).
-#include "compiler/program.h"
+#include "kernels/program.h"
 
 #include <fx/error.h>
 

@@ -2,7 +2,7 @@
 // A fused kernel's program computed with ATen's operators (program_aten.cpp):
 // what fxcpp::fused_kernel runs where no C++ compiler can build the kernel
 // (a saved, optimised graph loaded on a machine without one).
-#include "compiler/program.h"
+#include "kernels/program.h"
 
 #include <ATen/core/Tensor.h>
 
