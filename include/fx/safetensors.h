@@ -60,7 +60,8 @@ SafeTensors load_safetensors_folder(const std::string& folder);
 
 /// Hands the memory of `t`'s pages back to the system when `t`'s storage
 /// lies in a file load_safetensors mapped (madvise MADV_PAGEOUT over the
-/// whole pages inside the storage): the values stay, read from the file again if `t` is used
+/// whole pages inside the elements of a contiguous `t` — a block of a
+/// weight's rows releases that block — or inside the storage of any other): the values stay, read from the file again if `t` is used
 /// (pages a write made private are kept, or swapped). Meant for weights
 /// whose use is over, e.g. packed by quantize_weight_only: the mapping is
 /// one per file and lives as long as any of its tensors, so the pages of a

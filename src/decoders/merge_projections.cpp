@@ -111,12 +111,34 @@ std::string merged_name(const std::vector<Projection>& group) {
   return prefix + joined;
 }
 
+/// True when `parts` lie one after the other in one storage, each contiguous: rows of one buffer, in order
+/// (quantize_weight_only packs siblings so).
+bool adjacent(const std::vector<at::Tensor>& parts) {
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const at::Tensor& p = parts[i];
+    if (!p.is_contiguous() || !p.has_storage() || !p.storage().is_alias_of(parts[0].storage()) ||
+        p.sizes().slice(1) != parts[0].sizes().slice(1))
+      return false;
+    if (i > 0) {
+      const at::Tensor& q = parts[i - 1];
+      if (static_cast<const char*>(p.data_ptr()) != static_cast<const char*>(q.data_ptr()) + q.numel() * q.element_size())
+        return false;
+    }
+  }
+  return true;
+}
+
 at::Tensor stacked(const std::vector<Projection>& group, at::Tensor Projection::*member) {
   std::vector<at::Tensor> parts;
   int64_t rows = 0;
   for (const Projection& p : group) {
     parts.push_back((p.*member).detach());
     rows += parts.back().size(0);
+  }
+  if (adjacent(parts)) {  // already stacked in memory: a view of all of them, no copy
+    std::vector<int64_t> sizes = parts.front().sizes().vec();
+    sizes[0] = rows;
+    return parts.front().as_strided(sizes, parts.front().strides(), parts.front().storage_offset());
   }
   if (member != &Projection::data) return at::cat(parts, 0).contiguous();
   // Packed weight-only rows: in memory a GEMV streams well (huge pages), as pack_weight_only's.

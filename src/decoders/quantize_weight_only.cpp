@@ -1,5 +1,8 @@
 // quantize_weight_only (include/fx/decoders/quantize_weight_only.h): linear
-// layers -> fxcpp::linear_weight_only on weights packed once, here.
+// layers -> fxcpp::linear_weight_only, embedding tables ->
+// fxcpp::embedding_weight_only, on weights packed once, here. A table whose
+// weight is a quantized layer's (a tied lm_head) reads that layer's packed
+// tensors: one copy for both, as the float model had.
 #include <fx/decoders/quantize_weight_only.h>
 
 #include "decoders/linear_layer.h"
@@ -9,9 +12,13 @@
 #include <fx/safetensors.h>
 
 #include <ATen/core/Tensor.h>
+#include <torch/nn/modules/embedding.h>
 
+#include <algorithm>
 #include <optional>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace fx {
 
@@ -25,9 +32,36 @@ bool name_matches(const std::string& name, const std::string& pattern) {
                              name[pattern.size()] == '.');
 }
 
-bool matches_any(const Layer& l, const Node* n, const std::vector<std::string>& patterns) {
+/// An embedding table of the graph: a call_module of an Embedding without max_norm (which renormalises the
+/// table in place), or aten::embedding whose weight is a get_attr node.
+struct EmbeddingLayer {
+  std::string name;  ///< qualified name (module, or weight attribute without ".weight")
+  Argument indices;
+  at::Tensor weight;
+};
+
+std::optional<EmbeddingLayer> embedding_layer_of(const GraphModule& gm, const Node* n) {
+  using decoders::detail::arg_of;
+  if (n->op() == Opcode::CallModule) {
+    auto m = gm.get_submodule(n->target());
+    const auto* e = dynamic_cast<const torch::nn::EmbeddingImpl*>(m.get());
+    if (!e || e->options.max_norm() || n->args().size() != 1 || !n->kwargs().empty() || e->weight.dim() != 2)
+      return std::nullopt;
+    return EmbeddingLayer{n->target(), n->args()[0], e->weight};
+  }
+  if (n->op() != Opcode::CallFunction || n->target() != "aten::embedding") return std::nullopt;
+  const auto weight = arg_of(n, 0, "weight"), indices = arg_of(n, 1, "indices");
+  if (!indices || !decoders::detail::is_get_attr(weight)) return std::nullopt;
+  std::string name = weight->to_node()->target();
+  if (name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0) name.resize(name.size() - 7);
+  EmbeddingLayer l{name, *indices, gm.fetch_attr(weight->to_node()->target())};
+  if (!l.weight.defined() || l.weight.dim() != 2) return std::nullopt;
+  return l;
+}
+
+bool matches_any(const std::string& name, const Node* n, const std::vector<std::string>& patterns) {
   for (const auto& p : patterns)
-    if (name_matches(l.name, p) || n->name() == p) return true;
+    if (name_matches(name, p) || n->name() == p) return true;
   return false;
 }
 
@@ -49,24 +83,107 @@ std::shared_ptr<GraphModule> quantize_weight_only(const std::shared_ptr<GraphMod
     decoders::PackedWeightOnly packed;
   };
   std::unordered_map<const Node*, Chosen> chosen;
+  // `weight` packed into `into` a block of rows at a time (about 8 MB of float32): a weight read from a
+  // safetensors file lies in its mapping, which stays while any of the file's tensors lives, so each block's
+  // pages, read once to pack it, go back before the next is read (read again if used again): the largest
+  // weight (the head, the token table) is never resident whole.
+  const auto pack_blocks = [&](const at::Tensor& weight, const decoders::PackedWeightOnly& into,
+                               const std::string& what) {
+    const int64_t rows = weight.size(0), block = std::max<int64_t>(1, (int64_t{8} << 20) / (4 * weight.size(1)));
+    for (int64_t r0 = 0; r0 < rows; r0 += block) {
+      const int64_t c = std::min(block, rows - r0);
+      decoders::PackedWeightOnly part = decoders::detail::packed_rows(into, r0, c);
+      try {
+        decoders::detail::pack_weight_only_into(weight.narrow(0, r0, c), part, r0);
+      } catch (const Error& e) {
+        throw Error("quantize_weight_only: " + what + ": " + e.what());
+      }
+      r.bytes_released += static_cast<int64_t>(release_mapped_pages(weight.narrow(0, r0, c)));
+    }
+  };
+  // Siblings (layers reading one value: q / k / v, gate / up) are packed side by side into one buffer, in graph
+  // order, so merge_projections stacks them without a copy (no second copy of the weights while it runs).
+  std::vector<std::pair<const Node*, std::vector<std::pair<const Node*, Layer>>>> siblings;  // by input node
   for (const Node* n : gm->graph().nodes()) {
     auto l = linear_layer_of(*gm, n);
     if (!l) continue;
-    if ((!options.names.empty() && !matches_any(*l, n, options.names)) || matches_any(*l, n, options.skip)) {
+    if ((!options.names.empty() && !matches_any(l->name, n, options.names)) || matches_any(l->name, n, options.skip)) {
       r.left.push_back(l->name + ": not chosen");
       continue;
     }
+    const Node* input = l->input.is_node() ? l->input.to_node() : nullptr;
+    auto group = std::find_if(siblings.begin(), siblings.end(), [&](const auto& s) {
+      return input && s.first == input && s.second.front().second.weight.size(1) == l->weight.size(1);
+    });
+    if (group == siblings.end()) group = siblings.insert(siblings.end(), {input, {}});
+    group->second.emplace_back(n, *l);
+  }
+  for (const auto& [input, members] : siblings) {
+    (void)input;
+    const Layer& first = members.front().second;
+    int64_t rows = 0;
+    for (const auto& m : members) rows += m.second.weight.size(0);
+    decoders::PackedWeightOnly buffer;
     try {
-      chosen.emplace(n, Chosen{*l, decoders::pack_weight_only(l->weight, scheme)});
+      buffer = decoders::detail::empty_packed_weight_only(rows, first.weight.size(1), scheme);
     } catch (const Error& e) {
-      throw Error("quantize_weight_only: layer " + l->name + ": " + e.what());
+      throw Error("quantize_weight_only: layer " + first.name + ": " + e.what());
     }
-    // A weight read from a safetensors file lies in its mapping, which stays while any of the
-    // file's tensors lives: its pages, read once to pack it, go back (read again if used again).
-    r.bytes_released += static_cast<int64_t>(release_mapped_pages(l->weight));
+    int64_t offset = 0;
+    for (const auto& [n, l] : members) {
+      const int64_t out = l.weight.size(0);
+      pack_blocks(l.weight, decoders::detail::packed_rows(buffer, offset, out), "layer " + l.name);
+      chosen.emplace(n, Chosen{l, decoders::detail::packed_rows(buffer, offset, out)});
+      offset += out;
+    }
+  }
+  // Embedding tables, packed as a linear layer's weight would be (rows are tokens). A table that is a chosen
+  // layer's weight (tied to the head: one storage) takes that layer's packed tensors.
+  struct Table {
+    EmbeddingLayer table;
+    decoders::PackedWeightOnly packed;
+    std::string prefix;  ///< the packed tensors' attribute prefix (the layer's when shared)
+    bool shared = false;
+  };
+  std::unordered_map<const Node*, Table> tables;
+  for (const Node* n : gm->graph().nodes()) {
+    auto e = options.embeddings ? embedding_layer_of(*gm, n) : std::nullopt;
+    if (!e) continue;
+    if ((!options.names.empty() && !matches_any(e->name, n, options.names)) || matches_any(e->name, n, options.skip)) {
+      r.left.push_back(e->name + ": not chosen");
+      continue;
+    }
+    Table t{*e, {}, decoders::detail::kWeightOnlyRoot + e->name + ".", false};
+    for (const auto& [ln, c] : chosen) {
+      (void)ln;
+      if (c.layer.weight.is_same(e->weight) ||
+          (c.layer.weight.sizes() == e->weight.sizes() && c.layer.weight.strides() == e->weight.strides() &&
+           c.layer.weight.data_ptr() == e->weight.data_ptr())) {
+        t.packed = c.packed;
+        t.prefix = decoders::detail::kWeightOnlyRoot + c.layer.name + ".";
+        t.shared = true;
+        break;
+      }
+    }
+    if (!t.shared) {
+      try {
+        t.packed = decoders::detail::empty_packed_weight_only(e->weight.size(0), e->weight.size(1), scheme);
+      } catch (const Error& err) {
+        throw Error("quantize_weight_only: embedding " + e->name + ": " + err.what());
+      }
+      pack_blocks(e->weight, t.packed, "embedding " + e->name);
+    }
+    tables.emplace(n, std::move(t));
   }
   // The packed tensors are attributes of the new module (under _weight_only., named after the layer).
   auto out = std::make_shared<GraphModule>(gm, passes_detail::copy_graph(gm->graph()), gm->class_name());
+  for (const auto& [n, t] : tables) {
+    (void)n;
+    if (t.shared) continue;
+    out->register_attr(t.prefix + "data", t.packed.data);
+    out->register_attr(t.prefix + "scales", t.packed.scales);
+    if (t.packed.zeros.defined()) out->register_attr(t.prefix + "zeros", t.packed.zeros);
+  }
   for (const auto& [n, c] : chosen) {
     const std::string prefix = decoders::detail::kWeightOnlyRoot + c.layer.name + ".";
     out->register_attr(prefix + "data", c.packed.data);
@@ -79,6 +196,22 @@ std::shared_ptr<GraphModule> quantize_weight_only(const std::shared_ptr<GraphMod
   std::unordered_map<Node*, Node*> env;
   auto mapped = [&](Node* in) -> Argument { return env.at(in); };
   for (Node* n : gm->graph().nodes()) {
+    if (auto t = tables.find(n); t != tables.end()) {
+      const Table& tb = t->second;
+      Argument zeros = tb.packed.zeros.defined() ? Argument(g->get_attr(tb.prefix + "zeros")) : Argument();
+      Node* e = g->create_node(Opcode::CallFunction, "fxcpp::embedding_weight_only",
+                               {map_arg(tb.table.indices, mapped), g->get_attr(tb.prefix + "data"),
+                                g->get_attr(tb.prefix + "scales"), zeros, int64_t{scheme.bits}, scheme.group_size,
+                                tb.packed.in_features},
+                               {}, n->name());
+      e->meta() = n->meta();
+      env[n] = e;
+      ++r.embeddings;
+      r.bytes_before += bytes_of(tb.table.weight);
+      if (!tb.shared)
+        r.bytes_after += bytes_of(tb.packed.data) + bytes_of(tb.packed.scales) + bytes_of(tb.packed.zeros);
+      continue;
+    }
     auto it = chosen.find(n);
     if (it == chosen.end()) {
       env[n] = g->node_copy(n, mapped);

@@ -218,30 +218,61 @@ at::Tensor detail::weight_stream_empty(at::IntArrayRef sizes, at::ScalarType dty
   return at::from_blob(p, sizes, [](void* q) { std::free(q); }, at::TensorOptions(dtype));
 }
 
-PackedWeightOnly pack_weight_only(const at::Tensor& weight, const WeightOnlyScheme& scheme) {
-  const std::string who = "pack_weight_only";
-  wo_api::check_scheme(who, scheme);
-  if (!weight.defined()) wo_api::fail(who, "weight is undefined");
+namespace weight_only_api {
+
+/// pack_weight_only's checks of the scheme and the weight.
+void check_weight(const std::string& who, const at::Tensor& weight, const WeightOnlyScheme& scheme) {
+  check_scheme(who, scheme);
+  if (!weight.defined()) fail(who, "weight is undefined");
   if (!at::isFloatingType(weight.scalar_type()))
-    wo_api::fail(who, c10::str("weight is ", weight.scalar_type(), ", expected a floating dtype"));
+    fail(who, c10::str("weight is ", weight.scalar_type(), ", expected a floating dtype"));
   if (weight.dim() != 2 || weight.size(1) < 1)
-    wo_api::fail(who, c10::str("weight has shape ", weight.sizes(), ", expected [out_features, in_features >= 1]"));
-  const int64_t n = weight.size(0), k = weight.size(1);
-  wo_api::check_group_divides(who, scheme, k);
-  const at::Tensor w = weight.to(at::kFloat).contiguous();
-  const int64_t group = scheme.group_size ? scheme.group_size : k, groups = k / group;
+    fail(who, c10::str("weight has shape ", weight.sizes(), ", expected [out_features, in_features >= 1]"));
+  check_group_divides(who, scheme, weight.size(1));
+}
+
+}  // namespace weight_only_api
+
+PackedWeightOnly detail::empty_packed_weight_only(int64_t n, int64_t k, const WeightOnlyScheme& scheme) {
+  wo_api::check_scheme("pack_weight_only", scheme);  // the allocation of pack_weight_only's result
+  wo_api::check_group_divides("pack_weight_only", scheme, k);
+  const int64_t groups = wo_api::groups_of(scheme, k);
   PackedWeightOnly p;
   p.out_features = n;
   p.in_features = k;
   p.scheme = scheme;
-  p.data = detail::weight_stream_empty({n, scheme.bits == 8 ? k : k / 2}, scheme.bits == 8 ? at::kChar : at::kByte);
+  p.data = weight_stream_empty({n, scheme.bits == 8 ? k : k / 2}, scheme.bits == 8 ? at::kChar : at::kByte);
   p.scales = at::empty({n, groups}, at::kFloat);
   if (!scheme.symmetric) p.zeros = at::empty({n, groups}, at::kFloat);
+  return p;
+}
+
+PackedWeightOnly detail::packed_rows(const PackedWeightOnly& w, int64_t first, int64_t rows) {
+  PackedWeightOnly p = w;
+  p.out_features = rows;
+  p.data = w.data.narrow(0, first, rows);
+  p.scales = w.scales.narrow(0, first, rows);
+  if (w.zeros.defined()) p.zeros = w.zeros.narrow(0, first, rows);
+  return p;
+}
+
+void detail::pack_weight_only_into(const at::Tensor& weight, PackedWeightOnly& into, int64_t first_row) {
+  const std::string who = "pack_weight_only";
+  const WeightOnlyScheme& scheme = into.scheme;
+  wo_api::check_weight(who, weight, scheme);
+  const int64_t n = weight.size(0), k = weight.size(1);
+  const int64_t group = scheme.group_size ? scheme.group_size : k, groups = k / group;
+  if (into.out_features != n || into.in_features != k || !into.data.is_contiguous() || !into.scales.is_contiguous() ||
+      (!scheme.symmetric && !into.zeros.is_contiguous()))
+    wo_api::fail(who, c10::str("the packed rows to fill are ", into.out_features, " x ", into.in_features,
+                               ", the weight ", weight.sizes(), " (or not contiguous)"));
+  wo_api::check_packed(who, into);
+  const at::Tensor w = weight.to(at::kFloat).contiguous();
   const wo_api::GroupQuantizer quantizer(scheme);
   const float* src = w.data_ptr<float>();
-  uint8_t* data = static_cast<uint8_t*>(p.data.data_ptr());
-  float* scales = p.scales.data_ptr<float>();
-  float* zeros = scheme.symmetric ? nullptr : p.zeros.data_ptr<float>();
+  uint8_t* data = static_cast<uint8_t*>(into.data.data_ptr());
+  float* scales = into.scales.data_ptr<float>();
+  float* zeros = scheme.symmetric ? nullptr : into.zeros.data_ptr<float>();
   std::atomic<int64_t> bad_row{-1};
   at::parallel_for(0, n, std::max<int64_t>(1, 65536 / k), [&](int64_t begin, int64_t end) {
     std::vector<int32_t> q(static_cast<size_t>(group));
@@ -268,7 +299,14 @@ PackedWeightOnly pack_weight_only(const at::Tensor& weight, const WeightOnlySche
       }
     }
   });
-  if (bad_row >= 0) wo_api::fail(who, c10::str("weight's row ", bad_row.load(), " has a non-finite value"));
+  if (bad_row >= 0)
+    wo_api::fail(who, c10::str("weight's row ", first_row + bad_row.load(), " has a non-finite value"));
+}
+
+PackedWeightOnly pack_weight_only(const at::Tensor& weight, const WeightOnlyScheme& scheme) {
+  wo_api::check_weight("pack_weight_only", weight, scheme);
+  PackedWeightOnly p = detail::empty_packed_weight_only(weight.size(0), weight.size(1), scheme);
+  detail::pack_weight_only_into(weight, p);
   return p;
 }
 
@@ -292,6 +330,48 @@ at::Tensor linear_weight_only(const at::Tensor& x, const PackedWeightOnly& w, co
   return wo_api::run(detail::weight_only_best_isa(), wo_api::Gemm::Auto, "linear_weight_only", x, w, bias);
 }
 
+at::Tensor embedding_weight_only(const at::Tensor& indices, const PackedWeightOnly& packed) {
+  const std::string who = "embedding_weight_only";
+  wo_api::check_packed(who, packed);
+  if (!indices.defined()) wo_api::fail(who, "indices is undefined");
+  if (!at::isIntegralType(indices.scalar_type(), /*includeBool=*/false))
+    wo_api::fail(who, c10::str("indices is ", indices.scalar_type(), ", expected an integer dtype"));
+  const int64_t n = packed.out_features, k = packed.in_features;
+  std::vector<int64_t> out_sizes = indices.sizes().vec();
+  out_sizes.push_back(k);
+  if (indices.is_meta() || packed.data.is_meta() || packed.scales.is_meta())
+    return at::empty(out_sizes, at::TensorOptions(at::kFloat).device(at::kMeta));
+  const at::Tensor ids = indices.to(at::kLong).contiguous();
+  const int64_t* id = ids.data_ptr<int64_t>();
+  for (int64_t i = 0; i < ids.numel(); ++i)
+    if (id[i] < 0 || id[i] >= n)
+      wo_api::fail(who, c10::str("index ", id[i], " at position ", i, " is outside the table's ", n, " rows"));
+  PackedWeightOnly w = packed;
+  w.data = w.data.contiguous();
+  w.scales = w.scales.contiguous();
+  if (w.zeros.defined()) w.zeros = w.zeros.contiguous();
+  const detail::WeightOnlyView v = wo_api::view_of(w);
+  const int64_t group = k / v.groups;
+  const float default_zero = w.scheme.bits == 4 && w.scheme.symmetric ? 8.f : 0.f;
+  at::Tensor out = at::empty(out_sizes, at::kFloat);
+  float* dst = out.data_ptr<float>();
+  at::parallel_for(0, ids.numel(), std::max<int64_t>(1, 16384 / k), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t r = id[i];
+      const uint8_t* row = v.data + r * v.row_bytes;
+      float* o = dst + i * k;
+      for (int64_t j = 0; j < k; ++j) {
+        // int4: block b of 32 weights is 16 bytes, weight j of it in byte j % 16's low (j < 16) or high nibble.
+        const float q = v.bits == 8 ? static_cast<float>(static_cast<int8_t>(row[j]))
+                                    : static_cast<float>((row[j / 32 * 16 + j % 16] >> (j % 32 < 16 ? 0 : 4)) & 15);
+        const int64_t g = r * v.groups + j / group;
+        o[j] = (q - (v.zeros ? v.zeros[g] : default_zero)) * v.scales[g];
+      }
+    }
+  });
+  return out;
+}
+
 std::string weight_only_kernel(int bits) {
   if (bits != 8 && bits != 4) wo_api::fail("weight_only_kernel", c10::str("bits is ", bits, ", expected 8 or 4"));
   return detail::weight_only_isa_name(detail::weight_only_best_isa());
@@ -306,10 +386,9 @@ at::Tensor detail::linear_weight_only_with(const std::string& kernel, const at::
 
 namespace weight_only_api {
 
-/// fxcpp::linear_weight_only: the packed weight from its tensors (out_features: data's first dimension).
-at::Tensor linear_weight_only_op(const at::Tensor& x, const at::Tensor& data, const at::Tensor& scales,
-                                 const c10::optional<at::Tensor>& zeros, int64_t bits, int64_t group_size,
-                                 int64_t in_features, const c10::optional<at::Tensor>& bias) {
+/// The packed weight an operator's arguments describe (out_features: data's first dimension).
+PackedWeightOnly packed_from(const at::Tensor& data, const at::Tensor& scales, const c10::optional<at::Tensor>& zeros,
+                             int64_t bits, int64_t group_size, int64_t in_features) {
   PackedWeightOnly w;
   w.data = data;
   w.scales = scales;
@@ -319,12 +398,29 @@ at::Tensor linear_weight_only_op(const at::Tensor& x, const at::Tensor& data, co
   w.scheme.bits = static_cast<int>(bits);
   w.scheme.group_size = group_size;
   w.scheme.symmetric = !w.zeros.defined();
-  return linear_weight_only(x, w, bias);
+  return w;
+}
+
+/// fxcpp::linear_weight_only.
+at::Tensor linear_weight_only_op(const at::Tensor& x, const at::Tensor& data, const at::Tensor& scales,
+                                 const c10::optional<at::Tensor>& zeros, int64_t bits, int64_t group_size,
+                                 int64_t in_features, const c10::optional<at::Tensor>& bias) {
+  return linear_weight_only(x, packed_from(data, scales, zeros, bits, group_size, in_features), bias);
+}
+
+/// fxcpp::embedding_weight_only.
+at::Tensor embedding_weight_only_op(const at::Tensor& indices, const at::Tensor& data, const at::Tensor& scales,
+                                    const c10::optional<at::Tensor>& zeros, int64_t bits, int64_t group_size,
+                                    int64_t embedding_dim) {
+  return embedding_weight_only(indices, packed_from(data, scales, zeros, bits, group_size, embedding_dim));
 }
 
 }  // namespace weight_only_api
 
 TORCH_LIBRARY_FRAGMENT(fxcpp, m) {
+  m.def("embedding_weight_only(Tensor indices, Tensor data, Tensor scales, Tensor? zeros, int bits, int group_size, "
+        "int embedding_dim) -> Tensor",
+        &wo_api::embedding_weight_only_op);
   m.def("linear_weight_only(Tensor x, Tensor data, Tensor scales, Tensor? zeros, int bits, int group_size, "
         "int in_features, Tensor? bias=None) -> Tensor",
         &wo_api::linear_weight_only_op);

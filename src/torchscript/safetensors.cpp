@@ -365,7 +365,10 @@ size_t release_mapped_pages(const at::Tensor& t) {
   constexpr int MADV_PAGEOUT = 21;  // Linux 5.4; older headers lack it
 #endif
   if (!t.defined() || !t.has_storage() || t.storage().nbytes() == 0) return 0;
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(t.storage().data()), end = begin + t.storage().nbytes();
+  // A contiguous tensor's own elements (a block of a weight's rows); any other, its whole storage.
+  const bool own = t.is_contiguous();
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(own ? t.data_ptr() : t.storage().data());
+  const uintptr_t end = begin + (own ? t.numel() * t.element_size() : t.storage().nbytes());
   const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;  // whole pages inside
   if (last <= first) return 0;

@@ -41,8 +41,10 @@ int run_weight_only_quantize(const ModelArgs& args) {
   const std::string out = args.get("output");
   set_activity("saving " + out);
   fx::save(*q, out);
-  std::fprintf(stderr, "fxcpp quantize: %zu linear layers, weights %s MB -> %s MB (int%d, %s%s), kernel %s; %zu left; %s\n",
-               r.layers, format_number(static_cast<double>(r.bytes_before) / 1e6).c_str(),
+  std::fprintf(stderr,
+               "fxcpp quantize: %zu linear layers and %zu embedding table%s, weights %s MB -> %s MB (int%d, %s%s), "
+               "kernel %s; %zu left; %s\n",
+               r.layers, r.embeddings, r.embeddings == 1 ? "" : "s", format_number(static_cast<double>(r.bytes_before) / 1e6).c_str(),
                format_number(static_cast<double>(r.bytes_after) / 1e6).c_str(), o.scheme.bits,
                o.scheme.group_size ? ("group " + std::to_string(o.scheme.group_size)).c_str() : "per channel",
                o.scheme.symmetric ? "" : ", asymmetric", r.kernel.c_str(), r.left.size(), out.c_str());

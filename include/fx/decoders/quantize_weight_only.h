@@ -20,7 +20,11 @@
 /// (attention's matmuls) after it.
 ///
 /// Layers: call_module nodes of a Linear, and aten::linear whose weight (and
-/// bias) are get_attr nodes. The kernel is chosen once per process from the
+/// bias) are get_attr nodes. Embedding tables (call_module of an Embedding
+/// without max_norm, aten::embedding of a get_attr weight) are packed the
+/// same way, a row per token, and looked up by fxcpp::embedding_weight_only
+/// (llama.cpp's quantized token_embd): a table that is a quantized layer's
+/// weight (a tied lm_head) reads that layer's packed tensors. The kernel is chosen once per process from the
 /// CPU's features (weight_only_kernel) and named in the report; the packed
 /// layout does not depend on it, so a file quantized on one CPU runs on any.
 
@@ -42,13 +46,18 @@ struct WeightOnlyOptions {
   std::vector<std::string> names;
   /// Never these (same matching; wins over `names`).
   std::vector<std::string> skip;
+  /// Embedding tables too (off: they stay float, as gpt-fast's quantize.py leaves them).
+  bool embeddings = true;
 };
 
 /// What quantize_weight_only did.
 struct WeightOnlyReport {
-  /// Layers quantized.
+  /// Linear layers quantized.
   size_t layers = 0;
-  /// Bytes of their weights before (as stored) and after (integers, scales, zero points).
+  /// Embedding tables quantized (one reading a tied layer's packed tensors included).
+  size_t embeddings = 0;
+  /// Bytes of their weights before (as stored) and after (integers, scales, zero points; a tied table's
+  /// count once).
   int64_t bytes_before = 0, bytes_after = 0;
   /// Bytes of float weights handed back to the system after packing (release_mapped_pages: weights
   /// in a safetensors file's mapping; without it a checkpoint's every page stayed resident).

@@ -86,6 +86,18 @@ at::Tensor dequantize_weight_only(const PackedWeightOnly& w);
 at::Tensor linear_weight_only(const at::Tensor& x, const PackedWeightOnly& w,
                               const c10::optional<at::Tensor>& bias = c10::nullopt);
 
+/// Rows `indices` of the packed weight, dequantized: float32
+/// [*indices.sizes(), K], each row exactly dequantize_weight_only's. An
+/// embedding table's lookup on a table packed as a linear layer's weight
+/// (quantize_weight_only packs `embed_tokens` so; a tied lm_head's packed
+/// tensors serve both). Meta tensors give the shape only. Throws fx::Error
+/// (one line) on non-integer indices, or an index outside [0, N) naming it.
+///
+/// The torch operator:
+///     fxcpp::embedding_weight_only(Tensor indices, Tensor data, Tensor scales, Tensor? zeros, int bits,
+///                                  int group_size, int embedding_dim) -> Tensor
+at::Tensor embedding_weight_only(const at::Tensor& indices, const PackedWeightOnly& w);
+
 /// The kernel this process runs for `bits` (8 or 4): "avx512-vnni", "avx2"
 /// or "scalar", chosen once from the CPU's features.
 std::string weight_only_kernel(int bits);
@@ -105,6 +117,22 @@ at::Tensor linear_weight_only_with(const std::string& kernel, const at::Tensor& 
 /// (MADV_HUGEPAGE; the hint is ignored where they are off), so a GEMV's
 /// stream crosses a page boundary every 2 MB, not every 4 KB; at::empty below.
 at::Tensor weight_stream_empty(at::IntArrayRef sizes, at::ScalarType dtype);
+
+/// Uninitialised packed tensors for an n x k weight of `scheme`, allocated
+/// as pack_weight_only's (the data by weight_stream_empty).
+PackedWeightOnly empty_packed_weight_only(int64_t n, int64_t k, const WeightOnlyScheme& scheme);
+
+/// Rows [first, first + rows) of `w`: views of its tensors (no copy).
+PackedWeightOnly packed_rows(const PackedWeightOnly& w, int64_t first, int64_t rows);
+
+/// pack_weight_only's work written into tensors the caller allocated:
+/// `into` (of `weight`'s shape and its scheme; contiguous, e.g. packed_rows
+/// of a bigger buffer) receives `weight`'s rows. quantize_weight_only packs
+/// sibling layers side by side in one buffer (merge_projections then stacks
+/// them without a copy) and a large weight a block of rows at a time (the
+/// block's float pages go back before the next is read). `first_row`
+/// numbers the rows in errors. Throws what pack_weight_only throws.
+void pack_weight_only_into(const at::Tensor& weight, PackedWeightOnly& into, int64_t first_row = 0);
 
 }  // namespace detail
 
