@@ -6,6 +6,7 @@
 #include <fx/decoders/llama.h>
 
 #include "serialize/document.h"
+#include <fx/onednn.h>
 #include <fx/safetensors.h>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +18,17 @@
 #include <sstream>
 
 namespace fx::decoders {
+
+namespace {
+
+/// A checkpoint's float weights lie in a private mapping of its file (load_safetensors), alive while any of
+/// its tensors is: once a oneDNN kernel (optimize_decoder's float32 / bf16 linears) has its packed copy of a
+/// weight, the weight's pages go back (read again from the file only if the float module runs), layer by layer
+/// as the kernels are made, instead of every page staying resident beside the packed copies.
+void release_packed_weight(const at::Tensor& plain) { release_mapped_pages(plain); }
+const bool kReleasesPackedWeights = (onednn::set_weights_packed_hook(&release_packed_weight), true);
+
+}  // namespace
 
 namespace {
 

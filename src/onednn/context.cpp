@@ -4,6 +4,8 @@
 
 #include <fx/error.h>
 
+#include <utility>
+
 #include <ATen/Parallel.h>
 #include <ATen/ops/clamp.h>
 #include <ATen/ops/empty.h>
@@ -262,6 +264,11 @@ PackedWeights::PackedWeights(at::Tensor plain, dnnl::memory::dims dims, dnnl::me
                 tag),
       keep_plain_(keep_plain) {}
 
+std::atomic<WeightsPackedHook>& weights_packed_hook() {
+  static std::atomic<WeightsPackedHook> hook{nullptr};
+  return hook;
+}
+
 dnnl::memory PackedWeights::get(const dnnl::memory::desc& md) {
   {
     std::shared_lock lock(mutex_);
@@ -285,7 +292,11 @@ dnnl::memory PackedWeights::get(const dnnl::memory::desc& md) {
   dnnl::reorder(source, packed).execute(s, source, packed);
   s.wait();
   packed_.emplace_back(md, packed);
-  if (!keep_plain_) plain_ = at::Tensor();  // later layouts are made from the first
+  at::Tensor released;
+  if (!keep_plain_) released = std::exchange(plain_, at::Tensor());  // later layouts are made from the first
+  lock.unlock();
+  if (released.defined())
+    if (WeightsPackedHook hook = weights_packed_hook().load()) hook(released);
   return packed;
 }
 
@@ -348,4 +359,7 @@ size_t PackedWeights::bytes() const {
 }
 
 }  // namespace detail
+
+WeightsPackedHook set_weights_packed_hook(WeightsPackedHook hook) { return detail::weights_packed_hook().exchange(hook); }
+
 }  // namespace fx::onednn

@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -135,9 +136,13 @@ std::shared_ptr<void> prefaulted_buffer(size_t bytes);
 std::shared_ptr<void> aligned_buffer(size_t bytes);
 
 /// A plain (row-major) f32 or int8 weight, reordered into the layouts kernels ask for.
-/// The first layout is made from the plain tensor, which is then dropped;
-/// later layouts (another input shape may pick another kernel) are
-/// reordered from the first. Thread-safe.
+/// The process's WeightsPackedHook (fx/onednn.h), called by PackedWeights
+/// with the plain tensor it drops.
+std::atomic<WeightsPackedHook>& weights_packed_hook();
+
+/// The first layout is made from the plain tensor, which is then dropped
+/// (and handed to the WeightsPackedHook); later layouts (another input shape
+/// may pick another kernel) are reordered from the first. Thread-safe.
 class PackedWeights {
  public:
   /// `plain` is contiguous f32 or int8 (torch.int8) with oneDNN dims `dims` and format `tag`.

@@ -4,6 +4,7 @@
 // the convention is checked on any graph in one line.
 #include <fx/decoders/capture.h>
 #include <fx/decoders/passes.h>
+#include <fx/onednn.h>
 #include <fx/graph.h>
 #include <fx/tensor_file.h>
 
@@ -89,6 +90,40 @@ TEST(DecoderCapture, GenerateOnTheGraphPlainAndOptimisedEqualsHuggingFacesGreedy
   EXPECT_EQ(fx::decoders::generate(fast, l.prompt, o).tokens, l.greedy);
   // With the cache equals without it: the whole prefix again at every step (the reference's greedy ids).
   EXPECT_GE(std::set<int64_t>(l.greedy.begin(), l.greedy.end()).size(), 4u);  // the greedy output varies
+}
+
+namespace {
+std::vector<const void*>* g_packed = nullptr;
+fx::onednn::WeightsPackedHook g_next = nullptr;
+void record_packed(const at::Tensor& plain) {
+  g_packed->push_back(plain.data_ptr());
+  g_next(plain);
+}
+}  // namespace
+
+// The float checkpoint's weights lie in the file's mapping: fxcpp_decoders
+// hooks the oneDNN kernels so that each weight, once packed, hands its pages
+// back (fx::release_mapped_pages) as the kernels are made, layer by layer:
+// every linear layer's weight reaches the hook, the checkpoint's own tensor.
+TEST(DecoderCapture, EachPackedFloatWeightIsHandedToTheReleaseHook) {
+  Loaded l = load();
+  std::vector<const void*> packed;
+  g_packed = &packed;
+  g_next = fx::onednn::set_weights_packed_hook(&record_packed);
+  ASSERT_NE(g_next, nullptr);  // the library's (release_mapped_pages)
+  auto fast = fx::decoders::optimize_decoder(fx::decoders::capture(l.model));
+  GenerateOptions o;
+  o.max_new_tokens = 2;
+  const auto tokens = fx::decoders::generate(fast, l.prompt, o).tokens;
+  EXPECT_EQ(fx::onednn::set_weights_packed_hook(g_next), &record_packed);
+  const int64_t layers = l.model->config().num_hidden_layers;
+  if (fx::onednn::has_avx512_core()) {
+    ASSERT_EQ(packed.size(), static_cast<size_t>(7 * layers + 1));
+    EXPECT_NE(std::find(packed.begin(), packed.end(), l.model->lm_head->weight.data_ptr()), packed.end());
+  } else {  // below AVX-512 the packed GEMM keeps the plain weights: a decoded token's GEMVs read them
+    EXPECT_TRUE(packed.empty());
+  }
+  EXPECT_EQ(tokens, std::vector<int64_t>(l.greedy.begin(), l.greedy.begin() + 2));
 }
 
 // keep_last_logits: the optimised head (oneDNN's linear) runs on the last
