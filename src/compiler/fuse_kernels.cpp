@@ -14,11 +14,15 @@
 // Reductions reduce the last dimension only; a reduction's operand computed
 // in the group is its prologue, what reads its result its epilogue; a value
 // is never computed twice across groups (a reduction is never duplicated).
+// Then horizontally: groups of one iteration shape reading a common outside
+// value merge (merge_siblings), when neither depends on the other and
+// nothing outside reads a member's value before the last member.
 //
 // Cost model: a group saves the memory traffic of every value it keeps
 // inside (one write and at least one read of a tensor of the group's size,
-// each). A group whose every value leaves it saves nothing and is left
-// alone, as is a group of one node: ATen's or fxcpp's kernel for softmax or
+// each), and siblings merged horizontally one read of each value they share.
+// A group whose every value leaves it, and that shares no read, saves nothing
+// and is left alone, as is a group of one node: ATen's or fxcpp's kernel for softmax or
 // layer norm alone is as good as a generated one. Recomputation is never
 // traded for traffic: each value is computed once per loop over the row
 // that needs it, which for a reduction's prologue is once more per level of
@@ -61,6 +65,7 @@ struct Group {
   std::vector<Node*> members;  // graph order
   std::vector<int64_t> shape;  // iteration shape
   size_t first = 0;            // graph index of the first member
+  bool siblings = false;       // merged horizontally: groups reading a common value (read once now)
 };
 
 class Fuser {
@@ -77,6 +82,7 @@ class Fuser {
       kind_[n] = *kind;
       place(n, *kind);
     }
+    merge_siblings();
     std::vector<Group> out;
     for (auto& [id, group] : groups_) {
       (void)id;
@@ -197,9 +203,60 @@ class Fuser {
     if (kind == Kind::Reduction) row_.insert(n);
   }
 
-  /// The cost model (see the file's comment): two nodes or more, at least one value kept inside.
+  /// The outside values `grp`'s members read.
+  std::unordered_set<const Node*> inputs_of(const Group& grp) const {
+    const std::unordered_set<const Node*> in(grp.members.begin(), grp.members.end());
+    std::unordered_set<const Node*> out;
+    for (const Node* m : grp.members)
+      for (const Node* i : m->all_input_nodes())
+        if (!in.count(i)) out.insert(i);
+    return out;
+  }
+
+  /// Horizontal fusion: groups of one iteration shape that read a common outside value become one group (its
+  /// kernel reads the value once for all of them: gpt-fast's rotary halves, x1 * cos - x2 * sin and
+  /// x2 * cos + x1 * sin), in graph order, when no path leads from one to the other (acyclic) and no outside
+  /// node before the last member reads a member's value: the fused node takes the last member's place and
+  /// nothing has to move, so the graph's order (and its memory) stays as it was.
+  void merge_siblings() {
+    std::vector<int> ids;
+    for (const auto& [id, grp] : groups_) ids.push_back(id);
+    std::sort(ids.begin(), ids.end(), [&](int a, int b) { return groups_.at(a).first < groups_.at(b).first; });
+    for (size_t a = 0; a < ids.size(); ++a) {
+      if (!groups_.count(ids[a])) continue;
+      for (size_t b = a + 1; b < ids.size(); ++b) {
+        if (!groups_.count(ids[b]) || !groups_.count(ids[a])) continue;
+        Group& x = groups_.at(ids[a]);
+        const Group& y = groups_.at(ids[b]);
+        if (x.shape != y.shape || x.shape.empty()) continue;
+        const std::unordered_set<const Node*> xs = inputs_of(x), ys = inputs_of(y);
+        if (std::none_of(ys.begin(), ys.end(), [&](const Node* i) { return xs.count(i) > 0; })) continue;
+        std::unordered_set<const Node*> in(x.members.begin(), x.members.end());
+        in.insert(y.members.begin(), y.members.end());
+        size_t last = 0;
+        for (const Node* m : in) last = std::max(last, index_.at(m));
+        const bool read_before = std::any_of(in.begin(), in.end(), [&](const Node* m) {
+          for (const Node* u : m->users())
+            if (!in.count(u) && index_.at(u) < last) return true;
+          return false;
+        });
+        if (read_before || !acyclic(in, std::min(x.first, y.first))) continue;
+        for (Node* m : y.members) group_of_[m] = ids[a];
+        x.members.insert(x.members.end(), y.members.begin(), y.members.end());
+        std::sort(x.members.begin(), x.members.end(),
+                  [&](const Node* p, const Node* q) { return index_.at(p) < index_.at(q); });
+        x.first = std::min(x.first, y.first);
+        x.siblings = true;
+        groups_.erase(ids[b]);
+      }
+    }
+  }
+
+  /// The cost model (see the file's comment): two nodes or more, at least one value kept inside, or siblings
+  /// that read a value once between them.
   bool worth_it(const Group& grp) const {
     if (grp.members.size() < 2 || grp.shape.empty()) return false;
+    if (grp.siblings) return true;
     const std::unordered_set<const Node*> in(grp.members.begin(), grp.members.end());
     for (const Node* m : grp.members) {
       bool escapes = false;

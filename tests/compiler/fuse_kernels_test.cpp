@@ -522,3 +522,48 @@ TEST(FuseKernels, DropoutMasksAreReadAsBytes) {
         << e.what();
   }
 }
+
+// Horizontal fusion: gpt-fast's rotary halves, x1 * cos - x2 * sin and
+// x2 * cos + x1 * sin, are two chains reading the same four values; they
+// become one kernel with two outputs (each value read once), equal to ATen
+// to the bit. Siblings joined by a path through an outside node stay apart.
+TEST(FuseKernels, SiblingsReadingOneValueBecomeOneKernel) {
+  if (!fx::compiler::can_compile_kernels()) GTEST_SKIP() << "no C++ compiler";
+  auto g = std::make_shared<fx::Graph>();
+  Node* x1 = g->placeholder("x1");
+  Node* x2 = g->placeholder("x2");
+  Node* c = g->placeholder("cos");
+  Node* s = g->placeholder("sin");
+  Node* a = g->call_function("aten::sub.Tensor", {g->call_function("aten::mul.Tensor", {x1, c}),
+                                                  g->call_function("aten::mul.Tensor", {x2, s})});
+  Node* b = g->call_function("aten::add.Tensor", {g->call_function("aten::mul.Tensor", {x2, c}),
+                                                  g->call_function("aten::mul.Tensor", {x1, s})});
+  g->output(g->call_function("aten::stack", {Argument::list({a, b}), int64_t{-1}}));
+  auto gm = make_gm(g);
+  at::manual_seed(9);
+  const std::vector<c10::IValue> in = {at::randn({2, 5, 4, 33}), at::randn({2, 5, 4, 33}), at::randn({1, 5, 1, 33}),
+                                       at::randn({1, 5, 1, 33})};
+  const at::Tensor want = gm->forward(in).toTensor();
+  fx::ShapeProp(gm).propagate(in);
+  fx::compiler::FuseReport r;
+  ASSERT_EQ(fx::compiler::fuse_kernels(*gm, {}, &r), 1u);
+  EXPECT_EQ(r.fused_nodes, 6u);
+  EXPECT_EQ(count(gm->graph(), "fxcpp::fused_kernel"), 1u);
+  const std::string& program = r.details.at(0).program;
+  EXPECT_EQ(program.rfind("inputs 4; ", 0), 0u) << program;  // each value once
+  EXPECT_NE(program.find(" full, %"), std::string::npos) << program;  // two outputs
+  expect_close(gm->forward(in).toTensor(), want, 0, 0, "rotary halves");
+
+  // b's chain reads a value computed from a's result outside the groups: not siblings.
+  auto h = std::make_shared<fx::Graph>();
+  Node* x = h->placeholder("x");
+  Node* first = h->call_function("aten::add.Tensor", {h->call_function("aten::mul.Tensor", {x, 2.0}), 1.0});
+  Node* total = h->call_function("aten::sum", {first});
+  Node* second = h->call_function("aten::add.Tensor", {h->call_function("aten::mul.Tensor", {x, 3.0}), total});
+  h->output(Argument::tuple({first, second}));
+  auto hm = make_gm(h);
+  const std::vector<c10::IValue> hin = {at::randn({7, 40})};
+  fx::ShapeProp(hm).propagate(hin);
+  fx::compiler::FuseReport hr;
+  EXPECT_EQ(fx::compiler::fuse_kernels(*hm, {}, &hr), 2u);
+}

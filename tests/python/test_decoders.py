@@ -90,6 +90,10 @@ def test_optimised_graph_runs_generated_kernels(model):
     if not programs and not fxcpp._C._fuse_kernels_available():
         pytest.skip("no C++ compiler")
     assert any("mean(" in p and "rsqrt(" in p for p in programs), programs
+    # The rotary's two halves (x1 * cos - x2 * sin, x2 * cos + x1 * sin) read the same four values: siblings fused
+    # horizontally, one kernel with both outputs for q and one for k in each of the 2 layers.
+    rotary = [p for p in programs if p.startswith("inputs 4; ") and "sub(" in p and "add(" in p and p.count(" full") == 2]
+    assert len(rotary) == 4, programs
 
 
 def test_w1_and_w3_become_one_gemm(model):
