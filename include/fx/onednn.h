@@ -261,6 +261,12 @@ bool has_int8_dot_product();
 /// (Winograd "yes": oneDNN's; "fxcpp's F(2x2, 3x3)": has_gemm_winograd; "no").
 std::string cpu_summary();
 
+/// Bytes of the weight copies the packed operator `packed` holds now:
+/// oneDNN's layouts of its weights, and below AVX-512 the packed GEMM's
+/// copies (one per input row count, the two most recent kept). Throws
+/// fx::Error when `packed` is not a packed oneDNN operator.
+size_t packed_bytes(const c10::IValue& packed);
+
 /// Registers the operators and classes above (idempotent; the library does
 /// it when loaded, this makes the dependency explicit).
 void register_ops();

@@ -171,6 +171,10 @@ class PackedWeights {
 template <class Key, class Value>
 class KernelCache {
  public:
+  /// Unbounded (capacity 0), or keeping the `capacity` most recently made
+  /// values: a new one evicts the oldest (alive while a caller still holds it).
+  explicit KernelCache(size_t capacity = 0) : capacity_(capacity) {}
+
   /// The value for `key`, made by make() on first use.
   template <class Make>
   std::shared_ptr<const Value> get(const Key& key, Make&& make) {
@@ -184,11 +188,20 @@ class KernelCache {
     for (const auto& e : entries_)
       if (e.first == key) return e.second;
     entries_.emplace_back(key, value);
+    if (capacity_ && entries_.size() > capacity_) entries_.erase(entries_.begin());
     return value;
   }
 
+  /// Calls f(value) for every value held.
+  template <class F>
+  void for_each(F&& f) const {
+    std::shared_lock lock(mutex_);
+    for (const auto& e : entries_) f(*e.second);
+  }
+
  private:
-  std::shared_mutex mutex_;
+  size_t capacity_;
+  mutable std::shared_mutex mutex_;
   std::vector<std::pair<Key, std::shared_ptr<const Value>>> entries_;
 };
 

@@ -121,6 +121,12 @@ PackedState PackedLinear::state() const {
   return base_state(PackedState::Kind::Linear, {out_features_, in_features_});
 }
 
+size_t PackedLinear::bytes() const {
+  size_t n = PackedOp::bytes();
+  gemms_.for_each([&](const PackedGemm& g) { n += g.bytes(); });
+  return n;
+}
+
 std::string PackedLinear::str() const {
   std::ostringstream os;
   os << "Linear(" << in_features_ << ", " << out_features_;

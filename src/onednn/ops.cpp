@@ -77,6 +77,8 @@ PackedOp& packed_op(const c10::IValue& packed, const char* what) {
 
 using detail::packed_op;
 
+size_t packed_bytes(const c10::IValue& packed) { return packed_op(packed, "packed_bytes").bytes(); }
+
 void set_output_dtype(const c10::IValue& packed, c10::ScalarType dtype) {
   detail::check_dtype(dtype, "set_output_dtype");
   packed_op(packed, "set_output_dtype").set_output_dtype(dtype);

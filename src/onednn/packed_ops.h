@@ -21,6 +21,8 @@ class PackedOp : public torch::CustomClassHolder {
   virtual PackedState state() const = 0;
   /// The oneDNN implementation of the kernel for a float input of `sizes` (fx::onednn::implementation).
   virtual std::string implementation(at::IntArrayRef sizes) const = 0;
+  /// Bytes of the weight copies held now (fx::onednn::packed_bytes): oneDNN's layouts.
+  virtual size_t bytes() const { return weights_ ? weights_->bytes() : 0; }
 
  protected:
   PackedOp(PostOps post_ops, c10::ScalarType dtype, const char* op);
@@ -128,6 +130,8 @@ class PackedLinear : public PackedOp {
                c10::ScalarType dtype);
   /// activation(input W^T + bias [+ residual]) for input [..., in_features].
   at::Tensor run(const at::Tensor& input, const c10::optional<at::Tensor>& residual) const;
+  /// oneDNN's layouts of the weights and the packed GEMM copies held now.
+  size_t bytes() const override;
   std::string str() const override;
   PackedState state() const override;
   std::string implementation(at::IntArrayRef sizes) const override;
@@ -147,7 +151,11 @@ class PackedLinear : public PackedOp {
   mutable KernelCache<Key, Kernel> kernels_;
   /// Packed GEMM weights by rows and thread count; the plain weights stay
   /// in weights_ (never reordered on this path) to pack for other shapes.
-  mutable KernelCache<std::pair<int64_t, int>, PackedGemm> gemms_;
+  /// Each is a copy of the weights: the kPackedGemmCopies most recent are
+  /// kept, so inputs of ever new row counts (a decoder's prompts) do not
+  /// pile up copies; a row count evicted is packed again when it returns.
+  static constexpr size_t kPackedGemmCopies = 2;
+  mutable KernelCache<std::pair<int64_t, int>, PackedGemm> gemms_{kPackedGemmCopies};
 };
 
 /// A PackedState as TorchScript pickles it (the packed classes' __getstate__

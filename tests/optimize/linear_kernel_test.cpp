@@ -334,3 +334,33 @@ TEST(LinearKernel, Names) {
 }
 
 }  // namespace
+
+// Below AVX-512 the packed GEMM packs the weights per input row count: a
+// decoder's prompts of ever new lengths would each add a copy of every
+// weight. The two most recent row counts are kept (fx::onednn::packed_bytes
+// stays at two copies and the plain weights), an evicted one is packed again
+// with the same values. On AVX-512 oneDNN's matmul holds its layouts.
+TEST(LinearKernel, PackedGemmKeepsTheTwoLatestRowCounts) {
+  torch::manual_seed(4);
+  const ThreadsGuard guard;
+  at::set_num_threads(1);
+  const at::Tensor w = at::randn({96, 64});
+  const c10::IValue packed = fx::onednn::pack_linear(w, c10::nullopt, {}, at::kFloat);
+  std::vector<size_t> bytes;
+  std::vector<at::Tensor> first;
+  for (int64_t rows : {3, 5, 7, 9, 3}) {
+    const at::Tensor x = at::randn({rows, 64});
+    const at::Tensor got = run_linear(x, packed, c10::nullopt);
+    EXPECT_LE(relative_error(got, at::linear(x, w)), 1e-5) << rows << " rows";
+    bytes.push_back(fx::onednn::packed_bytes(packed));
+  }
+  ASSERT_GT(bytes.front(), 0u);
+  if (!avx512()) {
+    const size_t one = bytes[0];  // the first row count's copy (the plain weights are not counted)
+    EXPECT_EQ(bytes[1], 2 * one);
+    EXPECT_EQ(bytes[2], 2 * one);  // 3 evicted
+    EXPECT_EQ(bytes[3], 2 * one);
+    EXPECT_EQ(bytes[4], 2 * one);  // 3 packed again, 7 evicted
+  }
+  EXPECT_THROW(fx::onednn::packed_bytes(c10::IValue(at::ones({1}))), fx::Error);
+}
