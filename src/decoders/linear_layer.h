@@ -43,6 +43,13 @@ inline bool is_get_attr(const std::optional<Argument>& a) {
   return a && a->is_node() && a->to_node()->op() == Opcode::GetAttr;
 }
 
+/// A layer's qualified name from its weight's get_attr node: the attribute without ".weight".
+inline std::string layer_name_of(const Node* weight_attr) {
+  std::string name = weight_attr->target();
+  if (name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0) name.resize(name.size() - 7);
+  return name;
+}
+
 /// The linear layer `n` is, or nullopt.
 inline std::optional<LinearLayer> linear_layer_of(const GraphModule& gm, const Node* n) {
   if (n->op() == Opcode::CallModule) {
@@ -56,9 +63,7 @@ inline std::optional<LinearLayer> linear_layer_of(const GraphModule& gm, const N
   if (n->op() != Opcode::CallFunction || n->target() != "aten::linear") return std::nullopt;
   const auto input = arg_of(n, 0, "input"), weight = arg_of(n, 1, "weight"), bias = arg_of(n, 2, "bias");
   if (!input || !is_get_attr(weight) || (bias && !bias->is_none() && !is_get_attr(bias))) return std::nullopt;
-  std::string name = weight->to_node()->target();
-  if (name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0) name.resize(name.size() - 7);
-  LinearLayer l{name, *input, gm.fetch_attr(weight->to_node()->target()),
+  LinearLayer l{layer_name_of(weight->to_node()), *input, gm.fetch_attr(weight->to_node()->target()),
                 bias && !bias->is_none() ? gm.fetch_attr(bias->to_node()->target()) : at::Tensor()};
   if (!l.weight.defined() || l.weight.dim() != 2) return std::nullopt;
   return l;

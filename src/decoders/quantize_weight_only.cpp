@@ -52,9 +52,7 @@ std::optional<EmbeddingLayer> embedding_layer_of(const GraphModule& gm, const No
   if (n->op() != Opcode::CallFunction || n->target() != "aten::embedding") return std::nullopt;
   const auto weight = arg_of(n, 0, "weight"), indices = arg_of(n, 1, "indices");
   if (!indices || !decoders::detail::is_get_attr(weight)) return std::nullopt;
-  std::string name = weight->to_node()->target();
-  if (name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0) name.resize(name.size() - 7);
-  EmbeddingLayer l{name, *indices, gm.fetch_attr(weight->to_node()->target())};
+  EmbeddingLayer l{decoders::detail::layer_name_of(weight->to_node()), *indices, gm.fetch_attr(weight->to_node()->target())};
   if (!l.weight.defined() || l.weight.dim() != 2) return std::nullopt;
   return l;
 }
@@ -63,6 +61,11 @@ bool matches_any(const std::string& name, const Node* n, const std::vector<std::
   for (const auto& p : patterns)
     if (name_matches(name, p) || n->name() == p) return true;
   return false;
+}
+
+/// Whether the options choose the layer `name` of node `n` (`names`, when given, and not `skip`).
+bool chosen_by(const WeightOnlyOptions& o, const std::string& name, const Node* n) {
+  return (o.names.empty() || matches_any(name, n, o.names)) && !matches_any(name, n, o.skip);
 }
 
 int64_t bytes_of(const at::Tensor& t) { return t.defined() ? static_cast<int64_t>(t.numel() * t.element_size()) : 0; }
@@ -107,7 +110,7 @@ std::shared_ptr<GraphModule> quantize_weight_only(const std::shared_ptr<GraphMod
   for (const Node* n : gm->graph().nodes()) {
     auto l = linear_layer_of(*gm, n);
     if (!l) continue;
-    if ((!options.names.empty() && !matches_any(l->name, n, options.names)) || matches_any(l->name, n, options.skip)) {
+    if (!chosen_by(options, l->name, n)) {
       r.left.push_back(l->name + ": not chosen");
       continue;
     }
@@ -149,7 +152,7 @@ std::shared_ptr<GraphModule> quantize_weight_only(const std::shared_ptr<GraphMod
   for (const Node* n : gm->graph().nodes()) {
     auto e = options.embeddings ? embedding_layer_of(*gm, n) : std::nullopt;
     if (!e) continue;
-    if ((!options.names.empty() && !matches_any(e->name, n, options.names)) || matches_any(e->name, n, options.skip)) {
+    if (!chosen_by(options, e->name, n)) {
       r.left.push_back(e->name + ": not chosen");
       continue;
     }
